@@ -1,0 +1,3 @@
+from fabricplan.cli import main
+
+main()

@@ -1,0 +1,297 @@
+"""Typed, frozen records for the catalog's sourced facts.
+
+Every numeric field names its unit (``_gbps``, ``_GBps``, ``_us``, ``_ns``, ``_w``, ``_gb``...).
+Every entry carries ``source`` and ``as_of``; prices are :class:`Price` objects that must say
+whether they are assumptions and on what basis.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+AS_OF_PATTERN = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+
+FabricFamily = Literal["infiniband", "roce", "tcp", "uec"]
+LinkLayer = Literal["infiniband", "ethernet"]
+FlowControl = Literal["credit", "pfc", "none"]
+Routing = Literal["adaptive", "ecmp", "packet-spray", "static"]
+
+# PCIe usable bandwidth per direction per lane, GB/s, after line encoding
+# (PCI-SIG base specs: Gen3 8 GT/s and Gen4 16 GT/s and Gen5 32 GT/s use 128b/130b;
+# Gen6 64 GT/s uses PAM4 + FLIT, ~242/256 efficiency).
+PCIE_LANE_GBPS: dict[int, float] = {
+    3: 8.0 * 128 / 130 / 8,
+    4: 16.0 * 128 / 130 / 8,
+    5: 32.0 * 128 / 130 / 8,
+    6: 64.0 * 242 / 256 / 8,
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Range(_Frozen):
+    """A quantity that sources disagree on: keep the spread and who said what."""
+
+    low: float = Field(ge=0)
+    high: float = Field(ge=0)
+    typical: float | None = Field(default=None, ge=0)
+    sources: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
+        if self.typical is not None and not self.low <= self.typical <= self.high:
+            raise ValueError(f"typical ({self.typical}) must lie in [{self.low}, {self.high}]")
+        return self
+
+    @property
+    def nominal(self) -> float:
+        """The value used when a single number is needed: ``typical``, else the midpoint."""
+        return self.typical if self.typical is not None else (self.low + self.high) / 2
+
+
+class Price(_Frozen):
+    """A price in US dollars; nearly all are assumptions and ``basis`` says where from."""
+
+    usd: float = Field(ge=0)
+    assumption: bool
+    basis: str = Field(min_length=3)
+
+
+class Entry(_Frozen):
+    """Common fields of every catalog record."""
+
+    KIND: ClassVar[str] = "entry"
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    source: str = Field(min_length=3)
+    as_of: str
+    notes: str = ""
+
+    @field_validator("as_of")
+    @classmethod
+    def _date(cls, value: str) -> str:
+        if not AS_OF_PATTERN.match(value):
+            raise ValueError(f"as_of must be YYYY, YYYY-MM or YYYY-MM-DD, got {value!r}")
+        return value
+
+
+class Fabric(Entry):
+    """A scale-out network technology at one speed, as a GPU cluster uses it."""
+
+    KIND: ClassVar[str] = "fabric"
+
+    family: FabricFamily
+    status: Literal["shipping", "future"] = "shipping"
+    transport: Literal["rdma", "tcp"]
+    line_rate_gbps: float = Field(gt=0)
+    nic_goodput_GBps: Range
+    rdma_latency_us: Range
+    switch_latency_ns: Range
+    flow_control: FlowControl
+    congestion_control: tuple[str, ...] = Field(min_length=1)
+    routing: tuple[Routing, ...] = Field(min_length=1)
+    default_routing: Routing
+    lossless: bool
+    mtu_bytes: int = Field(gt=0)
+    gpudirect_rdma: bool
+    default_nic: str
+    default_switch: str
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Fabric:
+        if self.default_routing not in self.routing:
+            raise ValueError(f"default_routing {self.default_routing!r} not in routing")
+        if self.nic_goodput_GBps.high > self.line_rate_gbps / 8:
+            raise ValueError("nic_goodput_GBps.high exceeds the line rate")
+        if (self.flow_control in ("credit", "pfc")) != self.lossless:
+            raise ValueError("lossless must be true exactly when flow control is credit or pfc")
+        return self
+
+    @property
+    def line_rate_GBps(self) -> float:
+        return self.line_rate_gbps / 8
+
+    @property
+    def link_layer(self) -> LinkLayer:
+        return "infiniband" if self.family == "infiniband" else "ethernet"
+
+
+class Switch(Entry):
+    KIND: ClassVar[str] = "switch"
+
+    vendor: str
+    link_layer: LinkLayer
+    asic: str
+    ports: int = Field(gt=0, description="radix at port_speed_gbps")
+    port_speed_gbps: float = Field(gt=0)
+    max_ports: int = Field(gt=0, description="most logical ports with breakout cables")
+    port_to_port_latency_ns: Range
+    buffer_mb: float | None = Field(default=None, ge=0, description="None: not published")
+    power_typical_w: float = Field(gt=0)
+    power_max_w: float = Field(gt=0)
+    rack_units: int = Field(gt=0)
+    form_factor: Literal["fixed", "chassis"]
+    price: Price
+
+    @model_validator(mode="after")
+    def _ports(self) -> Switch:
+        if self.max_ports < self.ports:
+            raise ValueError(f"max_ports ({self.max_ports}) below ports ({self.ports})")
+        if self.power_max_w < self.power_typical_w:
+            raise ValueError("power_max_w below power_typical_w")
+        return self
+
+    @property
+    def capacity_tbps(self) -> float:
+        """Unidirectional switching capacity."""
+        return self.ports * self.port_speed_gbps / 1000
+
+    def radix_at(self, speed_gbps: float) -> int:
+        """Ports available at ``speed_gbps`` (breaking faster ports out, up to ``max_ports``)."""
+        if speed_gbps > self.port_speed_gbps:
+            return 0
+        return min(self.max_ports, int(self.capacity_tbps * 1000 // speed_gbps))
+
+
+class Nic(Entry):
+    KIND: ClassVar[str] = "nic"
+
+    vendor: str
+    link_layers: tuple[LinkLayer, ...] = Field(min_length=1)
+    ports: int = Field(gt=0)
+    port_speed_gbps: float = Field(gt=0)
+    pcie_gen: int = Field(ge=3, le=6)
+    pcie_lanes: int = Field(gt=0)
+    power_w: float = Field(gt=0)
+    price: Price
+
+    @property
+    def pcie_GBps(self) -> float:
+        """Usable host-interface bandwidth per direction."""
+        return PCIE_LANE_GBPS[self.pcie_gen] * self.pcie_lanes
+
+
+class _Media(Entry):
+    link_layers: tuple[LinkLayer, ...] = Field(min_length=1)
+    form_factor: str
+    speed_gbps: float = Field(gt=0)
+    max_length_m: float = Field(gt=0)
+    power_w: float = Field(ge=0, description="per module for optics; per cable (both ends) else")
+    oem: bool
+    price: Price
+
+
+class Cable(_Media):
+    KIND: ClassVar[str] = "cable"
+
+    medium: Literal["dac", "acc", "aoc", "fiber"]
+
+
+class Transceiver(_Media):
+    KIND: ClassVar[str] = "transceiver"
+
+    reach: str
+    ports: int = Field(default=1, gt=0, description="logical ports per module (twin-port OSFP: 2)")
+
+
+class ReferenceNode(_Frozen):
+    name: str
+    gpus_per_node: int = Field(gt=0)
+    nics_per_node: int = Field(gt=0, description="compute-fabric NICs (storage NICs excluded)")
+    nic_speed_gbps: float = Field(gt=0)
+    nic: str
+    pcie_gen: int = Field(ge=3, le=6)
+
+
+class Gpu(Entry):
+    KIND: ClassVar[str] = "gpu"
+
+    vendor: str
+    bf16_dense_tflops: float = Field(gt=0)
+    fp8_dense_tflops: float | None = Field(default=None, gt=0)
+    memory_gb: float = Field(gt=0)
+    hbm_TBps: float = Field(gt=0)
+    scaleup: Literal["nvlink", "xgmi"]
+    scaleup_bidir_GBps: float = Field(gt=0, description="per GPU, both directions summed")
+    tdp_w: float = Field(gt=0)
+    node: ReferenceNode
+
+    @property
+    def scaleup_unidir_GBps(self) -> float:
+        return self.scaleup_bidir_GBps / 2
+
+
+class Moe(_Frozen):
+    experts: int = Field(gt=1)
+    top_k: int = Field(gt=0)
+    shared_experts: int = Field(default=0, ge=0)
+    expert_ffn_hidden: int = Field(gt=0)
+    dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense FFN")
+
+    @model_validator(mode="after")
+    def _k(self) -> Moe:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        return self
+
+
+class Mla(_Frozen):
+    """DeepSeek multi-head latent attention dimensions."""
+
+    q_lora_rank: int = Field(gt=0)
+    kv_lora_rank: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0)
+
+
+class Model(Entry):
+    KIND: ClassVar[str] = "model"
+
+    layers: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    kv_heads: int = Field(gt=0)
+    ffn_hidden: int = Field(gt=0, description="dense FFN inner size")
+    vocab: int = Field(gt=0)
+    max_seq_len: int = Field(gt=0)
+    attention: Literal["mha", "gqa", "mla"]
+    gated_mlp: bool = Field(description="SwiGLU-style FFN with three matrices")
+    bias: bool = False
+    tied_embeddings: bool = False
+    position_embedding: Literal["rope", "learned"] = "rope"
+    params_published_b: float = Field(gt=0, description="total parameters as published, billions")
+    active_params_published_b: float | None = Field(default=None, gt=0)
+    moe: Moe | None = None
+    mla: Mla | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> Model:
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})")
+        if (self.attention == "mla") != (self.mla is not None):
+            raise ValueError("mla dimensions are required exactly when attention is 'mla'")
+        if self.moe and self.moe.dense_layers > self.layers:
+            raise ValueError("moe.dense_layers exceeds layers")
+        return self
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+
+CATALOG_KINDS: dict[str, type[Entry]] = {
+    cls.KIND: cls for cls in (Fabric, Switch, Nic, Cable, Transceiver, Gpu, Model)
+}

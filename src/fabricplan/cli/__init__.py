@@ -1,0 +1,28 @@
+"""Command-line interface. Entry point: :func:`main`."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main() -> None:
+    """Run the CLI; internal errors print one line (set FABRICPLAN_DEBUG=1 for a traceback)."""
+    from fabricplan.cli.app import app
+    from fabricplan.cli.output import EXIT_INTERNAL, err_console
+
+    try:
+        app(standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("FABRICPLAN_DEBUG"):
+            raise
+        err_console.print(
+            f"[bold red]internal error:[/] {type(exc).__name__}: {exc}\n"
+            "rerun with FABRICPLAN_DEBUG=1 for the traceback and please report it",
+            highlight=False,
+        )
+        sys.exit(EXIT_INTERNAL)

@@ -1,0 +1,160 @@
+"""``fabricplan scenario``: validate a scenario file and show what it amounts to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from fabricplan.catalog import default_catalog
+from fabricplan.cli.output import console, emit_json, fail, fmt, kv_table
+from fabricplan.scenario import Scenario, ScenarioError, load_scenario, summarize
+
+app = typer.Typer(help="Validate scenario files and show what they describe.", no_args_is_help=True)
+
+FILE_ARG = typer.Argument(..., metavar="FILE", help="Scenario YAML file.")
+SET_OPT = typer.Option(
+    None,
+    "--set",
+    metavar="KEY=VALUE",
+    help="Override a field, e.g. --set cluster.gpus=1024 (repeatable).",
+)
+JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
+
+
+def load_or_fail(path: Path, overrides: list[str] | None, as_json: bool) -> Scenario:
+    """Load a scenario for a command; bad input exits with code 2 and every problem listed."""
+    try:
+        return load_scenario(path, overrides=overrides or ())
+    except ScenarioError as exc:
+        n = len(exc.problems)
+        fail(
+            f"{path}: {n} problem{'s' if n != 1 else ''} in scenario", exc.problems, as_json=as_json
+        )
+
+
+def _print_warnings(warnings: list[dict[str, Any]]) -> None:
+    for w in warnings:
+        got = f" (got {w['value']!r})" if "value" in w else ""
+        console.print(f"[yellow]warning:[/] {w['field']}: {w['message']}{got}", highlight=False)
+
+
+@app.command("check")
+def check_cmd(
+    file: Path = FILE_ARG, set_: list[str] | None = SET_OPT, as_json: bool = JSON_OPT
+) -> None:
+    """Validate FILE: exit 0 if usable, 2 with every problem listed if not."""
+    s = load_or_fail(file, set_, as_json)
+    summary = summarize(s, default_catalog())
+    if as_json:
+        emit_json(
+            {"valid": True, "scenario": s.model_dump(mode="json"), "warnings": summary["warnings"]}
+        )
+        return
+    c = summary["cluster"]
+    console.print(
+        f"[green]ok[/] {file}: '{s.name}' - {c['gpus']} x {c['gpu']} in {c['nodes']} nodes, "
+        f"fabrics {', '.join(s.cluster.fabrics)}",
+        highlight=False,
+    )
+    _print_warnings(summary["warnings"])
+
+
+def _fabric_table(fabrics: list[dict[str, Any]]) -> Table:
+    table = Table(
+        title="Fabrics compared (catalog facts; predictions come from later layers)",
+        title_justify="left",
+        title_style="bold",
+    )
+    table.add_column("", style="cyan", no_wrap=True)
+    for f in fabrics:
+        table.add_column(f["id"], overflow="fold")
+    rows = [
+        ("line rate (Gb/s)", "line_rate_gbps"),
+        ("goodput per NIC (GB/s)", "goodput_per_port_GBps"),
+        ("injection per node (GB/s)", "injection_per_node_GBps"),
+        ("RDMA latency range (us)", "rdma_latency_us"),
+        ("switch", "switch"),
+        ("switch latency (ns)", "switch_latency_ns"),
+        ("flow control", "flow_control"),
+        ("lossless", "lossless"),
+        ("routing", "routing"),
+        ("congestion control", "congestion_control"),
+        ("RoCE quality", "roce_quality"),
+    ]
+    for label, key in rows:
+        table.add_row(
+            label,
+            *(
+                fmt(f[key]) if key != "rdma_latency_us" else "-".join(fmt(v) for v in f[key])
+                for f in fabrics
+            ),
+        )
+    return table
+
+
+@app.command("show")
+def show_cmd(
+    file: Path = FILE_ARG, set_: list[str] | None = SET_OPT, as_json: bool = JSON_OPT
+) -> None:
+    """Show the resolved scenario: cluster, fabrics compared and workload size."""
+    s = load_or_fail(file, set_, as_json)
+    summary = summarize(s, default_catalog())
+    if as_json:
+        emit_json(summary)
+        return
+    c = summary["cluster"]
+    topo = c["topology"]
+    console.print(
+        kv_table(
+            f"Scenario '{summary['name']}'",
+            [
+                ("GPUs", f"{c['gpus']:,} x {c['gpu_name']}"),
+                (
+                    "nodes",
+                    f"{c['nodes']:,} x {c['gpus_per_node']} GPUs, {c['nics_per_node']} NICs each",
+                ),
+                ("topology", f"{topo['design']}, oversubscription {topo['oversubscription']:g}:1"),
+            ],
+        )
+    )
+    console.print(_fabric_table(summary["fabrics"]))
+    w = summary["workload"]
+    if w is not None:
+        p = w["parallel"]
+        rows: list[tuple[str, Any]] = [
+            (
+                "model",
+                f"{w['model']} ({w['params_b']:.1f}B params"
+                + (
+                    f", {w['active_params_b']:.1f}B active)"
+                    if w["active_params_b"] < w["params_b"]
+                    else ")"
+                ),
+            ),
+            (
+                "parallelism",
+                f"tp {p['tp']} x pp {p['pp']} x dp {p['dp']} x cp {p['cp']}"
+                f" (ep {p['ep']}, ZeRO-{p['zero']}), {w['precision']}",
+            ),
+            (
+                "batch",
+                f"{w['global_batch']:,} x {w['seq_len']:,} tokens = "
+                f"{w['tokens_per_step']:,} tokens/step",
+            ),
+        ]
+        if w["kind"] == "training":
+            rows += [
+                ("training tokens", f"{w['tokens']:.3g} ({w['steps']:,.0f} steps)"),
+                (
+                    "compute",
+                    f"{w['train_flops']:.3g} FLOPs; floor {w['days_at_peak']:.1f} days "
+                    "at 100 % of dense peak, no communication",
+                ),
+            ]
+        else:
+            rows.append(("serving", ", ".join(f"{k} {v}" for k, v in w["serving"].items())))
+        console.print(kv_table(f"Workload: {w['kind']}", rows))
+    _print_warnings(summary["warnings"])

@@ -1,0 +1,250 @@
+"""Checks that need the catalog or span several fields.
+
+Each check appends :class:`Problem` objects rather than stopping at the first, so a user fixes a
+file in one pass. Warnings are things that work but are probably not what was meant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fabricplan.catalog import Catalog, UnknownIdError
+from fabricplan.scenario.errors import Problem
+from fabricplan.scenario.models import Cluster, Scenario, Workload
+
+
+def _known(problems: list[Problem], field: str, kind: str, value: str, ids: list[str]) -> bool:
+    if value in ids:
+        return True
+    err = UnknownIdError(kind, value, ids)
+    problems.append(Problem(field, f"unknown {kind}{err.hint}; {err.known_text}", value))
+    return False
+
+
+def _dig(data: Any, *path: str) -> Any:
+    for part in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(part)
+    return data
+
+
+def catalog_id_problems(data: Any, cat: Catalog) -> list[Problem]:
+    """Unknown catalog ids in scenario data, validated or raw (wrong types are skipped here:
+    structural validation reports those)."""
+    problems: list[Problem] = []
+    for path, kind in (
+        (("cluster", "gpu"), "gpu"),
+        (("cluster", "topology", "switch"), "switch"),
+        (("workload", "model"), "model"),
+    ):
+        value = _dig(data, *path)
+        if isinstance(value, str):
+            _known(problems, ".".join(path), kind, value, cat.ids(kind))
+    fabrics = _dig(data, "cluster", "fabric")
+    if isinstance(fabrics, str):
+        _known(problems, "cluster.fabric", "fabric", fabrics, cat.ids("fabric"))
+    elif isinstance(fabrics, list | tuple):
+        for i, f in enumerate(fabrics):
+            if isinstance(f, str):
+                _known(problems, f"cluster.fabric[{i}]", "fabric", f, cat.ids("fabric"))
+    return problems
+
+
+def _divisors_hint(n: int, limit: int = 8) -> str:
+    divs = [d for d in range(1, n + 1) if n % d == 0]
+    return ", ".join(map(str, divs[:limit])) + (", ..." if len(divs) > limit else "")
+
+
+def _check_cluster(c: Cluster, cat: Catalog, problems: list[Problem]) -> None:
+    fabric_ids = cat.ids("fabric")
+    if c.fabric and len(set(c.fabric)) != len(c.fabric):
+        problems.append(Problem("cluster.fabric", "lists a fabric more than once", list(c.fabric)))
+    gpn = c.gpus_per_node
+    if gpn is None and c.gpu in cat.ids("gpu"):
+        gpn = cat.gpu(c.gpu).node.gpus_per_node
+    if gpn and c.gpus % gpn:
+        lower, upper = (c.gpus // gpn) * gpn, (c.gpus // gpn + 1) * gpn
+        options = f"{lower} or {upper}" if lower else str(upper)
+        problems.append(
+            Problem(
+                "cluster.gpus",
+                f"must be a multiple of gpus_per_node ({gpn}); use {options}",
+                c.gpus,
+            )
+        )
+    sw = c.topology.switch
+    if sw is not None and sw in cat.ids("switch"):
+        switch = cat.switch(sw)
+        for f in c.fabric or ():
+            if f not in fabric_ids:
+                continue
+            fab = cat.fabric(f)
+            if fab.link_layer != switch.link_layer:
+                problems.append(
+                    Problem(
+                        "cluster.topology.switch",
+                        f"is an {switch.link_layer} switch and cannot carry {f}; "
+                        "omit it to use each fabric's default switch",
+                        sw,
+                    )
+                )
+            elif switch.radix_at(fab.line_rate_gbps) == 0:
+                problems.append(
+                    Problem(
+                        "cluster.topology.switch",
+                        f"has no port fast enough for {f} ({fab.line_rate_gbps:g} Gb/s; "
+                        f"its ports run at {switch.port_speed_gbps:g} Gb/s)",
+                        sw,
+                    )
+                )
+
+
+def _check_parallel(s: Scenario, w: Workload, cat: Catalog, problems: list[Problem]) -> None:
+    c, p = s.cluster, w.parallel
+    gpn = c.gpus_per_node or (cat.gpu(c.gpu).node.gpus_per_node if c.gpu in cat.ids("gpu") else 8)
+    if gpn % p.tp and p.tp % gpn:
+        problems.append(
+            Problem(
+                "workload.parallel.tp",
+                f"must divide gpus_per_node ({gpn}) or be a multiple of it; "
+                f"try one of {_divisors_hint(gpn)}",
+                p.tp,
+            )
+        )
+        return
+    model_parallel = p.tp * p.pp * p.cp
+    if c.gpus % model_parallel:
+        problems.append(
+            Problem(
+                "workload.parallel",
+                f"tp x pp x cp = {model_parallel} does not divide gpus ({c.gpus})",
+                {"tp": p.tp, "pp": p.pp, "cp": p.cp},
+            )
+        )
+        return
+    dp = c.gpus // model_parallel
+    if p.dp != "auto" and p.dp != dp:
+        problems.append(
+            Problem(
+                "workload.parallel.dp",
+                f"tp x pp x cp x dp must equal gpus ({c.gpus}); with tp x pp x cp = "
+                f"{model_parallel} that is dp = {dp} (or use 'auto')",
+                p.dp,
+            )
+        )
+        return
+    if (dp * p.cp) % p.ep:
+        problems.append(Problem("workload.parallel.ep", f"must divide dp x cp ({dp * p.cp})", p.ep))
+    if w.global_batch is not None and w.global_batch % (dp * w.micro_batch):
+        problems.append(
+            Problem(
+                "workload.global_batch",
+                f"must be a multiple of dp x micro_batch ({dp} x {w.micro_batch} = "
+                f"{dp * w.micro_batch})",
+                w.global_batch,
+            )
+        )
+
+
+def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Problem]) -> None:
+    _check_parallel(s, w, cat, problems)
+    if w.model not in cat.ids("model"):
+        return
+    m = cat.model(w.model)
+    p = w.parallel
+    if m.heads % p.tp:
+        problems.append(
+            Problem(
+                "workload.parallel.tp", f"must divide {m.id}'s attention heads ({m.heads})", p.tp
+            )
+        )
+    if p.ep > 1:
+        if m.moe is None:
+            problems.append(
+                Problem(
+                    "workload.parallel.ep",
+                    f"expert parallelism needs an MoE model; {m.id} is dense",
+                    p.ep,
+                )
+            )
+        elif m.moe.experts % p.ep:
+            problems.append(
+                Problem(
+                    "workload.parallel.ep", f"must divide {m.id}'s experts ({m.moe.experts})", p.ep
+                )
+            )
+    if p.pp > m.layers:
+        problems.append(
+            Problem("workload.parallel.pp", f"exceeds {m.id}'s layers ({m.layers})", p.pp)
+        )
+    if w.precision == "fp8" and s.cluster.gpu in cat.ids("gpu"):
+        gpu = cat.gpu(s.cluster.gpu)
+        if gpu.fp8_dense_tflops is None:
+            problems.append(
+                Problem("workload.precision", f"{gpu.id} has no FP8 tensor cores; use bf16", "fp8")
+            )
+
+
+def check_scenario(s: Scenario, cat: Catalog) -> list[Problem]:
+    """Every problem that stops ``s`` from being a usable scenario."""
+    problems = catalog_id_problems(s.model_dump(), cat)
+    _check_cluster(s.cluster, cat, problems)
+    if s.workload is not None:
+        _check_workload(s, s.workload, cat, problems)
+    g = s.organization.growth
+    if g is not None and g.target_gpus < s.cluster.gpus:
+        problems.append(
+            Problem(
+                "organization.growth.target_gpus",
+                f"must be at least cluster.gpus ({s.cluster.gpus})",
+                g.target_gpus,
+            )
+        )
+    return problems
+
+
+def scenario_warnings(s: Scenario, cat: Catalog) -> list[Problem]:
+    """Things that load but are probably unintended. ``s`` must be resolved."""
+    out: list[Problem] = []
+    w = s.workload
+    if w is not None:
+        m = cat.model(w.model)
+        if w.seq_len is not None and w.seq_len > m.max_seq_len:
+            out.append(
+                Problem(
+                    "workload.seq_len",
+                    f"longer than {m.id}'s trained context ({m.max_seq_len})",
+                    w.seq_len,
+                )
+            )
+        if m.layers % w.parallel.pp:
+            out.append(
+                Problem(
+                    "workload.parallel.pp",
+                    f"does not divide {m.id}'s {m.layers} layers; stages will be uneven",
+                    w.parallel.pp,
+                )
+            )
+        if m.kv_heads % w.parallel.tp and m.attention != "mla":
+            out.append(
+                Problem(
+                    "workload.parallel.tp",
+                    f"exceeds {m.id}'s KV heads ({m.kv_heads}); KV projections are replicated",
+                    w.parallel.tp,
+                )
+            )
+        if w.kind == "inference" and s.workload and w.tokens is not None:
+            out.append(Problem("workload.tokens", "ignored for inference", w.tokens))
+    if s.cluster.roce_quality != "tuned" and not any(
+        cat.fabric(f).family == "roce" for f in s.cluster.fabrics
+    ):
+        out.append(
+            Problem(
+                "cluster.roce_quality",
+                "has no effect: no RoCE fabric is compared",
+                s.cluster.roce_quality,
+            )
+        )
+    return out

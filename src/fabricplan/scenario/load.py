@@ -1,0 +1,224 @@
+"""Scenario files in, validated and fully resolved :class:`Scenario` out.
+
+Pipeline: YAML text -> mapping -> ``--set`` overrides -> structural validation (pydantic) ->
+catalog and cross-field checks -> defaults resolved from the catalog. Every failure becomes a
+:class:`ScenarioError` listing all problems found; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from fabricplan.catalog import Catalog, count_params, default_catalog
+from fabricplan.scenario.checks import catalog_id_problems, check_scenario
+from fabricplan.scenario.errors import Problem, ScenarioError
+from fabricplan.scenario.models import Cluster, Scenario, Workload
+from fabricplan.scenario.overrides import apply_overrides
+from fabricplan.scenario.yaml_io import YamlError, parse_yaml
+
+# Chinchilla compute-optimal budget (Hoffmann et al., arXiv 2203.15556): ~20 tokens per parameter.
+DEFAULT_TOKENS_PER_PARAM = 20
+# Llama 2 pre-training used a 4M-token global batch (Touvron et al., arXiv 2307.09288, Sec. 2.2).
+DEFAULT_BATCH_TOKENS = 4 * 2**20
+DEFAULT_MAX_SEQ_LEN = 8192
+
+
+def _field_path(loc: Iterable[Any]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _submodel(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model that sits at ``loc`` in a scenario."""
+    model: type[BaseModel] | None = Scenario
+    for part in loc:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            continue
+        model = _submodel(model.model_fields[part].annotation)
+    return list(model.model_fields) if model is not None else []
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    kind, ctx = err["type"], err.get("ctx") or {}
+    match kind:
+        case "extra_forbidden":
+            return f"unknown key; allowed here: {', '.join(_allowed_keys(tuple(err['loc'][:-1])))}"
+        case "missing":
+            return "required but missing"
+        case "literal_error":
+            return f"must be one of {ctx.get('expected', '')}"
+        case "greater_than":
+            return f"must be greater than {ctx['gt']}"
+        case "greater_than_equal":
+            return f"must be at least {ctx['ge']}"
+        case "less_than_equal":
+            return f"must be at most {ctx['le']}"
+        case "less_than":
+            return f"must be less than {ctx['lt']}"
+        case "int_parsing" | "int_type" | "int_from_float":
+            return "must be a whole number"
+        case "float_parsing" | "float_type":
+            return "must be a number"
+        case "finite_number":
+            return "must be a finite number"
+        case "bool_parsing" | "bool_type":
+            return "must be true or false"
+        case "string_type":
+            return "must be text"
+        case "string_too_short":
+            return "must not be empty"
+        case "model_type" | "dict_type" | "model_attributes_type":
+            return "must be a mapping of keys to values"
+        case "tuple_type" | "list_type":
+            return "must be a list"
+        case "value_error":
+            return str(err["msg"]).removeprefix("Value error, ")
+        case _:
+            return str(err["msg"])
+
+
+def _structural_problems(exc: ValidationError) -> list[Problem]:
+    seen: set[str] = set()
+    problems: list[Problem] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        p = Problem(_field_path(loc), _message(err), err.get("input"))
+        if err["type"] == "missing":
+            p = Problem(p.field, p.message)  # the "input" of a missing key is its parent
+        if str(p) not in seen:
+            seen.add(str(p))
+            problems.append(p)
+    return problems
+
+
+def _default_fabrics(cat: Catalog, gpu_id: str) -> tuple[str, ...]:
+    """InfiniBand and RoCE at the reference node's NIC speed: the usual question."""
+    speed = cat.gpu(gpu_id).node.nic_speed_gbps
+    picks = [
+        f.id
+        for fam in ("infiniband", "roce")
+        for f in cat.entries("fabric")
+        if f.family == fam and f.status == "shipping" and f.line_rate_gbps == speed  # type: ignore[attr-defined]
+    ]
+    return tuple(picks) or ("ib-ndr", "roce-400g")
+
+
+def _resolve_workload(w: Workload, cluster: Cluster, cat: Catalog) -> Workload:
+    model = cat.model(w.model)
+    p = w.parallel
+    dp = cluster.gpus // (p.tp * p.pp * p.cp)
+    seq_len = w.seq_len or min(DEFAULT_MAX_SEQ_LEN, model.max_seq_len)
+    batch = w.global_batch
+    if batch is None:
+        step = dp * w.micro_batch
+        batch = max(1, math.ceil(DEFAULT_BATCH_TOKENS / seq_len / step)) * step
+    tokens = w.tokens
+    if tokens is None and w.kind == "training":
+        tokens = float(DEFAULT_TOKENS_PER_PARAM * count_params(model).total)
+    return w.model_copy(
+        update={
+            "seq_len": seq_len,
+            "global_batch": batch,
+            "tokens": tokens,
+            "parallel": p.model_copy(update={"dp": dp}),
+        }
+    )
+
+
+def resolve(s: Scenario, cat: Catalog) -> Scenario:
+    """Fill every catalog-dependent default. ``s`` must have passed :func:`check_scenario`."""
+    node = cat.gpu(s.cluster.gpu).node
+    cluster = s.cluster.model_copy(
+        update={
+            "gpus_per_node": s.cluster.gpus_per_node or node.gpus_per_node,
+            "nics_per_node": s.cluster.nics_per_node or node.nics_per_node,
+            "fabric": s.cluster.fabric or _default_fabrics(cat, s.cluster.gpu),
+        }
+    )
+    workload = _resolve_workload(s.workload, cluster, cat) if s.workload else None
+    return s.model_copy(update={"cluster": cluster, "workload": workload})
+
+
+def scenario_from_data(
+    data: Any,
+    *,
+    overrides: Iterable[str] = (),
+    catalog: Catalog | None = None,
+    origin: str | None = None,
+    default_name: str | None = None,
+) -> Scenario:
+    """Validate and resolve a scenario given as plain data (what a YAML file parses to)."""
+    cat = catalog or default_catalog()
+    if data is None:
+        raise ScenarioError(
+            [Problem("", "the scenario is empty; it needs at least 'cluster'")], origin
+        )
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            [
+                Problem(
+                    "", "the scenario must be a mapping of sections (cluster, workload, ...)", data
+                )
+            ],
+            origin,
+        )
+    data = apply_overrides(data, overrides, origin)
+    if default_name and "name" not in data:
+        data = {"name": default_name, **data}
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = _structural_problems(exc)
+        reported = {p.field for p in problems}
+        problems += [p for p in catalog_id_problems(data, cat) if p.field not in reported]
+        raise ScenarioError(problems, origin) from None
+    problems = check_scenario(scenario, cat)
+    if problems:
+        raise ScenarioError(problems, origin)
+    return resolve(scenario, cat)
+
+
+def load_scenario(
+    path: str | Path, *, overrides: Iterable[str] = (), catalog: Catalog | None = None
+) -> Scenario:
+    """Read, validate and resolve the scenario file at ``path``.
+
+    ``overrides`` are ``a.b=value`` strings (the CLI's ``--set``) applied before validation.
+    Raises :class:`ScenarioError` for any problem, including an unreadable file.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ScenarioError([Problem("", f"cannot read file: {reason}")], str(path)) from None
+    try:
+        data = parse_yaml(text)
+    except YamlError as exc:
+        raise ScenarioError([Problem("", str(exc))], str(path)) from None
+    return scenario_from_data(
+        data, overrides=overrides, catalog=catalog, origin=str(path), default_name=path.stem
+    )

@@ -1,0 +1,131 @@
+"""The scenario file's shape: cluster, workload, organisation and money.
+
+These models check structure and ranges. Checks that need the catalog or span several fields
+live in :mod:`fabricplan.scenario.checks`; :func:`fabricplan.scenario.load.resolve` then fills the
+defaults that depend on the catalog. ``None`` on a field here means "use the default"; a
+scenario returned by the loader has every such default filled in.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Design = Literal["fat-tree", "rail-optimized", "rail-only", "dragonfly"]
+RoceQuality = Literal["tuned", "default", "misconfigured"]
+Maturity = Literal["low", "medium", "high"]
+
+MAX_GPUS = 1_000_000  # beyond any announced cluster; catches typos such as an extra zero or two
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class Topology(_Strict):
+    design: Design = "rail-optimized"
+    oversubscription: float = Field(
+        default=1.0, ge=1.0, le=64.0, description="downlink:uplink ratio; 1 = non-blocking"
+    )
+    switch: str | None = Field(default=None, description="catalog switch id; default per fabric")
+
+
+class Cluster(_Strict):
+    gpu: str = "h100"
+    gpus: int = Field(gt=0, le=MAX_GPUS)
+    gpus_per_node: int | None = Field(default=None, gt=0, le=1024)
+    nics_per_node: int | None = Field(default=None, gt=0, le=64)
+    fabric: tuple[str, ...] | None = Field(default=None, description="one id or a list to compare")
+    topology: Topology = Topology()
+    roce_quality: RoceQuality = "tuned"
+
+    @field_validator("fabric", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, list | tuple) and not value:
+            raise ValueError("give at least one fabric id")
+        return value
+
+    @property
+    def nodes(self) -> int:
+        assert self.gpus_per_node is not None, "resolve the scenario first"
+        return self.gpus // self.gpus_per_node
+
+    @property
+    def fabrics(self) -> tuple[str, ...]:
+        assert self.fabric is not None, "resolve the scenario first"
+        return self.fabric
+
+
+class Parallel(_Strict):
+    tp: int = Field(default=1, gt=0, le=1024)
+    pp: int = Field(default=1, gt=0, le=1024)
+    dp: int | Literal["auto"] = "auto"
+    ep: int = Field(default=1, gt=0, le=1024)
+    cp: int = Field(default=1, gt=0, le=1024)
+    zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage (3 = FSDP)")
+
+    @field_validator("dp", mode="before")
+    @classmethod
+    def _dp(cls, value: object) -> object:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError("must be a positive whole number or 'auto'")
+        return value
+
+
+class Serving(_Strict):
+    """Inference load; only read when ``workload.kind`` is ``inference``."""
+
+    prompt_tokens: int = Field(default=1024, gt=0)
+    output_tokens: int = Field(default=256, gt=0)
+    concurrency: int = Field(default=64, gt=0, description="requests in flight per replica")
+    disaggregated: bool = Field(default=False, description="prefill and decode on separate nodes")
+
+
+class Workload(_Strict):
+    kind: Literal["training", "inference"] = "training"
+    model: str
+    tokens: float | None = Field(default=None, gt=0, description="training tokens")
+    seq_len: int | None = Field(default=None, gt=0, le=10_000_000)
+    global_batch: int | None = Field(default=None, gt=0, description="sequences per step")
+    micro_batch: int = Field(default=1, gt=0)
+    parallel: Parallel = Parallel()
+    precision: Literal["bf16", "fp8"] = "bf16"
+    serving: Serving = Serving()
+
+
+class Growth(_Strict):
+    target_gpus: int = Field(gt=0, le=MAX_GPUS)
+    months: int = Field(gt=0, le=120)
+
+
+class Organization(_Strict):
+    network_maturity: Maturity = "medium"
+    time_to_production_weeks: float = Field(default=8.0, gt=0, le=520)
+    growth: Growth | None = None
+
+
+class Costs(_Strict):
+    """Money inputs. The defaults are labelled assumptions, overridable per scenario."""
+
+    mode: Literal["own", "rent"] = "own"
+    # Assumption: seed 001's illustrative bare-metal H100 rate, mid-2025.
+    gpu_hour_price: float = Field(default=3.0, ge=0, le=1000)
+    # Assumption: a typical US industrial electricity rate.
+    power_price_kwh: float = Field(default=0.10, ge=0, le=10)
+    lifecycle_years: float = Field(default=4.0, gt=0, le=15)
+    # Assumption: power usage effectiveness of a modern air/liquid-cooled GPU hall.
+    pue: float = Field(default=1.3, ge=1.0, le=3.0)
+
+
+class Scenario(_Strict):
+    name: str = Field(default="scenario", min_length=1)
+    cluster: Cluster
+    workload: Workload | None = None
+    organization: Organization = Organization()
+    costs: Costs = Costs()

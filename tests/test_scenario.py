@@ -1,0 +1,279 @@
+"""Scenario loading: defaults, overrides, and one clear message per kind of bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import DESIGN_EXAMPLE, EXAMPLES
+from fabricplan.scenario import (
+    ScenarioError,
+    load_scenario,
+    parse_override,
+    scenario_from_data,
+    scenario_warnings,
+    summarize,
+)
+
+
+def base() -> dict:
+    return {
+        "cluster": {"gpu": "h100", "gpus": 64, "fabric": ["ib-ndr", "roce-400g"]},
+        "workload": {"model": "llama3-70b", "parallel": {"tp": 8, "pp": 2}},
+    }
+
+
+def problems_of(data, overrides=()) -> dict[str, str]:
+    with pytest.raises(ScenarioError) as err:
+        scenario_from_data(data, overrides=overrides)
+    out: dict[str, str] = {}
+    for p in err.value.problems:
+        out[p.field] = f"{out[p.field]} | {p}" if p.field in out else str(p)
+    return out
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_loads(path: Path, cat):
+    s = load_scenario(path)
+    c = s.cluster
+    assert c.nodes * c.gpus_per_node == c.gpus
+    if s.workload is not None:
+        p = s.workload.parallel
+        assert p.tp * p.pp * p.cp * p.dp == c.gpus
+        assert summarize(s, cat)["cluster"]["gpus"] == c.gpus
+
+
+def test_examples_cover_the_seed_tiers():
+    sizes = {load_scenario(p).cluster.gpus for p in EXAMPLES}
+    assert {16, 64, 256, 1024, 16384} <= sizes
+    assert any(load_scenario(p).workload.kind == "inference" for p in EXAMPLES)
+
+
+def test_design_example_resolves(cat):
+    s = load_scenario(DESIGN_EXAMPLE)
+    assert s.name == "llama3-70b-on-512-h100"
+    assert s.cluster.fabrics == ("ib-ndr", "roce-400g")
+    assert s.cluster.nodes == 64
+    assert s.workload.parallel.dp == 16  # 512 / (8 x 4)
+    assert s.workload.tokens == 1.5e13  # "1.5e13" is a number (YAML 1.2), not text
+    assert s.organization.growth.target_gpus == 2048
+
+
+def test_defaults_come_from_the_catalog():
+    s = scenario_from_data({"cluster": {"gpu": "a100", "gpus": 32}})
+    assert s.cluster.gpus_per_node == 8 and s.cluster.nics_per_node == 8
+    # default comparison: InfiniBand and RoCE at the reference node's NIC speed (200G for A100)
+    assert s.cluster.fabrics == ("ib-hdr", "roce-200g")
+    assert s.workload is None
+    assert s.costs.gpu_hour_price == 3.0
+
+
+def test_workload_defaults():
+    s = scenario_from_data(base())
+    w = s.workload
+    assert w.parallel.dp == 4
+    assert w.seq_len == 8192
+    # 4M-token batch rounded up to a multiple of dp x micro_batch: 4,194,304 / 8192 = 512
+    assert w.global_batch == 512 and w.global_batch % 4 == 0
+    assert w.tokens == pytest.approx(20 * 70.55e9, rel=1e-3)  # Chinchilla 20 tokens/param
+
+
+def test_single_fabric_string_is_a_list():
+    data = base()
+    data["cluster"]["fabric"] = "roce-400g"
+    assert scenario_from_data(data).cluster.fabrics == ("roce-400g",)
+
+
+def test_unknown_fabric_lists_the_known_ones():
+    data = base()
+    data["cluster"]["fabric"] = ["ib-ndr", "roce-401g"]
+    msg = problems_of(data)["cluster.fabric[1]"]
+    assert "unknown fabric" in msg and "did you mean 'roce-400g'" in msg
+    assert "ib-hdr" in msg and "tcp-25g" in msg and "'roce-401g'" in msg
+
+
+def test_tp_that_does_not_divide_the_node():
+    data = base()
+    data["workload"]["parallel"]["tp"] = 3
+    msg = problems_of(data)["workload.parallel.tp"]
+    assert "gpus_per_node (8)" in msg and "(got 3)" in msg
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expect"),
+    [
+        (("cluster", "gpus"), 0, "must be greater than 0"),
+        (("cluster", "gpus"), -8, "must be greater than 0"),
+        (("cluster", "gpus_per_node"), 0, "must be greater than 0"),
+        (("cluster", "nics_per_node"), -1, "must be greater than 0"),
+        (("workload", "parallel", "pp"), 0, "must be greater than 0"),
+        (("workload", "seq_len"), -5, "must be greater than 0"),
+        (("workload", "tokens"), 0, "must be greater than 0"),
+        (("cluster", "gpus"), 2.5, "whole number"),
+        (("cluster", "gpus"), "many", "whole number"),
+        (("cluster", "roce_quality"), "great", "one of 'tuned', 'default' or 'misconfigured'"),
+        (("workload", "kind"), "serving", "'training' or 'inference'"),
+        (("workload", "parallel", "dp"), "all", "positive whole number or 'auto'"),
+        (("workload", "parallel", "zero"), 4, "at most 3"),
+        (("cluster", "topology"), "fat", "mapping"),
+    ],
+)
+def test_bad_values_name_field_value_and_rule(path, value, expect):
+    data = base()
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+    problems = problems_of(data)
+    field = ".".join(path)
+    assert field in problems, problems
+    assert expect in problems[field]
+    assert f"(got {value!r})" in problems[field]
+
+
+def test_unknown_key_lists_allowed_keys():
+    data = base()
+    data["cluster"]["colour"] = "blue"
+    data["extra"] = 1
+    problems = problems_of(data)
+    assert "allowed here: gpu, gpus" in problems["cluster.colour"]
+    assert "cluster, workload, organization, costs" in problems["extra"]
+
+
+def test_all_structural_problems_reported_together():
+    data = base()
+    data["cluster"]["gpus"] = -1
+    data["cluster"]["fabric"] = ["ib-ndr", "nope"]
+    data["workload"]["model"] = "llama4"
+    assert {"cluster.gpus", "cluster.fabric[1]", "workload.model"} <= set(problems_of(data))
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "expect"),
+    [
+        ({"cluster": {"gpus": 100}}, "cluster.gpus",
+         "multiple of gpus_per_node (8); use 96 or 104"),
+        ({"cluster": {"gpu": "a100"}, "workload": {"precision": "fp8"}}, "workload.precision",
+         "a100 has no FP8"),
+        ({"workload": {"parallel": {"ep": 2}}}, "workload.parallel.ep", "needs an MoE model"),
+        ({"workload": {"parallel": {"dp": 3}}}, "workload.parallel.dp", "that is dp = 4"),
+        ({"workload": {"global_batch": 6}}, "workload.global_batch", "multiple of dp x micro"),
+        ({"workload": {"parallel": {"pp": 16}}}, "workload.parallel",
+         "tp x pp x cp = 128 does not divide gpus (64)"),
+        ({"workload": {"model": "gpt3-175b", "parallel": {"tp": 64, "pp": 1}}},
+         "workload.parallel.tp", "attention heads (96)"),
+        ({"cluster": {"topology": {"switch": "qm9700"}}}, "cluster.topology.switch",
+         "cannot carry roce-400g"),
+        ({"cluster": {"fabric": ["ib-xdr"], "topology": {"switch": "qm9700"}}},
+         "cluster.topology.switch", "no port fast enough"),
+        ({"cluster": {"fabric": ["ib-ndr", "ib-ndr"]}}, "cluster.fabric", "more than once"),
+        ({"organization": {"growth": {"target_gpus": 32, "months": 12}}},
+         "organization.growth.target_gpus", "at least cluster.gpus (64)"),
+    ],
+)  # fmt: skip
+def test_cross_field_rules(change, field, expect):
+    data = base()
+    for section, values in change.items():
+        target = data.setdefault(section, {})
+        for k, v in values.items():
+            if isinstance(v, dict) and isinstance(target.get(k), dict):
+                target[k] = {**target[k], **v}
+            else:
+                target[k] = v
+    problems = problems_of(data)
+    assert field in problems, problems
+    assert expect in problems[field]
+
+
+def test_moe_expert_parallel_is_accepted():
+    data = base()
+    data["workload"] = {"model": "mixtral-8x7b", "parallel": {"tp": 2, "ep": 8}}
+    assert scenario_from_data(data).workload.parallel.ep == 8
+
+
+def test_set_overrides_any_field():
+    s = load_scenario(
+        DESIGN_EXAMPLE,
+        overrides=["cluster.gpus=1024", "cluster.fabric=[roce-400g]", "costs.pue=1.2",
+                   "organization.growth.months=36", "workload.parallel.dp=auto"],
+    )  # fmt: skip
+    assert s.cluster.gpus == 1024 and s.cluster.nodes == 128
+    assert s.cluster.fabrics == ("roce-400g",)
+    assert s.costs.pue == 1.2
+    assert s.organization.growth.months == 36
+    assert s.workload.parallel.dp == 32
+
+
+def test_set_to_unknown_field_is_rejected():
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(DESIGN_EXAMPLE, overrides=["cluster.gpu_count=8"])
+    assert err.value.problems[0].field == "cluster.gpu_count"
+
+
+@pytest.mark.parametrize("bad", ["cluster.gpus", "=3", "cluster..gpus=1", "name.x=1"])
+def test_bad_set_syntax(bad):
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(DESIGN_EXAMPLE, overrides=[bad])
+    assert err.value.problems[0].field == "--set"
+
+
+def test_parse_override_types_values():
+    assert parse_override("cluster.gpus=1024") == (["cluster", "gpus"], 1024)
+    assert parse_override("workload.tokens=1e12") == (["workload", "tokens"], 1e12)
+    assert parse_override("cluster.fabric=[a, b]") == (["cluster", "fabric"], ["a", "b"])
+    assert parse_override("name=[open") == (["name"], "[open")  # unparsable YAML stays text
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_file_problems(tmp_path: Path):
+    cases = {
+        "": "empty",
+        "- 1\n- 2\n": "must be a mapping",
+        "cluster: [1, 2\n": "line 2",
+        "cluster:\n  gpus: 8\n  gpus: 16\n": "appears twice (first on line 2)",
+    }
+    for text, expect in cases.items():
+        with pytest.raises(ScenarioError) as err:
+            load_scenario(write(tmp_path, text))
+        assert expect in str(err.value), (text, str(err.value))
+    with pytest.raises(ScenarioError, match="cannot read file"):
+        load_scenario(tmp_path / "missing.yaml")
+
+
+def test_name_defaults_to_file_stem(tmp_path: Path):
+    s = load_scenario(write(tmp_path, "cluster: {gpus: 8}\n"))
+    assert s.name == "s"
+
+
+def test_warnings_do_not_block(cat):
+    s = scenario_from_data({
+        "cluster": {"gpus": 16384, "fabric": "ib-ndr", "roce_quality": "default"},
+        "workload": {"model": "llama3-405b", "parallel": {"tp": 8, "pp": 16}, "seq_len": 200000},
+    })  # fmt: skip
+    fields = {w.field for w in scenario_warnings(s, cat)}
+    assert fields == {"workload.parallel.pp", "workload.seq_len", "cluster.roce_quality"}
+
+
+def test_summary_numbers(cat):
+    s = load_scenario(DESIGN_EXAMPLE)
+    summary = summarize(s, cat)
+    ib, roce = summary["fabrics"]
+    assert ib["injection_per_node_GBps"] == pytest.approx(8 * 48.0)
+    assert roce["roce_quality"] == "tuned" and ib["roce_quality"] is None
+    w = summary["workload"]
+    assert w["tokens_per_step"] == 1024 * 8192
+    # 6 N T / (GPUs x peak): 6 x 70.55e9 x 1.5e13 / (512 x 989e12) s
+    expected_days = 6 * 70.5537e9 * 1.5e13 / (512 * 989e12) / 86400
+    assert w["days_at_peak"] == pytest.approx(expected_days, rel=1e-4)
+
+
+def test_pcie_limit_is_flagged(cat):
+    s = scenario_from_data({"cluster": {"gpu": "h100", "gpus": 16, "fabric": "roce-800g"}})
+    # a ConnectX-8 on PCIe Gen6 x16 (~121 GB/s) carries 800G; check the flag is computed
+    assert summarize(s, cat)["fabrics"][0]["pcie_limited"] is False
