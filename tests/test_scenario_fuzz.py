@@ -126,9 +126,7 @@ def test_any_set_override_is_valid_or_a_clean_error(overrides):
     outcome(base(), overrides)
 
 
-@FAST
-@given(st.text(max_size=200))
-def test_any_text_file_is_valid_or_a_clean_error(text):
+def file_outcome(text: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s.yaml"
         path.write_text(text, encoding="utf-8")
@@ -136,16 +134,15 @@ def test_any_text_file_is_valid_or_a_clean_error(text):
             check_invariants(load_scenario(path))
         except ScenarioError as exc:
             assert exc.problems
+
+
+@FAST
+@given(st.text(max_size=200))
+def test_any_text_file_is_valid_or_a_clean_error(text):
+    file_outcome(text)
 
 
 @FAST
 @given(values)
 def test_any_yaml_document_is_valid_or_a_clean_error(data):
-    text = yaml.safe_dump({"cluster": data, "workload": {"model": "llama3-8b"}})
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "s.yaml"
-        path.write_text(text, encoding="utf-8")
-        try:
-            check_invariants(load_scenario(path))
-        except ScenarioError as exc:
-            assert exc.problems
+    file_outcome(yaml.safe_dump({"cluster": data, "workload": {"model": "llama3-8b"}}))
