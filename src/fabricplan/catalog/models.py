@@ -215,6 +215,8 @@ class Gpu(Entry):
     KIND: ClassVar[str] = "gpu"
 
     vendor: str
+    arch: Literal["ampere", "hopper", "blackwell", "cdna3"]
+    nvls: bool = Field(description="NVSwitch with in-switch reduction (NVLink SHARP)")
     bf16_dense_tflops: float = Field(gt=0)
     fp8_dense_tflops: float | None = Field(default=None, gt=0)
     memory_gb: float = Field(gt=0)

@@ -1,0 +1,264 @@
+"""NCCL-style cost model: every algorithm x protocol, then the fastest, as NCCL's tuner picks.
+
+For each (algorithm, protocol) NCCL's tuner keeps a latency (us) and a bandwidth (GB/s) and
+estimates ``time = latency + bytes / bandwidth``; it runs the pair with the least time
+(``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime``, src/graph/tuning.cc, NCCL 2.30). The formulas
+below follow it; the graph each algorithm runs on (channels and per-channel bandwidth) comes
+from the cluster's NICs and NVLink instead of NCCL's topology search.
+
+Everything is vectorised: ``SystemArrays`` holds N configurations and ``sizes`` any shape that
+broadcasts against (N, 1), so sweeps evaluate many (configuration, size) points in one call.
+Point-to-point collectives (alltoall, sendrecv) are in :mod:`fabricplan.collectives.p2p`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from fabricplan.collectives import nccl_constants as K
+from fabricplan.collectives.system import CommSystem
+
+TABLE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+A, P = len(K.ALGORITHMS), len(K.PROTOCOLS)
+TREE, RING, CN_DIRECT, CN_CHAIN, NVLS, NVLS_TREE, PAT = range(A)
+LL, LL128, SIMPLE = range(P)
+
+
+@dataclass(frozen=True)
+class SystemArrays:
+    """N cluster configurations as parallel arrays (shape (N,))."""
+
+    nodes: np.ndarray
+    k: np.ndarray  # GPUs per node
+    m: np.ndarray  # NICs per node
+    nic: np.ndarray  # GB/s per NIC
+    nvl: np.ndarray  # GB/s per GPU scale-up, one direction
+    nvls_ch: np.ndarray  # GB/s per NVLS channel
+    delta: np.ndarray  # us added per network step
+    arch: np.ndarray  # NCCL compCap row
+    nvls: np.ndarray  # bool
+    sharp: np.ndarray  # bool
+
+    @classmethod
+    def of(cls, systems: Sequence[CommSystem]) -> SystemArrays:
+        def col(get, dtype=float):  # type: ignore[no-untyped-def]
+            return np.array([get(s) for s in systems], dtype=dtype)
+
+        return cls(
+            nodes=col(lambda s: s.nodes),
+            k=col(lambda s: s.gpus_per_node),
+            m=col(lambda s: s.nics_per_node),
+            nic=col(lambda s: s.nic_GBps),
+            nvl=col(lambda s: s.nvlink_GBps),
+            nvls_ch=col(lambda s: s.nvls_channel_GBps),
+            delta=col(lambda s: s.net_step_delta_us),
+            arch=col(lambda s: K.ARCH_INDEX[s.arch], int),
+            nvls=col(lambda s: s.nvls, bool),
+            sharp=col(lambda s: s.sharp, bool),
+        )
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def take(self, idx: np.ndarray) -> SystemArrays:
+        return SystemArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+
+def _nsteps(op: str, n: np.ndarray) -> np.ndarray:
+    if op == "all_reduce":
+        return 2 * (n - 1)
+    if op in ("all_gather", "reduce_scatter"):
+        return n - 1
+    return n  # broadcast, reduce
+
+
+def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Latency (us), algorithm bandwidth (GB/s; 0 = not available) per (N, algo, proto), and
+    the runtime channel count (N,) used by the ring plateau rule."""
+    if op not in TABLE_OPS:
+        raise ValueError(f"no NCCL table for {op}")
+    n_sys = len(sa)
+    lat = np.zeros((n_sys, A, P))
+    bw = np.zeros((n_sys, A, P))
+    nodes, k, m = sa.nodes, sa.k, sa.m
+    n = nodes * k
+    single = nodes == 1
+    multi = ~single
+    scale = np.minimum(nodes, 3).astype(int) - 1
+    arch = sa.arch
+    ar = op == "all_reduce"
+    agrs = op in ("all_gather", "reduce_scatter")
+    nsteps = _nsteps(op, n)
+    ring_ratio = n / nsteps  # bus -> algorithm bandwidth (1 / the nccl-tests bus factor)
+    llmax = np.where(single, K.LL_MAX_BW[arch, 0], K.LL_MAX_BW[K.LL_MAX_BW_MULTINODE_ROW, scale])
+
+    # --- bandwidth -------------------------------------------------------------------------
+    # Ring: one channel per NIC across nodes; within one node, one per GPU over NVLink. A GPU's
+    # NVLink carries (k-1)/k of a multi-node ring's traffic, the NIC the rest.
+    nch = np.where(single, k, np.maximum(m, 1))
+    nvl_share = np.where(k > 1, sa.nvl * k / np.maximum(k - 1, 1), np.inf)
+    ring_ch = np.where(single, sa.nvl / k, np.minimum(sa.nic, nvl_share / nch))
+    bus_ring = nch * ring_ch
+    bw[:, RING, LL] = np.minimum(llmax, K.RING_LL_FACTOR * bus_ring) * ring_ratio
+    bw[:, RING, LL128] = (
+        np.minimum(K.RING_LL128_FACTOR * bus_ring, nch * K.PER_CH_MAX_RING_LL128_BW[arch, scale])
+        * ring_ratio
+    )
+    bw[:, RING, SIMPLE] = bus_ring * ring_ratio
+
+    if ar:
+        # Tree (double binary tree between nodes, chains inside): same channels as the ring.
+        tree = np.minimum(K.TREE_SIMPLE_FACTOR * bus_ring, nch * K.PER_CH_MAX_TREE_BW[arch, scale])
+        bw[:, TREE, LL] = np.minimum(tree / K.TREE_LL_DIVISOR, llmax) * 0.5
+        ll128 = tree * np.where(single, K.TREE_LL128_FACTOR_ONE_NODE, K.TREE_LL128_FACTOR_MULTINODE)
+        bw[:, TREE, LL128] = np.minimum(ll128, nch * K.PER_CH_MAX_TREE_LL128_BW[arch, scale]) * 0.5
+        bw[:, TREE, SIMPLE] = tree * 0.5
+
+        # NVLS-Tree: NVLink SHARP inside each node, a tree of NICs between nodes. With two
+        # nodes each byte crosses the network once per direction instead of a ring's ~2x,
+        # so the network side carries twice the bandwidth (the "2-node" effect in real data).
+        nvls_ch = np.maximum(m, 1)
+        intra = sa.nvls_ch * K.NVLS_EFFICIENCY[arch] * (nvls_ch - 1) / nvls_ch * 2
+        inter = sa.nic * np.where(nodes <= 2, 2.0, 1.0)
+        per_ch = np.minimum(np.minimum(intra, inter), K.PER_CH_MAX_NVLS_TREE_BW[arch, scale])
+        ok = multi & sa.nvls & (nvls_ch >= 2)
+        bw[:, NVLS_TREE, SIMPLE] = np.where(ok, nvls_ch * per_ch * ring_ratio, 0.0)
+
+        # CollNet (InfiniBand SHARP): reductions in the switches, when enabled.
+        cn = multi & sa.sharp
+        bus_cn = np.maximum(m, 1) * sa.nic
+        ratio = k / np.maximum(m, 1)
+        ratio = ratio - (ratio - 1) / 2
+        direct = bus_cn / ratio * np.where(arch >= K.ARCH_INDEX["hopper"], K.COLLNET_SM90_FACTOR, 1)
+        bw[:, CN_DIRECT, SIMPLE] = np.where(cn, direct * 0.5, 0.0)
+        bw[:, CN_CHAIN, SIMPLE] = np.where(cn, bus_cn * 0.5, 0.0)
+
+    if ar or agrs:
+        # NVLS inside one node: one channel per GPU at the NVLS graph's per-channel speed.
+        heads = k
+        part = 2.0 if ar else (k - 1) / k
+        nvls_bus = heads * sa.nvls_ch * K.NVLS_EFFICIENCY[arch] * (heads - 1) / heads * part
+        ok = single & sa.nvls & (heads >= 2)
+        bw[:, NVLS, SIMPLE] = np.where(ok, nvls_bus * (ring_ratio if ar else 1.0), 0.0)
+    if agrs:
+        # PAT: with one GPU per node, a logarithmic all-gather / reduce-scatter.
+        ok = multi & (k == 1)
+        bw[:, PAT, SIMPLE] = np.where(ok, bus_ring * K.PAT_FACTOR, 0.0)
+
+    # --- latency ---------------------------------------------------------------------------
+    intra_lat = K.HW_LAT_US[K.HW_NVLINK]  # (A, P)
+    net = K.HW_LAT_US[K.HW_NET]
+    ppn1 = (k == 1)[:, None, None]
+    inter_lat = np.where(ppn1, net[TREE][None, None, :], net[None, :, :])
+    inter_lat = inter_lat + sa.delta[:, None, None]
+    inter_lat[:, :, SIMPLE] += sa.delta[:, None]  # NCCL adds the plugin latency twice (flush)
+    base = K.BASE_LAT_US[None]
+    log2n = np.floor(np.log2(np.maximum(nodes, 1)))[:, None]
+
+    if op in ("broadcast", "reduce"):
+        lat[:, RING] = base[:, RING] + np.where(
+            single[:, None], intra_lat[RING][None], inter_lat[:, RING]
+        )
+    else:
+        overhead = np.where(single[:, None], 0.0, K.NET_OVERHEAD_US * np.array([1.0, 1.0, 3.0]))
+        intra_ring = np.maximum(intra_lat[RING][None], overhead)
+        n_inter = np.where(single, 0, 2 * (nodes - 1) if ar else nodes - 1)[:, None]
+        lat[:, RING] = (
+            base[:, RING] + (nsteps[:, None] - n_inter) * intra_ring + n_inter * inter_lat[:, RING]
+        )
+    if ar:
+        lat[:, TREE] = base[:, TREE] + 2 * (
+            (k - 1)[:, None] * intra_lat[TREE][None] + log2n * inter_lat[:, TREE]
+        )
+        lat[:, CN_DIRECT] = (
+            2
+            * (np.minimum(1, k - 1)[:, None] * intra_lat[CN_DIRECT][None] + (k - 1)[:, None] * 0.4)
+            + inter_lat[:, CN_DIRECT]
+        )
+        lat[:, CN_CHAIN] = 2 * (k - 1)[:, None] * intra_lat[CN_CHAIN][None] + inter_lat[:, CN_CHAIN]
+        lat[:, NVLS_TREE] = intra_lat[NVLS_TREE][None] + 2 * log2n * inter_lat[:, NVLS_TREE]
+    if ar or agrs:
+        lat[:, NVLS] = intra_lat[NVLS][None] + np.where(multi[:, None], inter_lat[:, NVLS], 0.0)
+    if agrs:
+        lat[:, PAT] = base[:, PAT] + log2n * inter_lat[:, PAT] / 3.5 + 2.8 * n[:, None]
+
+    runtime_channels = 2 * nch  # NCCL doubles the search channels at run time (connect.cc)
+    return lat, bw, runtime_channels
+
+
+def _tree_fill_us(sa: SystemArrays, sizes: np.ndarray, algbw: np.ndarray, channels: np.ndarray,
+                  depth: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Time to fill and drain a pipelined up/down tree: ~2 x depth chunk-times, with NCCL's
+    chunk size for this message (see TREE_CHUNK_RULES). Shapes: sizes (N, S), others (N,)."""
+    chunk = np.full(sizes.shape, float(K.SIMPLE_STEP_BYTES))
+    per_channel = sizes / channels[:, None]
+    for mult, floor in K.TREE_CHUNK_RULES:
+        for _ in range(4):  # at most four halvings reach each floor from 512 KiB
+            shrink = (per_channel / chunk < depth[:, None] * mult) & (chunk > floor)
+            chunk = np.where(shrink, chunk / 2, chunk)
+    chunk = np.minimum(chunk, per_channel)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chunk_time = chunk * channels[:, None] / (1000.0 * algbw[:, None])
+    return np.where(algbw[:, None] > 0, 2 * depth[:, None] * chunk_time, 0.0)
+
+
+def _tree_correction(sizes: np.ndarray) -> np.ndarray:
+    """NCCL's size-dependent tree efficiency, (..., P)."""
+    idx = np.floor(np.log2(np.maximum(sizes, 64) / 64)).astype(int)
+    inside = (idx >= 0) & (idx < K.TREE_CORRECTION_MAX_INDEX)
+    corr = K.TREE_CORRECTION[:, np.clip(idx, 0, K.TREE_CORRECTION.shape[1] - 1)]  # (P, ...)
+    return np.moveaxis(np.where(inside, corr, 1.0), 0, -1)
+
+
+def times(
+    sa: SystemArrays,
+    op: str,
+    sizes: np.ndarray,
+    slowdown: np.ndarray | float = 1.0,
+) -> np.ndarray:
+    """Time (us) of every (algorithm, protocol) for each configuration and size.
+
+    ``sizes`` has shape (N, S) (or broadcasts to it); the result is (N, S, A, P), with ``inf``
+    where an algorithm/protocol is not available. ``slowdown`` (>= 1, scalar or (N, A)) stretches
+    the bandwidth term: this is where a congestion backend's factor enters.
+    """
+    lat, bw, nch_rt = tables(sa, op)
+    sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
+    s = sizes[:, :, None, None]
+    eff_bw = np.broadcast_to(bw[:, None], (len(sa), sizes.shape[1], A, P)).copy()
+    if op == "all_reduce":
+        eff_bw[:, :, TREE, :] *= _tree_correction(sizes)
+    lat_s = np.broadcast_to(lat[:, None], eff_bw.shape).copy()
+    if op == "all_reduce":
+        plateau = (sa.nodes > 1)[:, None] & (
+            sizes / (nch_rt[:, None] * (sa.nodes * sa.k)[:, None])
+            >= K.RING_PLATEAU_BYTES_PER_RANK_CHANNEL
+        )
+        lat_s[:, :, RING, SIMPLE] *= np.where(plateau, K.RING_PLATEAU_LAT_FACTOR, 1.0)
+    if op == "all_reduce":
+        # Pipeline fill of the tree-shaped algorithms (Simple protocol). Tree depth counts the
+        # chain inside the node and the levels between nodes; NVLS does a node in one hop.
+        levels = np.floor(np.log2(np.maximum(sa.nodes, 1)))
+        nvls_channels = K.NVLS_CHANNELS[sa.arch]
+        lat_s[:, :, TREE, SIMPLE] += _tree_fill_us(
+            sa, sizes, bw[:, TREE, SIMPLE], nch_rt, (sa.k - 1) + levels
+        )
+        lat_s[:, :, NVLS_TREE, SIMPLE] += _tree_fill_us(
+            sa, sizes, bw[:, NVLS_TREE, SIMPLE], nvls_channels, 1 + levels
+        )
+    slow = np.asarray(slowdown, dtype=float)
+    if slow.ndim == 2:  # (N, A): one factor per configuration and algorithm
+        slow = slow[:, None, :, None]
+    with np.errstate(divide="ignore"):
+        t = lat_s + s * slow / (1000.0 * eff_bw)
+    return np.where(eff_bw > 0, t, np.inf)
+
+
+def best(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fastest (algorithm, protocol) per (N, S): time, algorithm index, protocol index."""
+    flat = t.reshape((*t.shape[:-2], A * P))
+    choice = np.argmin(flat, axis=-1)
+    return np.take_along_axis(flat, choice[..., None], -1)[..., 0], choice // P, choice % P

@@ -1,0 +1,166 @@
+"""NCCL's public tuning constants.
+
+Source: NVIDIA/nccl v2.30.7-1, ``src/graph/tuning.cc`` (``ncclTunerConstantsDefaults``),
+``src/graph/search.cc`` (per-channel speed arrays) and ``src/graph/topo.h`` (link bandwidths).
+These are the numbers NCCL's own tuner uses to pick an algorithm and protocol; they were
+measured by NVIDIA on InfiniBand clusters, which is why fabric differences are added on top of
+them (see :mod:`fabricplan.collectives.system`) rather than baked in.
+Latencies are in microseconds, bandwidths in GB/s (1e9 bytes/s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+PROTOCOLS = ("LL", "LL128", "Simple")
+ALGO_INDEX = {name: i for i, name in enumerate(ALGORITHMS)}
+PROTO_INDEX = {name: i for i, name in enumerate(PROTOCOLS)}
+# nccl-tests and NCCL logs spell them this way
+ALGO_DISPLAY = {
+    "tree": "Tree",
+    "ring": "Ring",
+    "collnet_direct": "CollNetDirect",
+    "collnet_chain": "CollNetChain",
+    "nvls": "NVLS",
+    "nvls_tree": "NVLSTree",
+    "pat": "PAT",
+}
+
+# Rows of the per-architecture tables: NCCL's compCapIndex (Volta, Ampere, Hopper, Blackwell).
+ARCH_INDEX = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
+# AMD's CDNA3 runs RCCL, NCCL's fork; it has no entry in NCCL's tables. Ampere's row is used as
+# the closest match (an assumption: RCCL's own tuning differs in detail).
+ARCH_INDEX["cdna3"] = 1
+
+# baseLat[algo][proto]
+BASE_LAT_US = np.array(
+    [
+        [6.8, 14.0, 8.4],  # tree
+        [6.6, 14.0, 8.4],  # ring
+        [0.0, 0.0, 0.0],  # collnet direct
+        [0.0, 0.0, 0.0],  # collnet chain
+        [0.0, 0.0, 0.0],  # nvls
+        [0.0, 0.0, 0.0],  # nvls tree
+        [8.0, 8.0, 8.0],  # pat
+    ]
+)
+
+# hwLat[hw][algo][proto], hw = NVLINK, PCI, NET
+HW_NVLINK, HW_PCI, HW_NET = 0, 1, 2
+HW_LAT_US = np.array(
+    [
+        [  # NVLINK
+            [0.6, 1.25, 4.0],
+            [0.6, 1.9, 3.4],
+            [0.0, 0.0, 3.7],
+            [0.0, 0.0, 2.8],
+            [0.0, 0.0, 25.0],
+            [0.0, 0.0, 25.0],
+            [0.0, 0.0, 4.0],
+        ],
+        [  # PCI
+            [1.0, 1.9, 4.0],
+            [1.0, 2.5, 5.7],
+            [0.0, 0.0, 3.7],
+            [0.0, 0.0, 2.8],
+            [0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0],
+            [0.0, 0.0, 4.0],
+        ],
+        [  # NET
+            [5.0, 8.5, 14.0],
+            [2.7, 4.0, 14.0],
+            [0.0, 0.0, 31.0],
+            [0.0, 0.0, 30.0],
+            [0.0, 0.0, 18.0],
+            [0.0, 0.0, 20.9],
+            [0.0, 0.0, 14.0],
+        ],
+    ]
+)
+
+# Columns of the cap tables: scale = min(nNodes, 3) - 1 (1 node, 2 nodes, more).
+# llMaxBws: for one node NCCL reads the GPU's row; for several nodes it reads row 0 on Intel
+# hosts (row 1 on AMD hosts). x86 Intel hosts are assumed, as in DGX/HGX reference nodes.
+LL_MAX_BW = np.array(
+    [
+        [39.0, 39.0, 20.4],
+        [87.7, 22.5, 19.0],
+        [141.0, 45.0, 35.0],
+        [282.0, 90.0, 70.0],
+    ]
+)
+LL_MAX_BW_MULTINODE_ROW = 0  # Intel host CPU
+PER_CH_MAX_RING_LL128_BW = np.array(
+    [[20.0, 20.0, 20.0], [20.0, 20.0, 20.0], [36.7, 36.7, 36.7], [40.0, 40.0, 40.0]]
+)
+PER_CH_MAX_TREE_LL128_BW = np.array(
+    [[20.0, 20.0, 20.0], [20.0, 20.0, 20.0], [36.7, 36.7, 29.0], [55.6, 31.67, 20.0]]
+)
+PER_CH_MAX_TREE_BW = np.array(
+    [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [38.7, 41.4, 36.0], [70.0, 42.8, 24.0]]
+)
+PER_CH_MAX_NVLS_TREE_BW = np.array(
+    [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [0.0, 57.7, 45.5], [0.0, 96.0, 80.0]]
+)
+NVLS_EFFICIENCY = np.array([0.0, 0.0, 0.85, 0.74])
+
+# Protocol efficiency on the wire: LL sends 4 bytes of flag per 4 of data; LL128 sends 120 of
+# every 128 bytes (NCCL rounds this to 0.92 for rings); Simple is raw.
+RING_LL_FACTOR = 0.5
+RING_LL128_FACTOR = 0.92
+TREE_SIMPLE_FACTOR = 0.92
+TREE_LL_DIVISOR = 3.8
+TREE_LL128_FACTOR_MULTINODE = 120.0 / 128.0
+TREE_LL128_FACTOR_ONE_NODE = 7.0 / 9.0
+PAT_FACTOR = 0.75
+COLLNET_SM90_FACTOR = 0.85
+
+# Ring/Simple all-reduce across nodes pays 1.4x latency once messages fill the pipeline
+# ("plateau effect of ring", tuning.cc, sm80+).
+RING_PLATEAU_LAT_FACTOR = 1.4
+RING_PLATEAU_BYTES_PER_RANK_CHANNEL = 64
+
+# treeCorrectionFactor[proto][floor(log2(nBytes/64))], 64 B .. 512 MiB.
+TREE_CORRECTION = np.array(
+    [
+        [1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5,
+         0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0],
+        [1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6,
+         0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0, 1.0],
+        [0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5,
+         0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9, 0.9],
+    ]
+)  # fmt: skip
+TREE_CORRECTION_MAX_INDEX = 23  # applied for 0 <= index < 23 (tree)
+
+# NCCL_NET_OVERHEAD default on x86 Intel hosts (getNetOverhead), per network step.
+NET_OVERHEAD_US = 1.0
+NET_OVERHEAD_SIMPLE_MULT = 3.0
+
+# Per-channel speeds the topology search tries for intra-node graphs (search.cc); an NVLS graph
+# runs one channel per GPU at the top speed that the GPU's NVLink can carry.
+INTRA_SPEEDS_GBPS = {
+    "ampere": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+    "hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+    "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
+}
+INTRA_SPEEDS_GBPS["cdna3"] = INTRA_SPEEDS_GBPS["ampere"]
+
+# NVLink bandwidth NCCL assigns per link (topo.h: SM80 20.0, SM90 20.6, SM100 40.1 GB/s) against
+# the signalling rate per link and direction (25 GB/s for NVLink 3/4, 50 for NVLink 5): the
+# usable fraction of a GPU's quoted NVLink bandwidth.
+SCALEUP_EFFICIENCY = {"ampere": 20.0 / 25.0, "hopper": 20.6 / 25.0, "blackwell": 40.1 / 50.0}
+# Infinity Fabric on MI300X: no NCCL figure; the NVLink 3/4 fraction is assumed.
+SCALEUP_EFFICIENCY["cdna3"] = 0.8
+
+# Chunking of the Simple protocol (src/enqueue.cc, NCCL 2.18-2.30): a step is NCCL_BUFFSIZE
+# (4 MiB default) / NCCL_STEPS (8) = 512 KiB. For tree-shaped algorithms NCCL halves the chunk
+# while a channel would get fewer than depth x 8 (down to 128 KiB), depth x 4 (64 KiB) or depth
+# (32 KiB) chunks, trading per-chunk overhead against the time to fill the pipeline.
+SIMPLE_STEP_BYTES = 4 * 2**20 // 8
+TREE_CHUNK_RULES = ((8, 131072), (4, 65536), (1, 32768))
+# NVLS runs 16 CTAs (channels) on SM90 and 32 on SM100 across nodes (src/transport/nvls.cc).
+# Indexed by ARCH_INDEX row (Volta and Ampere have no NVLS; the value is unused there).
+NVLS_CHANNELS = np.array([16.0, 16.0, 16.0, 32.0])

@@ -1,0 +1,49 @@
+"""Point-to-point collectives: sendrecv and alltoall.
+
+NCCL runs these as grouped sends and receives, outside its algorithm/protocol tuner, so their
+cost is built from the same ingredients: the per-step latencies of NCCL's ring (one hop), the
+NIC and NVLink bandwidths, and how much of the traffic must leave the node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabricplan.collectives import nccl_constants as K
+from fabricplan.collectives.model import LL, RING, SIMPLE, SystemArrays
+
+# Assumption: per-peer launch and proxy cost of a grouped send/recv; NCCL publishes no figure.
+# Calibrate against alltoall_perf output with `fabricplan calibrate`.
+P2P_PER_PEER_US = 0.5
+
+
+def _hop_latency(sa: SystemArrays, proto: int, across_nodes: np.ndarray) -> np.ndarray:
+    net = K.HW_LAT_US[K.HW_NET, RING, proto] + sa.delta * (2 if proto == SIMPLE else 1)
+    intra = K.HW_LAT_US[K.HW_NVLINK, RING, proto]
+    return K.BASE_LAT_US[RING, proto] + np.where(across_nodes, net, intra)
+
+
+def p2p_times(sa: SystemArrays, op: str, sizes: np.ndarray) -> np.ndarray:
+    """Time (us) per (N, S, protocol) for LL and Simple (inf for LL128, unused by p2p)."""
+    sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
+    n = sa.nodes * sa.k
+    multi = sa.nodes > 1
+    out = np.full((*sizes.shape, 3), np.inf)
+    if op == "sendrecv":
+        # nccl-tests sends to rank+1: with several nodes one pair per node boundary uses a NIC.
+        link = np.where(multi, np.minimum(sa.nic, sa.nvl), sa.nvl)
+        for proto, factor in ((LL, K.RING_LL_FACTOR), (SIMPLE, 1.0)):
+            lat = _hop_latency(sa, proto, multi)
+            out[..., proto] = lat[:, None] + sizes / (1000.0 * link[:, None] * factor)
+        return out
+    if op != "alltoall":
+        raise ValueError(f"{op} is not a point-to-point collective")
+    # Each rank sends size/n to every peer. A node's NICs carry k ranks' traffic to the
+    # (n - k) ranks outside it; each GPU's NVLink carries its traffic to the k - 1 inside.
+    out_of_node = sa.k * (n - sa.k) / n / (np.maximum(sa.m, 1) * sa.nic)
+    in_node = (sa.k - 1) / n / sa.nvl
+    per_byte = np.maximum(np.where(multi, out_of_node, 0.0), in_node)  # us per KB, below
+    for proto, factor in ((LL, K.RING_LL_FACTOR), (SIMPLE, 1.0)):
+        lat = _hop_latency(sa, proto, multi) + (n - 1) * P2P_PER_PEER_US
+        out[..., proto] = lat[:, None] + sizes * per_byte[:, None] / (1000.0 * factor)
+    return out

@@ -1,0 +1,135 @@
+"""Public entry points: an nccl-tests-shaped table for one system, and a vectorised sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from fabricplan.collectives import nccl_constants as K
+from fabricplan.collectives.busbw import bus_factor
+from fabricplan.collectives.congestion import CongestionBackend, NoCongestion
+from fabricplan.collectives.model import TABLE_OPS, SystemArrays, best, times
+from fabricplan.collectives.p2p import p2p_times
+from fabricplan.collectives.system import CommSystem
+
+# nccl-tests' usual sweep: -b 8 -e 16G -f 2
+DEFAULT_SIZES = tuple(2**i for i in range(3, 35))
+
+ALGO_NAMES = {a.replace("_", ""): i for i, a in enumerate(K.ALGORITHMS)} | {
+    "collnet": K.ALGO_INDEX["collnet_direct"],
+}
+
+
+def _mask(names: Iterable[str] | None, index: dict[str, int], size: int, what: str) -> np.ndarray:
+    if names is None:
+        return np.ones(size, dtype=bool)
+    mask = np.zeros(size, dtype=bool)
+    for name in names:
+        key = name.strip().lower().replace("_", "")
+        if key not in index:
+            raise ValueError(f"unknown {what} '{name}'; known: {', '.join(sorted(index))}")
+        mask[index[key]] = True
+        if key == "collnet":
+            mask[K.ALGO_INDEX["collnet_chain"]] = True
+    return mask
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Arrays of shape (N, S): the chosen algorithm's time and bandwidths per point."""
+
+    time_us: np.ndarray
+    algbw_GBps: np.ndarray
+    busbw_GBps: np.ndarray
+    algorithm: np.ndarray  # index into ALGORITHMS, or -1 for point-to-point
+    protocol: np.ndarray  # index into PROTOCOLS
+
+
+def sweep(
+    sa: SystemArrays,
+    op: str,
+    sizes: np.ndarray,
+    *,
+    backend: CongestionBackend | None = None,
+    algorithms: Iterable[str] | None = None,
+    protocols: Iterable[str] | None = None,
+) -> SweepResult:
+    """Predict ``op`` for N configurations at sizes of shape (S,) or (N, S) in one call."""
+    sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
+    proto_mask = _mask(protocols, {p.lower(): i for i, p in enumerate(K.PROTOCOLS)}, 3, "protocol")
+    if op in TABLE_OPS:
+        slow = (backend or NoCongestion()).slowdown(sa, op)
+        t = times(sa, op, sizes, slow)
+        algo_mask = _mask(algorithms, ALGO_NAMES, len(K.ALGORITHMS), "algorithm")
+        t = np.where(algo_mask[:, None] & proto_mask[None, :], t, np.inf)
+        t_best, algo, proto = best(t)
+    else:
+        t = np.where(proto_mask, p2p_times(sa, op, sizes), np.inf)
+        proto = np.argmin(t, axis=-1)
+        t_best = np.take_along_axis(t, proto[..., None], -1)[..., 0]
+        algo = np.full(proto.shape, -1)
+    alg = sizes / (t_best * 1e3)
+    bus = alg * np.asarray(bus_factor(op, sa.nodes * sa.k))[:, None]
+    return SweepResult(t_best, alg, bus, algo, proto)
+
+
+@dataclass(frozen=True)
+class CollectiveRow:
+    size_bytes: int
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    algorithm: str
+    protocol: str
+
+
+@dataclass(frozen=True)
+class CollectiveTable:
+    op: str
+    system: CommSystem
+    rows: tuple[CollectiveRow, ...]
+    backend: str
+
+    def to_dict(self) -> dict:
+        return {
+            "op": self.op,
+            "system": asdict(self.system),
+            "nranks": self.system.nranks,
+            "p2p_latency_us": self.system.p2p_latency_us,
+            "congestion_backend": self.backend,
+            "rows": [asdict(r) for r in self.rows],
+        }
+
+
+def predict(
+    system: CommSystem,
+    op: str,
+    sizes: Sequence[int] | None = None,
+    *,
+    backend: CongestionBackend | None = None,
+    algorithms: Iterable[str] | None = None,
+    protocols: Iterable[str] | None = None,
+) -> CollectiveTable:
+    """What nccl-tests should report for ``op`` on ``system`` (one row per size)."""
+    if system.nranks < 2:
+        raise ValueError("a collective needs at least 2 GPUs")
+    sizes = list(sizes or DEFAULT_SIZES)
+    sa = SystemArrays.of([system])
+    r = sweep(sa, op, np.array(sizes, dtype=float), backend=backend, algorithms=algorithms,
+              protocols=protocols)  # fmt: skip
+    rows = tuple(
+        CollectiveRow(
+            size_bytes=int(size),
+            time_us=float(r.time_us[0, i]),
+            algbw_GBps=float(r.algbw_GBps[0, i]),
+            busbw_GBps=float(r.busbw_GBps[0, i]),
+            algorithm=K.ALGO_DISPLAY[K.ALGORITHMS[r.algorithm[0, i]]]
+            if r.algorithm[0, i] >= 0
+            else "P2P",
+            protocol=K.PROTOCOLS[r.protocol[0, i]],
+        )
+        for i, size in enumerate(sizes)
+    )
+    return CollectiveTable(op, system, rows, (backend or NoCongestion()).name)

@@ -1,0 +1,114 @@
+"""What the collective model needs to know about a cluster, derived from the catalog.
+
+Fabrics differ here through measured properties only: per-NIC goodput (bounded by the NIC's
+PCIe link) and the extra latency of each network step compared with InfiniBand NDR, the fabric
+NCCL's own latency constants were measured on. NCCL has a hook for exactly this: the network
+plugin reports a per-step latency (``latencyInter``) that the tuner adds to its constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fabricplan.catalog import Catalog, Fabric, default_catalog
+from fabricplan.collectives.nccl_constants import INTRA_SPEEDS_GBPS, SCALEUP_EFFICIENCY
+from fabricplan.topology import switch_hops
+
+# NCCL's tuning constants were measured on InfiniBand clusters (NVIDIA DGX / SuperPOD).
+REFERENCE_FABRIC = "ib-ndr"
+
+
+@dataclass(frozen=True)
+class CommSystem:
+    """One communicator's hardware: ``nodes`` x ``gpus_per_node`` GPUs on one fabric."""
+
+    gpu: str
+    arch: str
+    nvls: bool
+    nodes: int
+    gpus_per_node: int
+    nics_per_node: int
+    fabric: str
+    family: str  # infiniband, roce, tcp, uec
+    transport: str
+    nic_GBps: float  # achievable per NIC: fabric goodput, NIC port, PCIe link
+    nvlink_GBps: float  # usable per-GPU scale-up bandwidth, one direction
+    nvls_channel_GBps: float  # per-channel speed of an NVLS graph
+    net_step_delta_us: float  # added to each network step vs the reference fabric
+    p2p_latency_us: float  # one-way small-message RDMA latency across the fabric
+    switch_hops: int
+    sharp: bool = False  # in-network reduction (CollNet), InfiniBand only
+
+    @property
+    def nranks(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def with_(self, **changes: object) -> CommSystem:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def p2p_latency_us(fabric: Fabric, hops: int, switch_latency_ns: float) -> float:
+    """ib_write_lat-style latency: the catalog figure is through one switch; add the others."""
+    return fabric.rdma_latency_us.nominal + max(hops - 1, 0) * switch_latency_ns / 1000
+
+
+def build_system(
+    gpu: str,
+    nodes: int,
+    fabric: str,
+    *,
+    gpus_per_node: int | None = None,
+    nics_per_node: int | None = None,
+    hops: int | None = None,
+    sharp: bool = False,
+    catalog: Catalog | None = None,
+) -> CommSystem:
+    """Describe a cluster for the collective model from catalog ids and counts."""
+    cat = catalog or default_catalog()
+    g = cat.gpu(gpu)
+    f = cat.fabric(fabric)
+    k = gpus_per_node or g.node.gpus_per_node
+    m = nics_per_node or g.node.nics_per_node
+    nic = cat.nic(f.default_nic)
+    switch = cat.switch(f.default_switch)
+    radix = switch.radix_at(f.line_rate_gbps) or switch.ports
+    h = switch_hops(nodes, radix) if hops is None else hops
+    sw_ns = switch.port_to_port_latency_ns.nominal
+
+    # The GPU-to-NIC path is the host's PCIe generation or the NIC's, whichever is older.
+    pcie_gen = min(g.node.pcie_gen, nic.pcie_gen)
+    pcie = nic.pcie_GBps * (PCIE_SCALE[pcie_gen] / PCIE_SCALE[nic.pcie_gen])
+    nic_bw = min(f.nic_goodput_GBps.nominal, nic.port_speed_gbps / 8 * nic.ports, pcie)
+
+    eff = SCALEUP_EFFICIENCY[g.arch]
+    nvlink = g.scaleup_unidir_GBps * eff
+    speeds = INTRA_SPEEDS_GBPS[g.arch]
+    # the search takes the highest per-channel speed whose k channels fit the GPU's NVLink
+    nvls_ch = next((s for s in speeds if s * k <= nvlink), speeds[-1])
+
+    ref = cat.fabric(REFERENCE_FABRIC)
+    ref_sw = cat.switch(ref.default_switch).port_to_port_latency_ns.nominal
+    own = p2p_latency_us(f, h, sw_ns)
+    ref_lat = p2p_latency_us(ref, h, ref_sw)
+    return CommSystem(
+        gpu=g.id,
+        arch=g.arch,
+        nvls=g.nvls,
+        nodes=nodes,
+        gpus_per_node=k,
+        nics_per_node=m,
+        fabric=f.id,
+        family=f.family,
+        transport=f.transport,
+        nic_GBps=nic_bw,
+        nvlink_GBps=nvlink,
+        nvls_channel_GBps=nvls_ch,
+        net_step_delta_us=max(own - ref_lat, 0.0),
+        p2p_latency_us=own,
+        switch_hops=h,
+        sharp=sharp and f.family == "infiniband",
+    )
+
+
+# Relative PCIe bandwidth per generation (x2 per generation from Gen3 to Gen6).
+PCIE_SCALE = {3: 1.0, 4: 2.0, 5: 4.0, 6: 8.0}

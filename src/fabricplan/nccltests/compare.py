@@ -1,0 +1,87 @@
+"""Measured nccl-tests results next to what the model says the system should do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricplan.collectives import CommSystem, SystemArrays, sweep
+from fabricplan.collectives import nccl_constants as K
+from fabricplan.collectives.congestion import CongestionBackend
+from fabricplan.collectives.model import TABLE_OPS
+from fabricplan.nccltests.parse import Run
+
+_ALGO_ALIASES = {a.replace("_", ""): a for a in K.ALGORITHMS} | {"collnet": "collnet_direct"}
+
+
+def env_selection(env: dict[str, str]) -> tuple[list[str] | None, list[str] | None]:
+    """The algorithms and protocols that NCCL_ALGO / NCCL_PROTO in a log allow (None = all)."""
+
+    def allowed(value: str | None, known: dict[str, str]) -> list[str] | None:
+        if not value:
+            return None
+        text = value.split(";")[0]  # a global list; per-collective entries are not modelled
+        exclude = text.startswith("^")
+        names = {known.get(t.strip().lower()) for t in text.lstrip("^").split(",")} - {None}
+        if not names:
+            return None
+        keep = set(known.values()) - names if exclude else names
+        return sorted(x for x in keep if x is not None)
+
+    algos = allowed(env.get("NCCL_ALGO"), _ALGO_ALIASES)
+    protos = allowed(env.get("NCCL_PROTO"), {p.lower(): p for p in K.PROTOCOLS})
+    return algos, protos
+
+
+@dataclass(frozen=True)
+class Comparison:
+    op: str
+    sizes: np.ndarray
+    measured_time_us: np.ndarray
+    measured_busbw_GBps: np.ndarray
+    expected_time_us: np.ndarray
+    expected_busbw_GBps: np.ndarray
+    algorithm: list[str]
+    forced_algorithms: list[str] | None
+
+    @property
+    def busbw_ratio(self) -> np.ndarray:
+        """measured / expected busbw (1.0 = as predicted)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.measured_busbw_GBps / self.expected_busbw_GBps
+
+    @property
+    def time_ratio(self) -> np.ndarray:
+        """measured / expected time (1.0 = as predicted; above 1 = slower)."""
+        return self.measured_time_us / self.expected_time_us
+
+
+def compare(
+    run: Run,
+    system: CommSystem,
+    op: str,
+    *,
+    backend: CongestionBackend | None = None,
+    honour_env: bool = True,
+) -> Comparison:
+    """Predict ``run``'s sizes on ``system``, under the algorithm limits its log shows."""
+    algos, protos = env_selection(run.env) if honour_env else (None, None)
+    if op not in TABLE_OPS:
+        algos = None
+    sizes = np.array([r.size_bytes for r in run.results], dtype=float)
+    res = sweep(SystemArrays.of([system]), op, sizes, backend=backend, algorithms=algos,
+                protocols=protos)  # fmt: skip
+    names = [
+        K.ALGO_DISPLAY[K.ALGORITHMS[a]] if a >= 0 else "P2P" for a in res.algorithm[0].tolist()
+    ]
+    return Comparison(
+        op=op,
+        sizes=sizes,
+        measured_time_us=np.array([r.time_us for r in run.results]),
+        measured_busbw_GBps=np.array([r.busbw_GBps for r in run.results]),
+        expected_time_us=res.time_us[0],
+        expected_busbw_GBps=res.busbw_GBps[0],
+        algorithm=names,
+        forced_algorithms=algos,
+    )

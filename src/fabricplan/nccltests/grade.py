@@ -1,0 +1,194 @@
+"""Grade a provider's nccl-tests run against what its fabric should deliver.
+
+The verdict rests on two ratios, measured over expected:
+- busbw for large messages (>= 64 MiB, or the largest sizes in the run), where the network's
+  bandwidth decides;
+- time for small messages (<= 64 KiB), where latency decides.
+Thresholds sit outside the model's own error on healthy clusters (median under 5 % for large
+messages on the validation runs, about 20 % for small-message time), so a `warn` or `fail`
+points at the cluster, not the model. Findings name likely causes from the log and the numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fabricplan.collectives import CommSystem
+from fabricplan.nccltests.compare import Comparison
+from fabricplan.nccltests.parse import Run
+
+LARGE_BYTES = 64 * 2**20
+SMALL_BYTES = 64 * 2**10
+# busbw ratio at or above which a run passes / warns; below WARN it fails.
+PASS_BW_RATIO = 0.90
+WARN_BW_RATIO = 0.75
+# small-message time ratio at or below which a run passes / warns.
+PASS_LAT_RATIO = 1.5
+WARN_LAT_RATIO = 2.5
+# a large-message busbw this far below the run's own best means bandwidth collapses as
+# messages grow: the signature of congestion (pause storms, hash collisions), not of a slow link
+DROP_FRACTION = 0.10
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str  # "fail", "warn" or "info"
+    message: str
+
+
+@dataclass(frozen=True)
+class Grade:
+    verdict: str
+    bandwidth_ratio: float | None
+    latency_ratio: float | None
+    comparison: Comparison
+    findings: list[Finding] = field(default_factory=list)
+
+    def worst(self, n: int = 3) -> list[int]:
+        """Indices of the sizes with the lowest busbw ratio."""
+        ratio = np.nan_to_num(self.comparison.busbw_ratio, nan=np.inf)
+        return [int(i) for i in np.argsort(ratio)[:n]]
+
+
+def _median(x: np.ndarray) -> float | None:
+    x = x[np.isfinite(x)]
+    return float(np.median(x)) if x.size else None
+
+
+def _large_mask(sizes: np.ndarray) -> np.ndarray:
+    large = sizes >= LARGE_BYTES
+    if not large.any():  # a run that stops short of 64 MiB: its largest quarter
+        large = sizes >= np.quantile(sizes, 0.75)
+    return large
+
+
+def _findings(
+    run: Run, system: CommSystem, cmp: Comparison, bw: float | None, lat: float | None
+) -> list[Finding]:
+    out: list[Finding] = []
+    if run.gdr is False:
+        out.append(
+            Finding(
+                "gdr_off",
+                "fail",
+                "GPUDirect RDMA is off ('GDR 0' in the log): every transfer bounces through host "
+                "memory. Check that the nvidia-peermem (or dma-buf) module is loaded, and "
+                "NCCL_NET_GDR_LEVEL and ACS settings on the PCIe switches.",
+            )
+        )
+    if run.transport == "socket" and system.transport == "rdma":
+        out.append(
+            Finding(
+                "socket_transport",
+                "fail",
+                "NCCL fell back to TCP sockets (NET/Socket in the log) on an RDMA fabric: the RDMA "
+                "devices were not found or usable (NCCL_IB_HCA, drivers, NCCL_NET).",
+            )
+        )
+    if run.nics_in_use is not None and run.nics_in_use < system.nics_per_node:
+        out.append(
+            Finding(
+                "fewer_nics",
+                "fail",
+                f"NCCL uses {run.nics_in_use} NIC(s) per node but the node has "
+                f"{system.nics_per_node}: check NCCL_IB_HCA, link state (ibstat) and GPU-NIC "
+                "affinity.",
+            )
+        )
+    if cmp.forced_algorithms:
+        out.append(
+            Finding(
+                "algorithm_forced",
+                "info",
+                f"NCCL_ALGO limits NCCL to {', '.join(cmp.forced_algorithms)}; "
+                "expected figures are computed under the same limit. Default settings "
+                "would be faster where the model shows another algorithm winning.",
+            )
+        )
+    large = _large_mask(cmp.sizes)
+    measured = cmp.measured_busbw_GBps[large]
+    if bw is not None and bw < PASS_BW_RATIO and measured.size and run.gdr is not False:
+        plateau = float(np.max(cmp.measured_busbw_GBps))
+        per_nic = system.nic_GBps
+        nic_equiv = plateau / per_nic
+        if system.nodes > 1 and nic_equiv < WARN_BW_RATIO * system.nics_per_node:
+            out.append(
+                Finding(
+                    "nic_bandwidth",
+                    "fail" if bw < WARN_BW_RATIO else "warn",
+                    f"Peak busbw {plateau:.0f} GB/s is what {nic_equiv:.1f} of the node's "
+                    f"{system.nics_per_node} NICs deliver at {per_nic:.0f} GB/s each: NICs idle or "
+                    "missing from NCCL_IB_HCA, links trained at a lower rate, or a PCIe bottleneck "
+                    "(NICs behind a Gen4 or x8 link, ACS forcing traffic through the CPU).",
+                )
+            )
+        last = float(measured[-1])
+        best = float(np.max(measured))
+        if best > 0 and last < (1 - DROP_FRACTION) * best:
+            out.append(
+                Finding(
+                    "large_message_drop",
+                    "warn",
+                    f"busbw falls from {best:.0f} to {last:.0f} GB/s as messages grow: "
+                    "congestion in the fabric (oversubscribed uplinks, ECMP hash collisions, "
+                    "adaptive routing off"
+                    + (
+                        ", PFC pause storms or ECN/DCQCN thresholds"
+                        if system.family == "roce"
+                        else ""
+                    )
+                    + ").",
+                )
+            )
+        if system.nodes > 2 and bw >= WARN_BW_RATIO:
+            out.append(
+                Finding(
+                    "congestion",
+                    "warn",
+                    f"busbw is {bw:.0%} of expected across {system.nodes} nodes: typical of flow "
+                    "collisions on a multi-tier fabric; try NCCL_IB_QPS_PER_CONNECTION=2-4 "
+                    "and check that adaptive routing is enabled.",
+                )
+            )
+        if system.family == "roce" and bw < WARN_BW_RATIO:
+            out.append(
+                Finding(
+                    "roce_config",
+                    "warn",
+                    "On RoCE a shortfall this large usually means a lossless misconfiguration: PFC "
+                    "off or on the wrong priority, ECN/DCQCN thresholds, or mismatched MTU.",
+                )
+            )
+    if lat is not None and lat > PASS_LAT_RATIO:
+        out.append(
+            Finding(
+                "high_latency",
+                "fail" if lat > WARN_LAT_RATIO else "warn",
+                f"Small messages take {lat:.1f}x the expected time: extra switch hops, TCP or host "
+                "staging, CPU power saving on the proxy thread, or a busy host.",
+            )
+        )
+    return out
+
+
+def grade(run: Run, system: CommSystem, cmp: Comparison) -> Grade:
+    """Verdict (`pass` / `warn` / `fail`) and findings for one measured run."""
+    large = _large_mask(cmp.sizes)
+    small = cmp.sizes <= SMALL_BYTES
+    bw = _median(cmp.busbw_ratio[large])
+    lat = _median(cmp.time_ratio[small]) if small.any() else None
+    findings = _findings(run, system, cmp, bw, lat)
+    verdict = "pass"
+    if (bw is not None and bw < PASS_BW_RATIO) or (lat is not None and lat > PASS_LAT_RATIO):
+        verdict = "warn"
+    if (bw is not None and bw < WARN_BW_RATIO) or (lat is not None and lat > WARN_LAT_RATIO):
+        verdict = "fail"
+    if any(
+        f.severity == "fail" and f.code in ("gdr_off", "socket_transport", "fewer_nics")
+        for f in findings
+    ):
+        verdict = "fail"
+    return Grade(verdict, bw, lat, cmp, findings)

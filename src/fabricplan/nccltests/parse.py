@@ -1,0 +1,336 @@
+"""Parse nccl-tests output as people really paste it.
+
+Handled: the classic table with ``#`` headers, with or without the ``root`` (and ``redop``)
+columns; ``#wrong`` as ``N/A``; output pasted without the leading ``#``; lines prefixed by Slurm
+(``0: ``), ``mpirun --tag-output`` (``[1,0]<stdout>:``) or pdsh (``host: ``); NCCL INFO lines mixed
+in; several runs in one file; and nccl-tests JSON (``-J``). Anything that looks like a result row
+but is not one raises :class:`ParseError` naming the line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabricplan.collectives.busbw import resolve_op
+
+
+class ParseError(ValueError):
+    """Input that is not nccl-tests output; ``line`` is 1-based (0 when not line-specific)."""
+
+    def __init__(self, message: str, line: int = 0, text: str = "") -> None:
+        self.line, self.text, self.reason = line, text, message
+        where = f"line {line}: " if line else ""
+        shown = f" [{text.strip()[:80]}]" if text.strip() else ""
+        super().__init__(f"{where}{message}{shown}")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One size of one run: out-of-place figures, and in-place ones when printed."""
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str | None
+    root: int | None
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    wrong: int | None  # None when not checked (N/A)
+    inplace_time_us: float | None = None
+    inplace_algbw_GBps: float | None = None
+    inplace_busbw_GBps: float | None = None
+
+
+@dataclass
+class Run:
+    """One nccl-tests invocation and what its log says about the setup."""
+
+    first_line: int = 0
+    label: str = ""
+    op: str | None = None
+    nranks: int | None = None
+    hosts: set[str] = field(default_factory=set)
+    nccl_version: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    gdr: bool | None = None
+    transport: str | None = None  # "ib", "roce" or "socket"
+    nics_in_use: int | None = None
+    avg_busbw_GBps: float | None = None
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int | None:
+        return len(self.hosts) or None
+
+    def inferred_nranks(self) -> int | None:
+        """Rank count from the log, else from busbw/algbw for all_reduce (= 2(n-1)/n)."""
+        if self.nranks:
+            return self.nranks
+        if self.op in (None, "all_reduce"):
+            ratios = [r.busbw_GBps / r.algbw_GBps for r in self.results if r.algbw_GBps > 0.5]
+            if ratios:
+                ratio = sorted(ratios)[len(ratios) // 2]
+                if ratio < 1.999:
+                    return max(2, round(2 / (2 - ratio)))
+        return None
+
+
+# Prefixes added by launchers; stripped repeatedly (a line may carry several).
+_PREFIXES = (
+    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),  # mpirun --tag-output
+    re.compile(r"^\s*\d+:\s"),  # srun --label / Slurm
+    re.compile(r"^[A-Za-z][\w.\-]*:\s+(?=[#\d\s])"),  # pdsh / clush "host: "
+)
+_ROW_START = re.compile(r"^\s*\d+\s+\d+\s+\S")
+_HEADER = re.compile(r"^#?\s*size\s+count\s+type\b", re.IGNORECASE)
+_RANK = re.compile(r"Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device")
+_OP = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv)"
+                 r"(?:_perf)?\b")  # fmt: skip
+_CONCLUDED = re.compile(r"Collective test concluded:\s*(\w+)")
+_ENV = re.compile(r"\b(NCCL_[A-Z0-9_]+)=\(?([\w./^-]*\w)")
+_ENV_INFO = re.compile(r"\b(NCCL_[A-Z0-9_]+) set by environment to (\S+)")
+_GDR = re.compile(r"\bGDR (\d)\b")
+_GDR_OLD = re.compile(r"GPU Direct RDMA (Enabled|Disabled)")
+_NET = re.compile(r"NET/(IB|Socket)\s*:\s*Using\s+(.*)")
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*([\d.eE+-]+|nan|inf)")
+_VERSION = re.compile(r"NCCL version\s+([\w.+-]+)")
+
+
+def _strip_prefix(line: str) -> str:
+    changed = True
+    while changed:
+        changed = False
+        for pat in _PREFIXES:
+            new = pat.sub("", line, count=1)
+            if new != line:
+                line, changed = new, True
+    return line
+
+
+def _number(tok: str, what: str, lineno: int, raw: str) -> float:
+    try:
+        return float(tok)
+    except ValueError:
+        raise ParseError(f"{what} should be a number, got '{tok}'", lineno, raw) from None
+
+
+def _wrong(tok: str, lineno: int, raw: str) -> int | None:
+    if tok.upper() == "N/A":
+        return None
+    try:
+        return int(tok)
+    except ValueError:
+        raise ParseError(f"#wrong should be a count or N/A, got '{tok}'", lineno, raw) from None
+
+
+def _is_word(tok: str) -> bool:
+    return bool(re.match(r"^[A-Za-z_][\w]*$", tok))
+
+
+def parse_row(content: str, lineno: int = 0) -> Result:
+    """One result row: size count type [redop] [root] time algbw busbw wrong [x4 in-place]."""
+    tok = content.split()
+    size, count = int(tok[0]), int(tok[1])
+    dtype = tok[2]
+    i = 3
+    redop = None
+    if i < len(tok) and _is_word(tok[i]) and tok[i].upper() != "N/A":
+        redop, i = tok[i], i + 1
+    rest = tok[i:]
+    root = None
+    if len(rest) in (5, 9):
+        try:
+            root = int(rest[0])
+        except ValueError:
+            raise ParseError(f"root should be a rank, got '{rest[0]}'", lineno, content) from None
+        rest = rest[1:]
+    if len(rest) not in (4, 8):
+        raise ParseError(
+            f"expected time, algbw, busbw and #wrong (out-of-place, then in-place) after the type "
+            f"column, found {len(rest)} values",
+            lineno,
+            content,
+        )
+    names = ("time", "algbw", "busbw")
+    t, alg, bus = (_number(x, n, lineno, content) for x, n in zip(rest[:3], names, strict=True))
+    wrong = _wrong(rest[3], lineno, content)
+    ip: list[float | None] = [None, None, None]
+    if len(rest) == 8:
+        ip = [_number(x, n, lineno, content) for x, n in zip(rest[4:7], names, strict=True)]
+        _wrong(rest[7], lineno, content)
+    if size < 0 or count < 0 or not all(math.isfinite(v) and v >= 0 for v in (t, alg, bus)):
+        raise ParseError(
+            "sizes, times and bandwidths must be non-negative numbers", lineno, content
+        )
+    return Result(size, count, dtype, redop, root, t, alg, bus, wrong, *ip)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.runs: list[Run] = []
+        self.cur = Run()
+        self.pending_op: str | None = None
+
+    def finish(self) -> None:
+        if self.cur.results:
+            self.runs.append(self.cur)
+        elif self.runs and not self.cur.results:
+            # metadata after a table (avg, concluded, GDR) belongs to the run just finished
+            last = self.runs[-1]
+            last.avg_busbw_GBps = last.avg_busbw_GBps or self.cur.avg_busbw_GBps
+        self.cur = Run()
+
+    def new_run_if_started(self, lineno: int) -> None:
+        if self.cur.results:
+            self.finish()
+        if not self.cur.first_line:
+            self.cur.first_line = lineno
+
+    def meta(self, line: str, lineno: int) -> None:
+        run = self.cur
+        if "=====" in line:
+            # a section header starts a fresh context: notes above it describe no run
+            if run.results:
+                self.finish()
+            else:
+                self.cur = Run()
+            run = self.cur
+            run.label = line.strip("# =").strip()
+            run.first_line = run.first_line or lineno
+        if re.search(r"#?\s*nThread\s+\d+", line):
+            self.new_run_if_started(lineno)
+            run = self.cur
+        if m := _RANK.search(line):
+            rank = int(m.group(1))
+            run.nranks = max(run.nranks or 0, rank + 1)
+            run.hosts.add(m.group(2))
+        if m := _CONCLUDED.search(line):
+            target = run if run.results or not self.runs else self.runs[-1]
+            target.op = resolve_op(m.group(1))
+        elif (m := _OP.search(line)) and run.op is None and not run.results:
+            run.op = resolve_op(m.group(1))
+        for m in _ENV.finditer(line):
+            run.env[m.group(1)] = m.group(2)
+        if m := _ENV_INFO.search(line):
+            run.env[m.group(1)] = m.group(2).rstrip(".")
+        if m := _GDR.search(line):
+            run.gdr = (run.gdr is not False) and m.group(1) == "1"
+        elif m := _GDR_OLD.search(line):
+            run.gdr = (run.gdr is not False) and m.group(1) == "Enabled"
+        if m := _NET.search(line):
+            devices = m.group(2).split(";")[0]
+            run.nics_in_use = max(run.nics_in_use or 0, len(re.findall(r"\[\d+\]", devices)))
+            kind = m.group(1).lower()
+            run.transport = (
+                "socket" if kind == "socket" else ("roce" if "RoCE" in devices else "ib")
+            )
+        if m := _VERSION.search(line):
+            run.nccl_version = m.group(1)
+        if m := _AVG.search(line):
+            target = run if run.results or not self.runs else self.runs[-1]
+            target.avg_busbw_GBps = float(m.group(1))
+
+
+def parse_text(text: str) -> list[Run]:
+    """Every run in nccl-tests text output, in order."""
+    b = _Builder()
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = _strip_prefix(raw)
+        content = line.lstrip("#").strip() if line.lstrip().startswith("#") else line.strip()
+        if not content:
+            continue
+        if _HEADER.match(content):
+            if b.cur.results:
+                b.finish()
+            b.cur.first_line = b.cur.first_line or lineno
+            continue
+        if not line.lstrip().startswith("#") and _ROW_START.match(line):
+            b.cur.first_line = b.cur.first_line or lineno
+            b.cur.results.append(parse_row(line.strip(), lineno))
+            continue
+        b.meta(line, lineno)
+    b.finish()
+    if not b.runs:
+        raise ParseError("no nccl-tests result rows found (expected lines like "
+                         "'1048576  262144  float  sum  -1  ...')")  # fmt: skip
+    return b.runs
+
+
+def _json_run(obj: dict[str, Any], index: int) -> Run:
+    try:
+        results = obj["results"]
+        if not isinstance(results, list):
+            raise TypeError
+    except (KeyError, TypeError):
+        raise ParseError(f"JSON run {index + 1}: no 'results' list") from None
+    run = Run(first_line=0, label=f"JSON run {index + 1}")
+    args = " ".join(map(str, obj.get("args") or []))
+    if m := _OP.search(args):
+        run.op = resolve_op(m.group(1))
+    for item in obj.get("env") or []:
+        if m := _ENV.search(str(item)):
+            run.env[m.group(1)] = m.group(2)
+    devices = obj.get("devices") or []
+    if isinstance(devices, list) and devices:
+        run.nranks = len(devices)
+        run.hosts = {str(d.get("hostname")) for d in devices if isinstance(d, dict)}
+    if obj.get("nccl_version") is not None:
+        run.nccl_version = str(obj["nccl_version"])
+    for i, r in enumerate(results):
+        try:
+            oop, ip = r["out_of_place"], r.get("in_place") or {}
+            t = oop.get("time", oop.get("cpu_time"))
+            run.results.append(Result(
+                int(r["size"]), int(r["count"]), str(r["type"]), r.get("redop"),
+                int(r["root"]) if r.get("root") is not None else None,
+                float(t), float(oop["alg_bw"]), float(oop["bus_bw"]),
+                oop.get("nwrong"),
+                float(ip["time"]) if "time" in ip else None,
+                float(ip["alg_bw"]) if "alg_bw" in ip else None,
+                float(ip["bus_bw"]) if "bus_bw" in ip else None,
+            ))  # fmt: skip
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ParseError(
+                f"JSON run {index + 1}, result {i + 1}: expected size, count, type and "
+                "out_of_place {time, alg_bw, bus_bw}"
+            ) from None
+    return run
+
+
+def parse_json(data: Any) -> list[Run]:
+    """nccl-tests ``-J`` output: one object, or a list of them."""
+    objs = data if isinstance(data, list) else [data]
+    if not objs or not all(isinstance(o, dict) for o in objs):
+        raise ParseError("JSON input must be an nccl-tests result object or a list of them")
+    runs = [_json_run(o, i) for i, o in enumerate(objs)]
+    if not any(r.results for r in runs):
+        raise ParseError("JSON input has no results")
+    return runs
+
+
+def parse(text: str) -> list[Run]:
+    """Text or JSON, whichever ``text`` is."""
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            if stripped.startswith("{"):
+                raise ParseError(f"invalid JSON: {exc.msg}", exc.lineno) from None
+        else:
+            return parse_json(data)
+    return parse_text(text)
+
+
+def parse_file(path: str | Path) -> list[Run]:
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ParseError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse(text)
