@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from fabricplan import __version__
-from fabricplan.cli import catalog_cmd, scenario_cmd
+from fabricplan.cli import catalog_cmd, collective_cmd, grade_cmd, scenario_cmd
 from fabricplan.cli.output import emit_json
 
 app = typer.Typer(
@@ -13,7 +13,7 @@ app = typer.Typer(
     help=(
         "InfiniBand, RoCEv2 or Ethernet for your GPU cluster: what each does to training "
         "time and cost, and whether the fabric you were sold performs as it should.\n\n"
-        "Exit codes: 0 ok, 1 internal error, 2 bad input."
+        "Exit codes: 0 ok, 1 internal error, 2 bad input, 3 a graded run failed."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -21,6 +21,9 @@ app = typer.Typer(
 )
 app.add_typer(catalog_cmd.app, name="catalog")
 app.add_typer(scenario_cmd.app, name="scenario")
+app.command("collective")(collective_cmd.collective)
+app.command("grade")(grade_cmd.grade_cmd)
+app.command("validate")(grade_cmd.validate_cmd)
 
 
 @app.command()

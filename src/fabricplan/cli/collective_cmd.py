@@ -1,0 +1,102 @@
+"""``fabricplan collective``: the nccl-tests table a cluster should produce."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from fabricplan.cli.output import console, emit_json, fail
+from fabricplan.cli.system_opts import (
+    CATALOG_OPT,
+    FABRIC_OPT,
+    GPN_OPT,
+    GPU_OPT,
+    HOPS_OPT,
+    JSON_OPT,
+    NICS_OPT,
+    NODES_OPT,
+    SCENARIO_OPT,
+    SET_OPT,
+    SHARP_OPT,
+    catalog_from,
+    size_list,
+    system_from,
+)  # fmt: skip
+from fabricplan.collectives import OPS, predict, resolve_op
+
+# nccl-tests' default element type
+DTYPE_BYTES = 4
+
+
+def human_size(n: int) -> str:
+    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def collective(
+    op: str = typer.Option("all_reduce", "--op", help=f"One of: {', '.join(OPS)}."),
+    gpu: str | None = GPU_OPT,
+    nodes: int | None = NODES_OPT,
+    gpus_per_node: int | None = GPN_OPT,
+    nics_per_node: int | None = NICS_OPT,
+    fabric: str | None = FABRIC_OPT,
+    sizes: str | None = typer.Option(None, "--sizes", help="Comma list, e.g. 8,1K,1M,64M,1G."),
+    min_size: str = typer.Option("8", "--min", help="Smallest size (with --max, --factor)."),
+    max_size: str = typer.Option("16G", "--max", help="Largest size."),
+    factor: float = typer.Option(2.0, "--factor", help="Step between sizes."),
+    algo: str | None = typer.Option(None, "--algo", help="Limit algorithms, like NCCL_ALGO."),
+    proto: str | None = typer.Option(None, "--proto", help="Limit protocols, like NCCL_PROTO."),
+    hops: int | None = HOPS_OPT,
+    sharp: bool = SHARP_OPT,
+    scenario: Path | None = SCENARIO_OPT,
+    set_: list[str] | None = SET_OPT,
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Predict an nccl-tests table: time, algbw, busbw and NCCL's algorithm/protocol per size."""
+    try:
+        op = resolve_op(op)
+        size_values = size_list(sizes, min_size, max_size, factor)
+    except ValueError as exc:
+        fail(str(exc), as_json=as_json)
+    cat = catalog_from(catalog, as_json)
+    system = system_from(
+        gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
+        fabric=fabric, hops=hops, sharp=sharp, scenario=scenario, overrides=set_, catalog=cat,
+        as_json=as_json,
+    )  # fmt: skip
+    try:
+        table = predict(
+            system, op, size_values,
+            algorithms=algo.split(",") if algo else None,
+            protocols=proto.split(",") if proto else None,
+        )  # fmt: skip
+    except ValueError as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        emit_json(table.to_dict())
+        return
+    s = system
+    title = (
+        f"{op} on {s.nodes} x {s.gpus_per_node} {s.gpu} ({s.nranks} ranks), {s.fabric}, "
+        f"{s.nics_per_node} NICs/node at {s.nic_GBps:.1f} GB/s, {s.switch_hops} switch hop(s)"
+    )
+    out = Table(title=title, title_justify="left", title_style="bold")
+    for col in ("size", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo",
+                "proto"):  # fmt: skip
+        out.add_column(col, justify="right" if col not in ("type", "algo", "proto") else "left")
+    for r in table.rows:
+        out.add_row(
+            human_size(r.size_bytes), str(max(r.size_bytes // DTYPE_BYTES, 0)), "float",
+            f"{r.time_us:,.1f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}", r.algorithm,
+            r.protocol,
+        )  # fmt: skip
+    console.print(out)
+    console.print(
+        f"point-to-point small-message latency (ib_write_lat style): {s.p2p_latency_us:.2f} us",
+        highlight=False,
+    )

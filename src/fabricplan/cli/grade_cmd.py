@@ -1,0 +1,198 @@
+"""``fabricplan grade`` and ``fabricplan validate``: measured nccl-tests against the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from fabricplan.cli.collective_cmd import human_size
+from fabricplan.cli.output import console, emit_json, fail, fmt
+from fabricplan.cli.system_opts import (
+    CATALOG_OPT,
+    FABRIC_OPT,
+    GPN_OPT,
+    GPU_OPT,
+    HOPS_OPT,
+    JSON_OPT,
+    NICS_OPT,
+    NODES_OPT,
+    SCENARIO_OPT,
+    SET_OPT,
+    SHARP_OPT,
+    catalog_from,
+    system_from,
+)
+from fabricplan.collectives import resolve_op
+from fabricplan.nccltests import ParseError, parse_file
+from fabricplan.nccltests.compare import compare
+from fabricplan.nccltests.grade import Grade, grade
+from fabricplan.validation import check_runs
+
+# Exit code when a run is graded `fail`: the command worked, the fabric did not.
+EXIT_GRADE_FAIL = 3
+VERDICT_ORDER = {"pass": 0, "warn": 1, "fail": 2}
+VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
+
+
+def _grade_dict(g: Grade, index: int, label: str) -> dict[str, Any]:
+    c = g.comparison
+    ratio = c.busbw_ratio
+    return {
+        "run": index,
+        "label": label,
+        "op": c.op,
+        "verdict": g.verdict,
+        "bandwidth_ratio": g.bandwidth_ratio,
+        "latency_ratio": g.latency_ratio,
+        "rows": [
+            {
+                "run": index,
+                "size_bytes": int(c.sizes[i]),
+                "measured_busbw_GBps": float(c.measured_busbw_GBps[i]),
+                "expected_busbw_GBps": float(c.expected_busbw_GBps[i]),
+                "ratio": float(ratio[i]),
+                "measured_time_us": float(c.measured_time_us[i]),
+                "expected_time_us": float(c.expected_time_us[i]),
+                "expected_algorithm": c.algorithm[i],
+            }
+            for i in range(len(c.sizes))
+        ],
+        "worst": [int(c.sizes[i]) for i in g.worst()],
+        "findings": [
+            {"run": index, "code": f.code, "severity": f.severity, "message": f.message}
+            for f in g.findings
+        ],
+    }
+
+
+def grade_cmd(
+    results: Path = typer.Argument(
+        ..., metavar="RESULTS", help="nccl-tests output (text or -J JSON)."
+    ),
+    op: str | None = typer.Option(None, "--op", help="Collective, if the log does not say."),
+    gpu: str | None = GPU_OPT,
+    nodes: int | None = NODES_OPT,
+    gpus_per_node: int | None = GPN_OPT,
+    nics_per_node: int | None = NICS_OPT,
+    fabric: str | None = FABRIC_OPT,
+    hops: int | None = HOPS_OPT,
+    sharp: bool = SHARP_OPT,
+    scenario: Path | None = SCENARIO_OPT,
+    set_: list[str] | None = SET_OPT,
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Grade measured nccl-tests output against what the fabric should deliver.
+
+    Exit codes: 0 pass or warn, 3 a run failed, 2 bad input.
+    """
+    try:
+        runs = parse_file(results)
+        forced_op = resolve_op(op) if op else None
+    except (ParseError, ValueError) as exc:
+        fail(f"{results}: {exc}", as_json=as_json)
+    cat = catalog_from(catalog, as_json)
+    graded = []
+    for i, run in enumerate(runs, start=1):
+        this_nodes = nodes or run.nodes
+        if this_nodes is None and run.inferred_nranks() and gpus_per_node:
+            this_nodes = max(1, run.inferred_nranks() // gpus_per_node)
+        system = system_from(
+            gpu=gpu, nodes=this_nodes, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
+            fabric=fabric, hops=hops, sharp=sharp, scenario=scenario, overrides=set_,
+            catalog=cat, as_json=as_json,
+        )  # fmt: skip
+        run_op = forced_op or run.op or "all_reduce"
+        g = grade(run, system, compare(run, system, run_op))
+        graded.append(_grade_dict(g, i, run.label or f"run {i} (line {run.first_line})"))
+    worst = max(graded, key=lambda d: VERDICT_ORDER[d["verdict"]])["verdict"]
+    if as_json:
+        emit_json({
+            "verdict": worst,
+            "rows": [r for d in graded for r in d["rows"]],
+            "findings": [f for d in graded for f in d["findings"]],
+            "runs": graded,
+        })  # fmt: skip
+    else:
+        for d in graded:
+            _print_grade(d)
+    if worst == "fail":
+        raise typer.Exit(EXIT_GRADE_FAIL)
+
+
+def _print_grade(d: dict[str, Any]) -> None:
+    style = VERDICT_STYLE[d["verdict"]]
+    bw = d["bandwidth_ratio"]
+    lat = d["latency_ratio"]
+    console.print(
+        f"\n[bold]{d['label']}[/] ({d['op']}): [{style} bold]{d['verdict'].upper()}[/] - "
+        f"large-message busbw {fmt(bw * 100 if bw is not None else None)} % of expected"
+        + (f", small-message time {lat:.2f}x expected" if lat is not None else ""),
+        highlight=False,
+    )
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("size", "busbw", "expected", "ratio", "time (us)", "expected", "algo"):
+        table.add_column(col, justify="left" if col == "algo" else "right")
+    worst = set(d["worst"])
+    for r in d["rows"]:
+        mark = "red" if r["size_bytes"] in worst and r["ratio"] < 0.9 else ""
+        table.add_row(
+            human_size(r["size_bytes"]), f"{r['measured_busbw_GBps']:.1f}",
+            f"{r['expected_busbw_GBps']:.1f}", f"[{mark}]{r['ratio']:.2f}[/]" if mark
+            else f"{r['ratio']:.2f}", f"{r['measured_time_us']:,.1f}",
+            f"{r['expected_time_us']:,.1f}", r["expected_algorithm"],
+        )  # fmt: skip
+    console.print(table)
+    for f in d["findings"]:
+        colour = {"fail": "red", "warn": "yellow"}.get(f["severity"], "cyan")
+        console.print(
+            f"  [{colour}]{f['severity']}[/] {f['code']}: {f['message']}", highlight=False
+        )
+
+
+def validate_cmd(
+    points: bool = typer.Option(False, "--points", help="Also print every data point."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Rerun every published nccl-tests measurement we compare with: predicted vs measured."""
+    checks = check_runs()
+    if as_json:
+        emit_json([c.to_dict() for c in checks])
+        return
+    table = Table(title="Published nccl-tests runs vs the collective model", title_justify="left",
+                  title_style="bold")  # fmt: skip
+    for col in ("file", "run", "health", "nodes", "busbw err >=64M", "time err <=64K",
+                "verdict", "expected", "findings"):  # fmt: skip
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        d = c.to_dict()
+        pct = lambda v: "-" if v is None else f"{100 * v:.1f} %"  # noqa: E731
+        table.add_row(
+            d["file"][:3], d["run"] or "(only)", d["health"], str(d["nodes"]),
+            pct(d["busbw_median_abs_error"]), pct(d["time_median_abs_error"]), d["verdict"],
+            d["expected_verdict"] + ("" if d["grade_ok"] else " [red]MISMATCH[/]"),
+            ", ".join(d["findings"]),
+        )  # fmt: skip
+        if points:
+            for p in d["points"]:
+                err = p["measured_busbw_GBps"] / p["predicted_busbw_GBps"] - 1
+                table.add_row(
+                    "", human_size(p["size_bytes"]), "", "",
+                    f"{p['measured_busbw_GBps']:.1f} vs {p['predicted_busbw_GBps']:.1f} GB/s",
+                    f"{p['measured_time_us']:,.1f} vs {p['predicted_time_us']:,.1f} us",
+                    f"{100 * err:+.0f} %", p["algorithm"], "",
+                )  # fmt: skip
+    console.print(table)
+    healthy = [c for c in checks if c.setup["health"] == "healthy"]
+    bw_ok = sum(1 for c in healthy if c.busbw_error is not None and c.busbw_error <= 0.10)
+    t_ok = [c for c in healthy if c.time_error is not None]
+    console.print(
+        f"healthy runs with busbw median error <= 10 %: {bw_ok}/{len(healthy)}; "
+        f"with small-message time error <= 25 %: "
+        f"{sum(1 for c in t_ok if c.time_error <= 0.25)}/{len(t_ok)}; "
+        f"grades as expected: {sum(c.grade_ok for c in checks)}/{len(checks)}",
+        highlight=False,
+    )

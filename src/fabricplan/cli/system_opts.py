@@ -1,0 +1,106 @@
+"""Options shared by commands that describe one cluster: flags, or a scenario file, or both."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import typer
+
+from fabricplan.catalog import Catalog, CatalogError, UnknownIdError, default_catalog, load_catalog
+from fabricplan.cli.output import fail
+from fabricplan.collectives import CommSystem, build_system
+from fabricplan.scenario import ScenarioError, load_scenario
+
+GPU_OPT = typer.Option(None, "--gpu", help="GPU id (default h100, or the scenario's).")
+NODES_OPT = typer.Option(None, "--nodes", min=1, help="Nodes in the job.")
+GPN_OPT = typer.Option(None, "--gpus-per-node", min=1, help="Default: the GPU's reference node.")
+NICS_OPT = typer.Option(None, "--nics-per-node", min=1, help="Default: the GPU's reference node.")
+FABRIC_OPT = typer.Option(
+    None, "--fabric", help="Fabric id (default ib-ndr, or the scenario's first)."
+)
+HOPS_OPT = typer.Option(
+    None, "--hops", min=1, help="Switch hops between nodes (default from radix)."
+)
+SHARP_OPT = typer.Option(False, "--sharp", help="Enable in-network reduction (InfiniBand SHARP).")
+SCENARIO_OPT = typer.Option(None, "--scenario", help="Take the cluster from a scenario file.")
+SET_OPT = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field.")
+CATALOG_OPT = typer.Option(
+    None, "--catalog", help="Extra catalog file (e.g. written by `fabricplan calibrate`)."
+)
+JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
+
+_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'8', '1K', '64M', '16G' (binary units, as nccl-tests reads them) -> bytes."""
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"'{text}' is not a size; use bytes or K, M, G, T (e.g. 64M)")
+    value = float(m.group(1)) * _UNITS[m.group(2).upper()]
+    if value < 1 or value != int(value):
+        raise ValueError(f"'{text}' is not a whole number of bytes >= 1")
+    return int(value)
+
+
+def size_list(sizes: str | None, lo: str, hi: str, factor: float) -> list[int]:
+    if sizes:
+        return [parse_size(s) for s in sizes.split(",") if s.strip()]
+    start, stop = parse_size(lo), parse_size(hi)
+    if stop < start:
+        raise ValueError(f"--max ({hi}) is below --min ({lo})")
+    if factor <= 1:
+        raise ValueError(f"--factor must be greater than 1, got {factor:g}")
+    out, s = [], float(start)
+    while s <= stop and len(out) < 10_000:
+        out.append(int(s))
+        s *= factor
+    return out
+
+
+def catalog_from(path: Path | None, as_json: bool) -> Catalog:
+    if path is None:
+        return default_catalog()
+    try:
+        return load_catalog([path])
+    except CatalogError as exc:
+        fail(f"catalog file: {exc}", as_json=as_json)
+
+
+def system_from(
+    *,
+    gpu: str | None,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    nics_per_node: int | None,
+    fabric: str | None,
+    hops: int | None,
+    sharp: bool,
+    scenario: Path | None,
+    overrides: list[str] | None,
+    catalog: Catalog,
+    as_json: bool,
+) -> CommSystem:
+    """Flags win over the scenario; the scenario wins over catalog defaults."""
+    if scenario is not None:
+        try:
+            s = load_scenario(scenario, overrides=overrides or (), catalog=catalog)
+        except ScenarioError as exc:
+            fail(f"{scenario}: invalid scenario", exc.problems, as_json=as_json)
+        c = s.cluster
+        gpu = gpu or c.gpu
+        nodes = nodes or c.nodes
+        gpus_per_node = gpus_per_node or c.gpus_per_node
+        nics_per_node = nics_per_node or c.nics_per_node
+        fabric = fabric or c.fabrics[0]
+    if nodes is None:
+        fail("give --nodes (or --scenario)", as_json=as_json)
+    try:
+        return build_system(
+            gpu or "h100", nodes, fabric or "ib-ndr", gpus_per_node=gpus_per_node,
+            nics_per_node=nics_per_node, hops=hops, sharp=sharp, catalog=catalog,
+        )  # fmt: skip
+    except UnknownIdError as exc:
+        fail(str(exc), as_json=as_json)
