@@ -97,7 +97,8 @@ def grade_cmd(
     cat = catalog_from(catalog, as_json)
     graded = []
     for i, run in enumerate(runs, start=1):
-        this_nodes = nodes or run.nodes
+        # the hosts a run's log lists beat the flag: one file may hold runs of several sizes
+        this_nodes = run.nodes or nodes
         if this_nodes is None and run.inferred_nranks() and gpus_per_node:
             this_nodes = max(1, run.inferred_nranks() // gpus_per_node)
         system = system_from(

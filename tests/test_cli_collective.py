@@ -1,0 +1,85 @@
+"""collective, grade and validate through the installed entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from test_cli import DESIGN_EXAMPLE, run
+
+DATA = Path(__file__).resolve().parents[1] / "src/fabricplan/validation/data/nccl-tests"
+
+
+def test_collective_json_rows():
+    out = json.loads(run("collective", "--op", "all_reduce", "--gpu", "h100", "--nodes", "2",
+                         "--gpus-per-node", "8", "--nics-per-node", "8", "--fabric", "ib-ndr",
+                         "--sizes", "8,1K,1M,64M,1G,8G", "--json").stdout)  # fmt: skip
+    rows = out["rows"]
+    assert [r["size_bytes"] for r in rows] == [8, 1024, 2**20, 64 * 2**20, 2**30, 8 * 2**30]
+    for r in rows:
+        assert set(r) == {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "algorithm",
+                          "protocol"}  # fmt: skip
+    assert rows[-1]["busbw_GBps"] == pytest.approx(458.9, rel=0.01)
+    assert out["p2p_latency_us"] == pytest.approx(1.1)
+
+
+def test_collective_range_and_table():
+    proc = run("collective", "--nodes", "4", "--fabric", "roce-400g", "--min", "1M", "--max",
+               "1G", "--factor", "4")  # fmt: skip
+    assert proc.returncode == 0
+    assert "1M" in proc.stdout and "1G" in proc.stdout and "roce-400g" in proc.stdout
+
+
+def test_collective_from_scenario():
+    out = json.loads(run("collective", "--scenario", str(DESIGN_EXAMPLE), "--sizes", "1G",
+                         "--json").stdout)  # fmt: skip
+    assert out["nranks"] == 512 and out["system"]["fabric"] == "ib-ndr"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--nodes", "2", "--sizes", "12Q"), "is not a size"),
+        (("--nodes", "2", "--op", "allreduce2"), "unknown collective"),
+        (("--nodes", "2", "--fabric", "ib-ndx"), "unknown fabric"),
+        (("--sizes", "8"), "give --nodes"),
+        (("--nodes", "2", "--min", "1G", "--max", "1M"), "below --min"),
+    ],
+)
+def test_collective_bad_input(args, message):
+    proc = run("collective", *args)
+    assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_grade_catches_gdr_off():
+    f = next(DATA.glob("10_*"))
+    proc = run("grade", str(f), "--gpu", "h100", "--nodes", "2", "--gpus-per-node", "1",
+               "--nics-per-node", "1", "--fabric", "roce-400g", "--json")  # fmt: skip
+    assert proc.returncode == 3
+    out = json.loads(proc.stdout)
+    assert out["verdict"] == "fail"
+    assert out["findings"][0]["code"] == "gdr_off"
+    row = out["rows"][0]
+    assert set(row) >= {"size_bytes", "measured_busbw_GBps", "expected_busbw_GBps", "ratio"}
+    assert row["ratio"] == pytest.approx(15.12 / 47.0, rel=0.01)
+
+
+def test_grade_healthy_run_passes():
+    proc = run("grade", str(next(DATA.glob("01_*"))), "--nodes", "2", "--json")
+    out = json.loads(proc.stdout)
+    assert out["runs"][0]["verdict"] == "pass"
+
+
+def test_grade_bad_file(tmp_path):
+    bad = tmp_path / "r.txt"
+    bad.write_text("#  size count type\n1024 256 float sum -1 25.1 0.04\n")
+    proc = run("grade", str(bad), "--nodes", "2")
+    assert proc.returncode == 2 and "line 2" in proc.stderr
+
+
+def test_validate_json():
+    out = json.loads(run("validate", "--json").stdout)
+    assert len(out) == 11 and all(r["grade_ok"] for r in out)
+    assert all("predicted_busbw_GBps" in p for r in out for p in r["points"])
