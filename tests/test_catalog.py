@@ -8,8 +8,11 @@ import pytest
 
 from fabricplan.catalog import (
     CatalogError,
+    Fabric,
+    Nic,
     UnknownIdError,
     count_params,
+    entries_to_toml,
     load_catalog,
 )
 
@@ -142,7 +145,7 @@ def test_extra_file_adds_and_replaces(tmp_path: Path, cat):
     base.update(id="ib-ndr-measured", name="NDR as measured", source="calibration run 1")
     base["nic_goodput_GBps"] = {"low": 40.0, "high": 42.0, "typical": 41.0}
     path = tmp_path / "mine.toml"
-    path.write_text(_to_toml("fabric", base))
+    path.write_text(entries_to_toml([Fabric.model_validate(base)]))
     merged = load_catalog([path])
     assert merged.fabric("ib-ndr-measured").nic_goodput_GBps.nominal == 41.0
     assert (
@@ -167,26 +170,14 @@ def test_id_reused_across_kinds_is_rejected(tmp_path: Path, cat):
     nic = cat.nic("cx7").model_dump(mode="json")
     nic["id"] = "h100"
     path = tmp_path / "clash.toml"
-    path.write_text(_to_toml("nic", nic))
+    path.write_text(entries_to_toml([Nic.model_validate(nic)]))
     with pytest.raises(CatalogError, match="already a gpu"):
         load_catalog([path])
 
 
-def _to_toml(kind: str, record: dict) -> str:
-    """Minimal TOML writer for flat records with inline tables (enough for these tests)."""
-
-    def val(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, int | float):
-            return repr(v)
-        if isinstance(v, str):
-            return '"' + v.replace('"', '\\"') + '"'
-        if isinstance(v, list | tuple):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        if isinstance(v, dict):
-            return "{ " + ", ".join(f"{k} = {val(x)}" for k, x in v.items() if x is not None) + " }"
-        raise TypeError(v)
-
-    lines = [f"[[{kind}]]"] + [f"{k} = {val(v)}" for k, v in record.items() if v is not None]
-    return "\n".join(lines) + "\n"
+def test_toml_round_trip(tmp_path: Path, cat):
+    entries = cat.entries()
+    path = tmp_path / "all.toml"
+    path.write_text(entries_to_toml(entries, header="every entry"))
+    again = load_catalog([path], packaged=False)
+    assert [e.model_dump() for e in again.entries()] == [e.model_dump() for e in entries]

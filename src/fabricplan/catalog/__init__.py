@@ -28,6 +28,7 @@ from fabricplan.catalog.models import (
     Switch,
     Transceiver,
 )
+from fabricplan.catalog.write import entries_to_toml
 
 __all__ = [
     "CATALOG_KINDS",
@@ -47,6 +48,7 @@ __all__ = [
     "UnknownIdError",
     "count_params",
     "default_catalog",
+    "entries_to_toml",
     "load_catalog",
     "resolve_kind",
 ]

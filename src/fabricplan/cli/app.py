@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from fabricplan import __version__
-from fabricplan.cli import catalog_cmd, collective_cmd, grade_cmd, scenario_cmd
+from fabricplan.cli import calibrate_cmd, catalog_cmd, collective_cmd, grade_cmd, scenario_cmd
 from fabricplan.cli.output import emit_json
 
 app = typer.Typer(
@@ -23,6 +23,7 @@ app.add_typer(catalog_cmd.app, name="catalog")
 app.add_typer(scenario_cmd.app, name="scenario")
 app.command("collective")(collective_cmd.collective)
 app.command("grade")(grade_cmd.grade_cmd)
+app.command("calibrate")(calibrate_cmd.calibrate_cmd)
 app.command("validate")(grade_cmd.validate_cmd)
 
 

@@ -19,10 +19,12 @@ from fabricplan.cli.system_opts import (
     JSON_OPT,
     NICS_OPT,
     NODES_OPT,
+    RUN_OPT,
     SCENARIO_OPT,
     SET_OPT,
     SHARP_OPT,
     catalog_from,
+    pick_runs,
     system_from,
 )
 from fabricplan.collectives import resolve_op
@@ -82,6 +84,7 @@ def grade_cmd(
     sharp: bool = SHARP_OPT,
     scenario: Path | None = SCENARIO_OPT,
     set_: list[str] | None = SET_OPT,
+    run_index: list[int] | None = RUN_OPT,
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -94,6 +97,7 @@ def grade_cmd(
         forced_op = resolve_op(op) if op else None
     except (ParseError, ValueError) as exc:
         fail(f"{results}: {exc}", as_json=as_json)
+    runs = pick_runs(runs, run_index, as_json)
     cat = catalog_from(catalog, as_json)
     graded = []
     for i, run in enumerate(runs, start=1):

@@ -8,8 +8,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from fabricplan.catalog import default_catalog
+from fabricplan.catalog import Catalog
 from fabricplan.cli.output import console, emit_json, fail, fmt, kv_table
+from fabricplan.cli.system_opts import CATALOG_OPT, catalog_from
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, summarize
 
 app = typer.Typer(help="Validate scenario files and show what they describe.", no_args_is_help=True)
@@ -24,10 +25,12 @@ SET_OPT = typer.Option(
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 
-def load_or_fail(path: Path, overrides: list[str] | None, as_json: bool) -> Scenario:
+def load_or_fail(
+    path: Path, overrides: list[str] | None, as_json: bool, catalog: Catalog
+) -> Scenario:
     """Load a scenario for a command; bad input exits with code 2 and every problem listed."""
     try:
-        return load_scenario(path, overrides=overrides or ())
+        return load_scenario(path, overrides=overrides or (), catalog=catalog)
     except ScenarioError as exc:
         n = len(exc.problems)
         fail(
@@ -43,11 +46,15 @@ def _print_warnings(warnings: list[dict[str, Any]]) -> None:
 
 @app.command("check")
 def check_cmd(
-    file: Path = FILE_ARG, set_: list[str] | None = SET_OPT, as_json: bool = JSON_OPT
+    file: Path = FILE_ARG,
+    set_: list[str] | None = SET_OPT,
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
 ) -> None:
     """Validate FILE: exit 0 if usable, 2 with every problem listed if not."""
-    s = load_or_fail(file, set_, as_json)
-    summary = summarize(s, default_catalog())
+    cat = catalog_from(catalog, as_json)
+    s = load_or_fail(file, set_, as_json, cat)
+    summary = summarize(s, cat)
     if as_json:
         emit_json(
             {"valid": True, "scenario": s.model_dump(mode="json"), "warnings": summary["warnings"]}
@@ -97,11 +104,15 @@ def _fabric_table(fabrics: list[dict[str, Any]]) -> Table:
 
 @app.command("show")
 def show_cmd(
-    file: Path = FILE_ARG, set_: list[str] | None = SET_OPT, as_json: bool = JSON_OPT
+    file: Path = FILE_ARG,
+    set_: list[str] | None = SET_OPT,
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
 ) -> None:
     """Show the resolved scenario: cluster, fabrics compared and workload size."""
-    s = load_or_fail(file, set_, as_json)
-    summary = summarize(s, default_catalog())
+    cat = catalog_from(catalog, as_json)
+    s = load_or_fail(file, set_, as_json, cat)
+    summary = summarize(s, cat)
     if as_json:
         emit_json(summary)
         return

@@ -29,6 +29,17 @@ CATALOG_OPT = typer.Option(
     None, "--catalog", help="Extra catalog file (e.g. written by `fabricplan calibrate`)."
 )
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
+RUN_OPT = typer.Option(None, "--run", min=1, help="Only run N of the file (1-based; repeatable).")
+
+
+def pick_runs(runs: list, wanted: list[int] | None, as_json: bool) -> list:
+    """The runs a command should use; --run N picks by position in the file."""
+    if not wanted:
+        return runs
+    if max(wanted) > len(runs):
+        fail(f"--run {max(wanted)}: the file has {len(runs)} run(s)", as_json=as_json)
+    return [runs[i - 1] for i in wanted]
+
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)

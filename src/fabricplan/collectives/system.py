@@ -103,7 +103,7 @@ def build_system(
         nic_GBps=nic_bw,
         nvlink_GBps=nvlink,
         nvls_channel_GBps=nvls_ch,
-        net_step_delta_us=max(own - ref_lat, 0.0),
+        net_step_delta_us=own - ref_lat,
         p2p_latency_us=own,
         switch_hops=h,
         sharp=sharp and f.family == "infiniband",

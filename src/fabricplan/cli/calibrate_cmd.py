@@ -1,0 +1,108 @@
+"""``fabricplan calibrate``: fit a fabric to measured nccl-tests output, write a definition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from fabricplan.catalog import entries_to_toml
+from fabricplan.cli.output import console, emit_json, fail, kv_table
+from fabricplan.cli.system_opts import (
+    CATALOG_OPT,
+    FABRIC_OPT,
+    GPN_OPT,
+    GPU_OPT,
+    HOPS_OPT,
+    JSON_OPT,
+    NICS_OPT,
+    NODES_OPT,
+    RUN_OPT,
+    SCENARIO_OPT,
+    SET_OPT,
+    catalog_from,
+    pick_runs,
+    system_from,
+)
+from fabricplan.collectives import resolve_op
+from fabricplan.nccltests import ParseError, parse_file
+from fabricplan.nccltests.calibrate import calibrate
+
+
+def calibrate_cmd(
+    results: Path = typer.Argument(..., metavar="RESULTS", help="nccl-tests output to fit."),
+    out: Path = typer.Option(..., "--out", help="Where to write the fabric definition (TOML)."),
+    new_id: str | None = typer.Option(
+        None, "--id", help="Id of the new fabric (default FABRIC-calibrated)."
+    ),
+    op: str | None = typer.Option(None, "--op", help="Collective, if the log does not say."),
+    gpu: str | None = GPU_OPT,
+    nodes: int | None = NODES_OPT,
+    gpus_per_node: int | None = GPN_OPT,
+    nics_per_node: int | None = NICS_OPT,
+    fabric: str | None = FABRIC_OPT,
+    hops: int | None = HOPS_OPT,
+    scenario: Path | None = SCENARIO_OPT,
+    set_: list[str] | None = SET_OPT,
+    run_index: list[int] | None = RUN_OPT,
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Fit NIC goodput and network latency to measured runs; use the result with --catalog."""
+    try:
+        runs = parse_file(results)
+        forced_op = resolve_op(op) if op else None
+    except (ParseError, ValueError) as exc:
+        fail(f"{results}: {exc}", as_json=as_json)
+    runs = pick_runs(runs, run_index, as_json)
+    cat = catalog_from(catalog, as_json)
+    triples = []
+    for run in runs:
+        system = system_from(
+            gpu=gpu, nodes=run.nodes or nodes, gpus_per_node=gpus_per_node,
+            nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=False,
+            scenario=scenario, overrides=set_, catalog=cat, as_json=as_json,
+        )  # fmt: skip
+        if system.nodes > 1:  # a single node never touches the fabric
+            triples.append((run, system, forced_op or run.op or "all_reduce"))
+    if not triples:
+        fail("no multi-node run to fit: the fabric is only used across nodes", as_json=as_json)
+    base = cat.fabric(triples[0][1].fabric)
+    ident = new_id or f"{base.id}-calibrated"
+    try:
+        fit = calibrate(
+            triples, base, new_id=ident, source=f"{results.name}, {len(triples)} run(s)"
+        )
+    except ValueError as exc:
+        fail(str(exc), as_json=as_json)
+    try:
+        out.write_text(
+            entries_to_toml(
+                [fit.fabric], header=f"Written by fabricplan calibrate from {results.name}."
+            )
+        )
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}", as_json=as_json)
+    summary = {
+        "fabric": fit.fabric.id,
+        "base": base.id,
+        "out": str(out),
+        "points": fit.points,
+        "nic_goodput_GBps": fit.nic_GBps if fit.nic_identified else None,
+        "net_step_latency_delta_us": fit.step_delta_us if fit.latency_identified else None,
+        "rdma_latency_us": fit.fabric.rdma_latency_us.nominal,
+        "rms_log_error_before": fit.rms_log_error_before,
+        "rms_log_error_after": fit.rms_log_error_after,
+    }
+    if as_json:
+        emit_json(summary)
+        return
+    console.print(kv_table(f"Calibrated {base.id} -> {fit.fabric.id}", [
+        ("NIC goodput", f"{fit.nic_GBps:.2f} GB/s" if fit.nic_identified
+         else f"not identifiable from these sizes; kept {base.nic_goodput_GBps.nominal:g} GB/s"),
+        ("network step latency", f"{fit.step_delta_us:+.2f} us vs InfiniBand NDR"
+         if fit.latency_identified else "not identifiable from these sizes; kept the catalog's"),
+        ("fit", f"{fit.points} sizes; rms log-time error {fit.rms_log_error_before:.3f} -> "
+                f"{fit.rms_log_error_after:.3f}"),
+        ("written", f"{out}  (use: --catalog {out} --fabric {fit.fabric.id})"),
+    ]))  # fmt: skip

@@ -1,0 +1,138 @@
+"""Fit a fabric's NIC goodput and per-step latency to measured nccl-tests output.
+
+The model's time for each measured size depends on two fabric parameters: the bandwidth each
+NIC achieves and the extra latency of a network step. Least squares on log(time) fits both
+(scipy, bounded, robust loss) over the sizes where each one decides: >= 64 MiB for bandwidth,
+<= 64 KiB for latency; the sizes in between mix both with pipelining effects the model
+approximates least well. A parameter that barely moves the prediction over the measured sizes (e.g.
+goodput when NVLink SHARP's cap decides, or latency when only large sizes were run) is not
+identifiable from the data: it keeps its catalog value and the result says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from fabricplan.catalog import Fabric, Range
+from fabricplan.collectives import CommSystem, SystemArrays, sweep
+from fabricplan.collectives.model import TABLE_OPS
+from fabricplan.nccltests.compare import env_selection
+from fabricplan.nccltests.grade import LARGE_BYTES, SMALL_BYTES
+from fabricplan.nccltests.parse import Run
+
+# A parameter is identifiable when a 10 % change moves the predicted times by at least this much
+# (median over sizes): below it, the fit would chase noise.
+IDENTIFIABLE_SENSITIVITY = 0.01
+
+
+@dataclass(frozen=True)
+class Fit:
+    fabric: Fabric  # the calibrated definition
+    nic_GBps: float
+    nic_identified: bool
+    step_delta_us: float
+    latency_identified: bool
+    points: int
+    rms_log_error_before: float
+    rms_log_error_after: float
+
+
+Runs = list[tuple[Run, CommSystem, str]]
+
+
+def _fit_sizes(run: Run) -> np.ndarray:
+    sizes = np.array([r.size_bytes for r in run.results], dtype=float)
+    return sizes[(sizes >= LARGE_BYTES) | (sizes <= SMALL_BYTES)]
+
+
+def _log_times(runs: Runs, nic: float, delta: float) -> np.ndarray:
+    out = []
+    for run, system, op in runs:
+        s = system.with_(nic_GBps=nic, net_step_delta_us=delta)
+        algos, protos = env_selection(run.env)
+        sizes = _fit_sizes(run)
+        res = sweep(SystemArrays.of([s]), op, np.maximum(sizes, 1),
+                    algorithms=algos if op in TABLE_OPS else None, protocols=protos)  # fmt: skip
+        out.append(np.log(res.time_us[0]))
+    return np.concatenate(out)
+
+
+def _sensitivity(runs: Runs, nic: float, delta: float) -> tuple[float, float]:
+    """Median change of predicted log-time for +10 % goodput over the large sizes, and for
+    +10 % (at least +0.5 us) step latency over the small sizes."""
+    sizes = np.concatenate([_fit_sizes(run) for run, _, _ in runs])
+    base = _log_times(runs, nic, delta)
+    d_nic = np.abs(_log_times(runs, nic * 1.1, delta) - base)[sizes >= LARGE_BYTES]
+    d_lat = np.abs(_log_times(runs, nic, delta + max(0.1 * abs(delta), 0.5)) - base)
+    d_lat = d_lat[sizes <= SMALL_BYTES]
+    return (float(np.median(d_nic)) if d_nic.size else 0.0,
+            float(np.median(d_lat)) if d_lat.size else 0.0)  # fmt: skip
+
+
+def calibrate(
+    runs: Runs,
+    base: Fabric,
+    *,
+    new_id: str,
+    source: str,
+) -> Fit:
+    """Fit ``base`` to every (run, system, op); all systems must use ``base``."""
+    system = runs[0][1]
+    measured = np.concatenate([
+        np.log([max(r.time_us, 1e-3) for r in run.results
+                if r.size_bytes >= LARGE_BYTES or r.size_bytes <= SMALL_BYTES])
+        for run, _, _ in runs
+    ])  # fmt: skip
+    if measured.size == 0:
+        raise ValueError("no sizes <= 64 KiB or >= 64 MiB to fit")
+    nic0, delta0 = system.nic_GBps, system.net_step_delta_us
+    upper_nic = base.line_rate_gbps / 8
+    ref_lat = system.p2p_latency_us - delta0  # the reference fabric's latency at these hops
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        return _log_times(runs, x[0], x[1]) - measured
+
+    before = float(np.sqrt(np.mean(residual(np.array([nic0, delta0])) ** 2)))
+    sens_nic, sens_lat = _sensitivity(runs, nic0, delta0)
+    fit_nic, fit_lat = sens_nic >= IDENTIFIABLE_SENSITIVITY, sens_lat >= IDENTIFIABLE_SENSITIVITY
+    lo = [0.05 if fit_nic else nic0 - 1e-9, -ref_lat + 0.05 if fit_lat else delta0 - 1e-9]
+    hi = [upper_nic if fit_nic else nic0 + 1e-9, 200.0 if fit_lat else delta0 + 1e-9]
+    x0 = np.clip([nic0, delta0], lo, hi)
+    sol = least_squares(residual, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
+    nic, delta = float(sol.x[0]), float(sol.x[1])
+    after = float(np.sqrt(np.mean(residual(sol.x) ** 2)))
+
+    def widen(r: Range, value: float, note: str) -> Range:
+        return Range(low=min(r.low, value), high=max(r.high, value), typical=value,
+                     sources=(*r.sources, note))  # fmt: skip
+
+    g = base.nic_goodput_GBps
+    goodput = (
+        widen(g, min(nic, upper_nic), f"calibrated: {nic:.2f} GB/s ({source})") if fit_nic else g
+    )
+    # the catalog figure is through one switch; the system adds its other hops on top
+    hops_extra = system.p2p_latency_us - base.rdma_latency_us.nominal
+    latency_value = max(ref_lat + delta - hops_extra, 0.01)
+    lat = base.rdma_latency_us
+    latency = (
+        widen(lat, latency_value, f"calibrated: {latency_value:.2f} us ({source})")
+        if fit_lat
+        else lat
+    )
+    fabric = base.model_copy(update={
+        "id": new_id,
+        "name": f"{base.name} (calibrated)",
+        "nic_goodput_GBps": goodput,
+        "rdma_latency_us": latency,
+        "source": f"fabricplan calibrate: {source}; base {base.id}: {base.source}",
+        "as_of": date.today().isoformat(),
+        "notes": (f"fit over {len(measured)} sizes; rms log-time error {before:.3f} -> {after:.3f}"
+                  + ("" if fit_nic else "; goodput not identifiable from these sizes")
+                  + ("" if fit_lat else "; latency not identifiable from these sizes")),
+    })  # fmt: skip
+    Fabric.model_validate(fabric.model_dump())  # the definition must load back
+    return Fit(fabric, nic, fit_nic, delta, fit_lat, len(measured), before, after)
