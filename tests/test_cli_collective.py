@@ -83,3 +83,36 @@ def test_validate_json():
     out = json.loads(run("validate", "--json").stdout)
     assert len(out) == 11 and all(r["grade_ok"] for r in out)
     assert all("predicted_busbw_GBps" in p for r in out for p in r["points"])
+
+
+def test_calibrate_writes_a_usable_fabric(tmp_path):
+    out = tmp_path / "moc.toml"
+    f = next(DATA.glob("10_*"))
+    one_gpu = ("--nodes", "2", "--gpus-per-node", "1", "--nics-per-node", "1")
+    proc = run("calibrate", str(f), *one_gpu, "--fabric", "roce-400g", "--id", "roce-moc",
+               "--out", str(out), "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    fit = json.loads(proc.stdout)
+    assert fit["fabric"] == "roce-moc"
+    assert fit["nic_goodput_GBps"] == pytest.approx(15.0, rel=0.02)  # GDR off: what it delivers
+    assert fit["rms_log_error_after"] < fit["rms_log_error_before"]
+    # every command can use the calibrated definition
+    table = json.loads(run("collective", "--catalog", str(out), "--fabric", "roce-moc", "--nodes",
+                           "2", "--gpus-per-node", "1", "--nics-per-node", "1", "--sizes", "16G",
+                           "--json").stdout)  # fmt: skip
+    assert table["rows"][0]["busbw_GBps"] == pytest.approx(15.0, rel=0.03)
+    graded = json.loads(run("grade", str(f), "--catalog", str(out), "--fabric", "roce-moc",
+                            "--nodes", "2", "--gpus-per-node", "1", "--nics-per-node", "1",
+                            "--json").stdout)  # fmt: skip
+    assert graded["runs"][0]["bandwidth_ratio"] == pytest.approx(1.0, rel=0.03)
+    check = run("scenario", "check", str(DESIGN_EXAMPLE), "--catalog", str(out), "--set",
+                "cluster.fabric=[ib-ndr, roce-moc]")  # fmt: skip
+    assert check.returncode == 0, check.stderr
+
+
+def test_run_selection(tmp_path):
+    f = next(DATA.glob("01_*"))
+    out = json.loads(run("grade", str(f), "--nodes", "8", "--run", "6", "--json").stdout)
+    assert len(out["runs"]) == 1 and out["runs"][0]["label"].startswith("(F)")
+    proc = run("grade", str(f), "--nodes", "8", "--run", "9")
+    assert proc.returncode == 2 and "has 7 run(s)" in proc.stderr
