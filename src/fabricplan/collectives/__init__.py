@@ -3,7 +3,7 @@
 >>> from fabricplan.collectives import build_system, predict
 >>> table = predict(build_system("h100", nodes=2, fabric="ib-ndr"), "all_reduce", [2**30])
 >>> round(table.rows[0].busbw_GBps)
-454
+441
 """
 
 from fabricplan.collectives.busbw import OPS, algbw_GBps, bus_factor, resolve_op
