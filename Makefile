@@ -18,8 +18,8 @@ demo: $(STAMP)
 	$(BIN)/fabricplan scenario show examples/llama3-70b-512-h100.yaml
 
 lint: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 unit: $(STAMP)
 	$(BIN)/pytest
