@@ -139,10 +139,15 @@ def test_other_collectives_reach_the_ring_ceiling(op):
     assert row.busbw_GBps == pytest.approx(8 * 48.0, rel=0.02)
 
 
-def test_one_gpu_per_node_uses_pat_for_all_gather():
-    rows = predict(build_system("h100", 8, "ib-ndr", gpus_per_node=1, nics_per_node=1),
-                   "all_gather", [1024]).rows  # fmt: skip
-    assert rows[0].algorithm in ("PAT", "Ring")
+def test_pat_only_with_one_gpu_per_node():
+    # NCCL enables PAT only when every node holds one rank (NCCL_PAT_ENABLE auto).
+    one = build_system("h100", 8, "ib-ndr", gpus_per_node=1, nics_per_node=1)
+    eight = build_system("h100", 8, "ib-ndr")
+    pat = predict(one, "all_gather", [2**20], algorithms=["pat"]).rows[0]
+    assert pat.algorithm == "PAT" and np.isfinite(pat.time_us)
+    assert not np.isfinite(
+        predict(eight, "all_gather", [2**20], algorithms=["pat"]).rows[0].time_us
+    )
 
 
 def test_forcing_an_algorithm_never_beats_the_tuner():

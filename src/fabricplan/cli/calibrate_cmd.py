@@ -21,11 +21,8 @@ from fabricplan.cli.system_opts import (
     SCENARIO_OPT,
     SET_OPT,
     catalog_from,
-    pick_runs,
-    system_from,
+    measured_runs,
 )
-from fabricplan.collectives import resolve_op
-from fabricplan.nccltests import ParseError, parse_file
 from fabricplan.nccltests.calibrate import calibrate
 
 
@@ -49,22 +46,14 @@ def calibrate_cmd(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Fit NIC goodput and network latency to measured runs; use the result with --catalog."""
-    try:
-        runs = parse_file(results)
-        forced_op = resolve_op(op) if op else None
-    except (ParseError, ValueError) as exc:
-        fail(f"{results}: {exc}", as_json=as_json)
-    runs = pick_runs(runs, run_index, as_json)
     cat = catalog_from(catalog, as_json)
-    triples = []
-    for run in runs:
-        system = system_from(
-            gpu=gpu, nodes=run.nodes or nodes, gpus_per_node=gpus_per_node,
-            nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=False,
-            scenario=scenario, overrides=set_, catalog=cat, as_json=as_json,
-        )  # fmt: skip
-        if system.nodes > 1:  # a single node never touches the fabric
-            triples.append((run, system, forced_op or run.op or "all_reduce"))
+    measured = measured_runs(
+        results, op=op, run_index=run_index, catalog=cat, as_json=as_json, gpu=gpu, nodes=nodes,
+        gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, fabric=fabric, hops=hops,
+        sharp=False, scenario=scenario, overrides=set_,
+    )  # fmt: skip
+    # a single node never touches the fabric
+    triples = [t for t in measured if t[1].nodes > 1]
     if not triples:
         fail("no multi-node run to fit: the fabric is only used across nodes", as_json=as_json)
     base = cat.fabric(triples[0][1].fabric)

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from fabricplan.cli.collective_cmd import human_size
-from fabricplan.cli.output import console, emit_json, fail, fmt
+from fabricplan.cli.output import console, emit_json, fmt
 from fabricplan.cli.system_opts import (
     CATALOG_OPT,
     FABRIC_OPT,
@@ -24,11 +24,8 @@ from fabricplan.cli.system_opts import (
     SET_OPT,
     SHARP_OPT,
     catalog_from,
-    pick_runs,
-    system_from,
+    measured_runs,
 )
-from fabricplan.collectives import resolve_op
-from fabricplan.nccltests import ParseError, parse_file
 from fabricplan.nccltests.compare import compare
 from fabricplan.nccltests.grade import Grade, grade
 from fabricplan.validation import check_runs
@@ -92,25 +89,14 @@ def grade_cmd(
 
     Exit codes: 0 pass or warn, 3 a run failed, 2 bad input.
     """
-    try:
-        runs = parse_file(results)
-        forced_op = resolve_op(op) if op else None
-    except (ParseError, ValueError) as exc:
-        fail(f"{results}: {exc}", as_json=as_json)
-    runs = pick_runs(runs, run_index, as_json)
-    cat = catalog_from(catalog, as_json)
+    triples = measured_runs(
+        results, op=op, run_index=run_index, catalog=catalog_from(catalog, as_json),
+        as_json=as_json, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=sharp, scenario=scenario,
+        overrides=set_,
+    )  # fmt: skip
     graded = []
-    for i, run in enumerate(runs, start=1):
-        # the hosts a run's log lists beat the flag: one file may hold runs of several sizes
-        this_nodes = run.nodes or nodes
-        if this_nodes is None and run.inferred_nranks() and gpus_per_node:
-            this_nodes = max(1, run.inferred_nranks() // gpus_per_node)
-        system = system_from(
-            gpu=gpu, nodes=this_nodes, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
-            fabric=fabric, hops=hops, sharp=sharp, scenario=scenario, overrides=set_,
-            catalog=cat, as_json=as_json,
-        )  # fmt: skip
-        run_op = forced_op or run.op or "all_reduce"
+    for i, (run, system, run_op) in enumerate(triples, start=1):
         g = grade(run, system, compare(run, system, run_op))
         graded.append(_grade_dict(g, i, run.label or f"run {i} (line {run.first_line})"))
     worst = max(graded, key=lambda d: VERDICT_ORDER[d["verdict"]])["verdict"]

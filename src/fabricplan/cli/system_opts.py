@@ -9,7 +9,8 @@ import typer
 
 from fabricplan.catalog import Catalog, CatalogError, UnknownIdError, default_catalog, load_catalog
 from fabricplan.cli.output import fail
-from fabricplan.collectives import CommSystem, build_system
+from fabricplan.collectives import CommSystem, build_system, resolve_op
+from fabricplan.nccltests import ParseError, Run, parse_file
 from fabricplan.scenario import ScenarioError, load_scenario
 
 GPU_OPT = typer.Option(None, "--gpu", help="GPU id (default h100, or the scenario's).")
@@ -115,3 +116,34 @@ def system_from(
         )  # fmt: skip
     except UnknownIdError as exc:
         fail(str(exc), as_json=as_json)
+
+
+def measured_runs(
+    results: Path,
+    *,
+    op: str | None,
+    run_index: list[int] | None,
+    catalog: Catalog,
+    as_json: bool,
+    **system: object,
+) -> list[tuple[Run, CommSystem, str]]:
+    """Parse RESULTS and pair each run with the system it ran on and its collective.
+
+    The hosts a run's log lists beat --nodes (one file may hold runs of several sizes); with
+    neither, the rank count inferred from busbw/algbw and --gpus-per-node give the nodes.
+    """
+    try:
+        runs = pick_runs(parse_file(results), run_index, as_json)
+        forced_op = resolve_op(op) if op else None
+    except (ParseError, ValueError) as exc:
+        fail(f"{results}: {exc}", as_json=as_json)
+    out = []
+    gpn = system.get("gpus_per_node")
+    for run in runs:
+        nodes = run.nodes or system.get("nodes")
+        ranks = run.inferred_nranks()
+        if nodes is None and ranks and isinstance(gpn, int):
+            nodes = max(1, ranks // gpn)
+        s = system_from(**{**system, "nodes": nodes}, catalog=catalog, as_json=as_json)  # type: ignore[arg-type]
+        out.append((run, s, forced_op or run.op or "all_reduce"))
+    return out

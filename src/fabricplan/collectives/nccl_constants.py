@@ -15,7 +15,6 @@ import numpy as np
 ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOCOLS = ("LL", "LL128", "Simple")
 ALGO_INDEX = {name: i for i, name in enumerate(ALGORITHMS)}
-PROTO_INDEX = {name: i for i, name in enumerate(PROTOCOLS)}
 # nccl-tests and NCCL logs spell them this way
 ALGO_DISPLAY = {
     "tree": "Tree",

@@ -10,9 +10,11 @@ from fabricplan.collectives import CommSystem, SystemArrays, sweep
 from fabricplan.collectives import nccl_constants as K
 from fabricplan.collectives.congestion import CongestionBackend
 from fabricplan.collectives.model import TABLE_OPS
+from fabricplan.collectives.predict import ALGO_NAMES
 from fabricplan.nccltests.parse import Run
 
-_ALGO_ALIASES = {a.replace("_", ""): a for a in K.ALGORITHMS} | {"collnet": "collnet_direct"}
+# the spellings NCCL_ALGO accepts, as the collective model reads them
+_ALGO_ALIASES = {name: K.ALGORITHMS[i] for name, i in ALGO_NAMES.items()}
 
 
 def env_selection(env: dict[str, str]) -> tuple[list[str] | None, list[str] | None]:

@@ -180,7 +180,7 @@ class _Builder:
     def finish(self) -> None:
         if self.cur.results:
             self.runs.append(self.cur)
-        elif self.runs and not self.cur.results:
+        elif self.runs:
             # metadata after a table (avg, concluded, GDR) belongs to the run just finished
             last = self.runs[-1]
             last.avg_busbw_GBps = last.avg_busbw_GBps or self.cur.avg_busbw_GBps
