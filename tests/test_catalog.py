@@ -86,6 +86,9 @@ def test_pcie_bandwidth_is_the_analytic_value(cat):
     assert cat.nic("cx7").pcie_GBps == pytest.approx(63.015, rel=1e-4)
     # Gen4 x16 = 31.5 GB/s: enough for HDR's 25 GB/s, not for NDR's 50
     assert cat.nic("cx6").pcie_GBps == pytest.approx(31.508, rel=1e-4)
+    # a link trains at the older generation: a Gen5 NIC in a Gen4 host gets Gen4 x16
+    assert cat.nic("cx7").pcie_GBps_in(4) == pytest.approx(31.508, rel=1e-4)
+    assert cat.nic("cx8").pcie_GBps_in(5) == pytest.approx(63.015, rel=1e-4)
 
 
 def test_switch_radix_with_breakout(cat):

@@ -274,6 +274,11 @@ def test_summary_numbers(cat):
 
 
 def test_pcie_limit_is_flagged(cat):
+    # a ConnectX-8 (Gen6 x16, ~121 GB/s) carries 800G in a Gen6 host, but an H100 node's
+    # Gen5 slots train it at 63 GB/s, below 800G's ~94 GB/s of goodput
     s = scenario_from_data({"cluster": {"gpu": "h100", "gpus": 16, "fabric": "roce-800g"}})
-    # a ConnectX-8 on PCIe Gen6 x16 (~121 GB/s) carries 800G; check the flag is computed
-    assert summarize(s, cat)["fabrics"][0]["pcie_limited"] is False
+    facts = summarize(s, cat)["fabrics"][0]
+    assert facts["pcie_limited"] is True
+    assert facts["goodput_per_port_GBps"] == pytest.approx(63.015, rel=1e-4)
+    ndr = scenario_from_data({"cluster": {"gpu": "h100", "gpus": 16, "fabric": "ib-ndr"}})
+    assert summarize(ndr, cat)["fabrics"][0]["pcie_limited"] is False

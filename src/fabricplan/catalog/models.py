@@ -178,6 +178,11 @@ class Nic(Entry):
         """Usable host-interface bandwidth per direction."""
         return PCIE_LANE_GBPS[self.pcie_gen] * self.pcie_lanes
 
+    def pcie_GBps_in(self, host_pcie_gen: int) -> float:
+        """Bandwidth per direction in a host whose slots run at ``host_pcie_gen``: a link
+        trains at the older of the two generations."""
+        return PCIE_LANE_GBPS[min(self.pcie_gen, host_pcie_gen)] * self.pcie_lanes
+
 
 class _Media(Entry):
     link_layers: tuple[LinkLayer, ...] = Field(min_length=1)

@@ -75,9 +75,7 @@ def build_system(
     h = switch_hops(nodes, radix) if hops is None else hops
     sw_ns = switch.port_to_port_latency_ns.nominal
 
-    # The GPU-to-NIC path is the host's PCIe generation or the NIC's, whichever is older.
-    pcie_gen = min(g.node.pcie_gen, nic.pcie_gen)
-    pcie = nic.pcie_GBps * (PCIE_SCALE[pcie_gen] / PCIE_SCALE[nic.pcie_gen])
+    pcie = nic.pcie_GBps_in(g.node.pcie_gen)
     nic_bw = min(f.nic_goodput_GBps.nominal, nic.port_speed_gbps / 8 * nic.ports, pcie)
 
     eff = SCALEUP_EFFICIENCY[g.arch]
@@ -108,7 +106,3 @@ def build_system(
         switch_hops=h,
         sharp=sharp and f.family == "infiniband",
     )
-
-
-# Relative PCIe bandwidth per generation (x2 per generation from Gen3 to Gen6).
-PCIE_SCALE = {3: 1.0, 4: 2.0, 5: 4.0, 6: 8.0}

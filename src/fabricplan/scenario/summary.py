@@ -23,7 +23,7 @@ def _fabric_facts(s: Scenario, cat: Catalog, fabric_id: str) -> dict[str, Any]:
     nics = s.cluster.nics_per_node or 1
     per_port = f.nic_goodput_GBps.nominal
     # A NIC behind a slower PCIe link cannot exceed the link (e.g. a 400G NIC on PCIe Gen4 x16).
-    pcie_cap = nic.pcie_GBps
+    pcie_cap = nic.pcie_GBps_in(cat.gpu(s.cluster.gpu).node.pcie_gen)
     per_port_eff = min(per_port, pcie_cap)
     switch = cat.switch(s.cluster.topology.switch or f.default_switch)
     return {
