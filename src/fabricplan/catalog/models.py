@@ -139,6 +139,7 @@ class Switch(Entry):
     power_max_w: float = Field(gt=0)
     rack_units: int = Field(gt=0)
     form_factor: Literal["fixed", "chassis"]
+    cage: str = Field(min_length=2, description="port cage form factor, e.g. OSFP, QSFP56")
     price: Price
 
     @model_validator(mode="after")
@@ -170,6 +171,7 @@ class Nic(Entry):
     port_speed_gbps: float = Field(gt=0)
     pcie_gen: int = Field(ge=3, le=6)
     pcie_lanes: int = Field(gt=0)
+    cage: str = Field(min_length=2, description="port cage form factor, e.g. OSFP, QSFP112")
     power_w: float = Field(gt=0)
     price: Price
 
@@ -192,12 +194,23 @@ class _Media(Entry):
     power_w: float = Field(ge=0, description="per module for optics; per cable (both ends) else")
     oem: bool
     price: Price
+    fiber_mode: Literal["multimode", "singlemode"] | None = Field(
+        default=None, description="optics and fibre only: which fibre they run on"
+    )
 
 
 class Cable(_Media):
     KIND: ClassVar[str] = "cable"
 
     medium: Literal["dac", "acc", "aoc", "fiber"]
+    ends: Literal["switch-switch", "switch-host", "any"] = Field(
+        default="any", description="what the cable is made to join"
+    )
+    breakout: int = Field(default=1, gt=0, description="links one cable carries (twin-port: 2)")
+
+    @property
+    def link_speed_gbps(self) -> float:
+        return self.speed_gbps / self.breakout
 
 
 class Transceiver(_Media):
@@ -205,6 +218,10 @@ class Transceiver(_Media):
 
     reach: str
     ports: int = Field(default=1, gt=0, description="logical ports per module (twin-port OSFP: 2)")
+
+    @property
+    def link_speed_gbps(self) -> float:
+        return self.speed_gbps / self.ports
 
 
 class ReferenceNode(_Frozen):

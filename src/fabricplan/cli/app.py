@@ -5,7 +5,14 @@ from __future__ import annotations
 import typer
 
 from fabricplan import __version__
-from fabricplan.cli import calibrate_cmd, catalog_cmd, collective_cmd, grade_cmd, scenario_cmd
+from fabricplan.cli import (
+    calibrate_cmd,
+    catalog_cmd,
+    collective_cmd,
+    grade_cmd,
+    scenario_cmd,
+    topology_cmd,
+)
 from fabricplan.cli.output import emit_json
 
 app = typer.Typer(
@@ -25,6 +32,7 @@ app.command("collective")(collective_cmd.collective)
 app.command("grade")(grade_cmd.grade_cmd)
 app.command("calibrate")(calibrate_cmd.calibrate_cmd)
 app.command("validate")(grade_cmd.validate_cmd)
+app.command("topology")(topology_cmd.topology)
 
 
 @app.command()

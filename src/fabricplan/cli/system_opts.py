@@ -12,6 +12,7 @@ from fabricplan.cli.output import fail
 from fabricplan.collectives import CommSystem, build_system, resolve_op
 from fabricplan.nccltests import ParseError, Run, parse_file
 from fabricplan.scenario import ScenarioError, load_scenario
+from fabricplan.scenario.models import Cluster
 
 GPU_OPT = typer.Option(None, "--gpu", help="GPU id (default h100, or the scenario's).")
 NODES_OPT = typer.Option(None, "--nodes", min=1, help="Nodes in the job.")
@@ -81,6 +82,15 @@ def catalog_from(path: Path | None, as_json: bool) -> Catalog:
         fail(f"catalog file: {exc}", as_json=as_json)
 
 
+def scenario_cluster(path: Path, overrides: list[str] | None, catalog: Catalog,
+                     as_json: bool) -> Cluster:  # fmt: skip
+    """The resolved cluster of a scenario file, or a clean exit 2 listing its problems."""
+    try:
+        return load_scenario(path, overrides=overrides or (), catalog=catalog).cluster
+    except ScenarioError as exc:
+        fail(f"{path}: invalid scenario", exc.problems, as_json=as_json)
+
+
 def system_from(
     *,
     gpu: str | None,
@@ -97,11 +107,7 @@ def system_from(
 ) -> CommSystem:
     """Flags win over the scenario; the scenario wins over catalog defaults."""
     if scenario is not None:
-        try:
-            s = load_scenario(scenario, overrides=overrides or (), catalog=catalog)
-        except ScenarioError as exc:
-            fail(f"{scenario}: invalid scenario", exc.problems, as_json=as_json)
-        c = s.cluster
+        c = scenario_cluster(scenario, overrides, catalog, as_json)
         gpu = gpu or c.gpu
         nodes = nodes or c.nodes
         gpus_per_node = gpus_per_node or c.gpus_per_node

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from fabricplan.catalog import Catalog, Fabric, default_catalog
 from fabricplan.collectives.nccl_constants import INTRA_SPEEDS_GBPS, SCALEUP_EFFICIENCY
-from fabricplan.topology import switch_hops
+from fabricplan.topology.hops import job_hops
 
 # NCCL's tuning constants were measured on InfiniBand clusters (NVIDIA DGX / SuperPOD).
 REFERENCE_FABRIC = "ib-ndr"
@@ -72,7 +72,7 @@ def build_system(
     nic = cat.nic(f.default_nic)
     switch = cat.switch(f.default_switch)
     radix = switch.radix_at(f.line_rate_gbps) or switch.ports
-    h = switch_hops(nodes, radix) if hops is None else hops
+    h = job_hops(nodes, m, k, radix, f.line_rate_gbps) if hops is None else hops
     sw_ns = switch.port_to_port_latency_ns.nominal
 
     pcie = nic.pcie_GBps_in(g.node.pcie_gen)

@@ -26,7 +26,10 @@ class _Strict(BaseModel):
 class Topology(_Strict):
     design: Design = "rail-optimized"
     oversubscription: float = Field(
-        default=1.0, ge=1.0, le=64.0, description="downlink:uplink ratio; 1 = non-blocking"
+        default=1.0, ge=1.0, le=64.0, description="leaf downlink:uplink ratio; 1 = non-blocking"
+    )
+    spine_oversubscription: float = Field(
+        default=1.0, ge=1.0, le=64.0, description="spine downlink:uplink ratio (3-tier fabrics)"
     )
     switch: str | None = Field(default=None, description="catalog switch id; default per fabric")
 

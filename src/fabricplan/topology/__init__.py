@@ -1,5 +1,22 @@
-"""Topology: designs, hop counts and (later) the bill of materials and explicit graph."""
+"""Topology layer: fabric designs -> switch counts, links, hops, bisection, parts and graph.
 
-from fabricplan.topology.hops import switch_hops
+Public surface: :func:`design_fabric` (sizing and bill of materials), :func:`build_graph`
+(the explicit graph with paths), :class:`TopologyError` and :data:`DESIGNS`.
+"""
 
-__all__ = ["switch_hops"]
+from fabricplan.topology.bom import FabricDesign, design_fabric
+from fabricplan.topology.graph import FabricGraph, build_graph
+from fabricplan.topology.hops import job_hops
+from fabricplan.topology.layout import DESIGNS, Hops, Layout, TopologyError
+
+__all__ = [
+    "DESIGNS",
+    "FabricDesign",
+    "FabricGraph",
+    "Hops",
+    "Layout",
+    "TopologyError",
+    "build_graph",
+    "design_fabric",
+    "job_hops",
+]

@@ -1,21 +1,33 @@
-"""Switch hops between two nodes of a folded Clos, from the switch radix alone.
-
-A leaf gives half its ports to endpoints and half to uplinks (non-blocking), so one leaf serves
-radix/2 endpoints, two tiers serve radix^2/2 and three tiers radix^3/4 (Al-Fares et al.,
-SIGCOMM 2008). In a rail-optimised fabric each node puts one NIC on every rail, so a rail's
-leaves see one endpoint per node. The topology issue replaces this with the explicit design.
-"""
+"""Switch hops a job's collectives cross, from the design that connects its nodes."""
 
 from __future__ import annotations
 
+from fabricplan.topology.clos import size_clos
+from fabricplan.topology.dragonfly import size_dragonfly
+from fabricplan.topology.layout import TopologyError
 
-def switch_hops(nodes: int, radix: int) -> int:
-    """Switches crossed between the two farthest nodes (1 = same leaf, 3 = via a spine, ...)."""
+# A Clos fabric beyond three tiers would add a tier above the core: two more hops.
+EXTRA_TIER_HOPS = 2
+
+
+def job_hops(nodes: int, nics_per_node: int, gpus_per_node: int, radix: int,
+             line_rate_gbps: float, design: str = "rail-optimized",
+             oversubscription: float = 1.0) -> int:  # fmt: skip
+    """Worst-case switches crossed between two of the job's nodes on the same rail.
+
+    NCCL's rings and trees join NIC k of one node to NIC k of the next (with PXN moving data
+    over NVLink to the right rail first), so on rail designs the same-rail figure is the one
+    collectives see; on a fat-tree or dragonfly every rail pair looks alike.
+    """
     if nodes <= 1:
         return 0
-    half = radix // 2
-    if nodes <= half:
-        return 1
-    if nodes <= half * radix:
-        return 3
-    return 5
+    try:
+        if design == "dragonfly":
+            lay = size_dragonfly(nodes, nics_per_node, gpus_per_node, radix, line_rate_gbps,
+                                 oversubscription)  # fmt: skip
+        else:
+            lay = size_clos(design, nodes, nics_per_node, gpus_per_node, radix, line_rate_gbps,
+                            oversubscription)  # fmt: skip
+    except TopologyError:
+        return 5 + EXTRA_TIER_HOPS
+    return lay.hops.same_rail

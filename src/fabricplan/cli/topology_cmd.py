@@ -1,0 +1,165 @@
+"""``fabricplan topology``: switches, cables, optics, hops, bisection, power of a design."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from fabricplan.catalog import UnknownIdError
+from fabricplan.cli.output import console, emit_json, fail, kv_table
+from fabricplan.cli.system_opts import (
+    CATALOG_OPT,
+    JSON_OPT,
+    SCENARIO_OPT,
+    SET_OPT,
+    catalog_from,
+    scenario_cluster,
+)
+from fabricplan.topology import DESIGNS, FabricDesign, TopologyError, design_fabric
+from fabricplan.topology.cabling import DEFAULT_LENGTHS
+
+
+def _ratios(text: str) -> tuple[float, float]:
+    """'2' -> leaf 2, spine 1; '2,1.5' -> leaf 2, spine 1.5."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [float(p) for p in parts if p]
+    except ValueError:
+        raise ValueError(f"--oversubscription '{text}': give a number or LEAF,SPINE") from None
+    if not 1 <= len(values) <= 2:
+        raise ValueError(f"--oversubscription '{text}': give a number or LEAF,SPINE")
+    return values[0], values[1] if len(values) == 2 else 1.0
+
+
+def _lengths(items: list[str] | None) -> dict[str, float]:
+    out = {}
+    for item in items or []:
+        tier, sep, value = item.partition("=")
+        try:
+            metres = float(value)
+        except ValueError:
+            metres = -1.0
+        if not sep or metres <= 0:
+            raise ValueError(f"--cable-length '{item}': use TIER=METRES, e.g. node_leaf=3")
+        out[tier.strip()] = metres
+    return out
+
+
+def topology(
+    gpus: int | None = typer.Option(None, "--gpus", min=1, help="GPUs in the cluster."),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU id (default h100)."),
+    design: str | None = typer.Option(
+        None, "--design", help=f"One of: {', '.join(DESIGNS)} (default rail-optimized)."
+    ),
+    fabric: str | None = typer.Option(None, "--fabric", help="Fabric id (default ib-ndr)."),
+    switch: str | None = typer.Option(None, "--switch", help="Switch id (default per fabric)."),
+    oversubscription: str | None = typer.Option(
+        None, "--oversubscription", help="Leaf down:up ratio, or LEAF,SPINE (default 1)."
+    ),
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", min=1),
+    nics_per_node: int | None = typer.Option(None, "--nics-per-node", min=1),
+    cable_length: list[str] | None = typer.Option(
+        None,
+        "--cable-length",
+        metavar="TIER=M",
+        help="Override an assumed cable run, e.g. node_leaf=3 (repeatable).",
+    ),
+    compatible_optics: bool = typer.Option(
+        False, "--compatible-optics", help="Price third-party compatible cables and optics."
+    ),
+    scenario: Path | None = SCENARIO_OPT,
+    set_: list[str] | None = SET_OPT,
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Size a fabric: switches and cables per tier, optics, NICs, bisection, hops, power.
+
+    With --scenario and no --fabric, every fabric the scenario lists is designed (JSON:
+    {"designs": [...]}); otherwise one design (JSON: the design object).
+    """
+    cat = catalog_from(catalog, as_json)
+    fabrics = [fabric] if fabric else []
+    o_leaf, o_spine = None, None
+    if scenario is not None:
+        c = scenario_cluster(scenario, set_, cat, as_json)
+        gpus, gpu = gpus or c.gpus, gpu or c.gpu
+        gpus_per_node = gpus_per_node or c.gpus_per_node
+        nics_per_node = nics_per_node or c.nics_per_node
+        design = design or c.topology.design
+        switch = switch or c.topology.switch
+        o_leaf, o_spine = c.topology.oversubscription, c.topology.spine_oversubscription
+        fabrics = fabrics or list(c.fabrics)
+    if gpus is None:
+        fail("give --gpus (or --scenario)", as_json=as_json)
+    try:
+        if oversubscription is not None:
+            o_leaf, o_spine = _ratios(oversubscription)
+        lengths = _lengths(cable_length)
+        designs = [
+            design_fabric(
+                gpus, design or "rail-optimized", f, gpu=gpu or "h100", switch=switch,
+                oversubscription=o_leaf or 1.0, spine_oversubscription=o_spine or 1.0,
+                gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
+                cable_lengths=lengths, optics="compatible" if compatible_optics else "oem",
+                catalog=cat,
+            )
+            for f in fabrics or ["ib-ndr"]
+        ]  # fmt: skip
+    except (TopologyError, UnknownIdError, ValueError) as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        emit_json(designs[0].to_dict() if len(designs) == 1 else
+                  {"designs": [d.to_dict() for d in designs]})  # fmt: skip
+        return
+    for d in designs:
+        _print(d)
+
+
+def _tiers(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in counts.items() if v) or "-"
+
+
+def _print(d: FabricDesign) -> None:
+    data = d.to_dict()
+    lay = d.layout
+    h = data["hops"]
+    hops = f"same rail {h['same_rail']}, cross rail {h['cross_rail']}"
+    hops += " (via NVLink)" if h["cross_rail_via"] == "nvlink" else ""
+    hops += f", max {h['max']}"
+    if "valiant_max" in h:
+        hops += f", Valiant {h['valiant_max']}"
+    o = data["oversubscription"]
+    rows = [
+        ("cluster", f"{d.gpus:,} x {d.gpu} = {lay.nodes:,} nodes x {lay.gpus_per_node} GPUs, "
+                    f"{lay.nics_per_node} NICs ({d.nic.id}) each"),
+        ("fabric", f"{d.fabric.id}: {d.switch.id}, {lay.radix} ports at {lay.line_rate_gbps:g} "
+                   f"Gb/s, {lay.tiers} tier(s), oversubscription {o['leaf']:g}:1 leaf, "
+                   f"{o['spine']:g}:1 spine"),
+        ("switches", _tiers(lay.switches)),
+        ("links", _tiers(lay.links)),
+        ("cables", _tiers(data["cables"])),
+        ("transceivers", f"{data['transceivers']:,}"),
+        ("NICs", f"{d.nics:,}"),
+        ("bisection", f"{data['bisection_GBps']:,.0f} GB/s (line rate, one direction)"),
+        ("switch hops", hops),
+        ("largest cluster", f"{data['max_gpus']:,} GPUs ({data['max_endpoints']:,} NIC ports)"),
+        ("power", f"{data['power_kw']:,.1f} kW (switches, optics, NICs)"),
+        ("cost", f"${d.cost_usd['total']:,.0f} (assumed catalog prices)"),
+    ]  # fmt: skip
+    console.print(kv_table(f"{lay.design} fabric", rows))
+    media = Table(title="parts per tier", title_justify="left", title_style="bold")
+    for col in ("tier", "links", "run (m)", "medium", "cable", "cables", "transceivers"):
+        right = col in ("links", "run (m)", "cables")
+        media.add_column(col, justify="right" if right else "left", overflow="fold")
+    for m in d.media:
+        if m.links:
+            mods = ", ".join(f"{n:,} x {t}" for t, n in m.transceivers.items()) or "-"
+            media.add_row(m.tier, f"{m.links:,}", f"{m.length_m:g}", m.medium, m.cable_id,
+                          f"{m.cables:,}", mods)  # fmt: skip
+    console.print(media)
+    assumed = ", ".join(f"{k} {v:g} m" for k, v in DEFAULT_LENGTHS[lay.design].items())
+    console.print(f"assumed cable runs ({lay.design}): {assumed}", highlight=False)
+    for note in lay.notes:
+        console.print(f"note: {note}", highlight=False)

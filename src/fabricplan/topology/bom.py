@@ -1,0 +1,170 @@
+"""A fabric design and its bill of materials: the topology layer's main entry point."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fabricplan.catalog import Catalog, default_catalog
+from fabricplan.catalog.models import Fabric, Nic, Switch
+from fabricplan.topology.cabling import (
+    DEFAULT_LENGTHS,
+    Optics,
+    TierMedia,
+    choose_media,
+    nic_end,
+    switch_end,
+)  # fmt: skip
+from fabricplan.topology.clos import size_clos
+from fabricplan.topology.dragonfly import size_dragonfly
+from fabricplan.topology.layout import DESIGNS, Layout, TopologyError
+from fabricplan.topology.reach import check_reach
+
+
+@dataclass(frozen=True)
+class FabricDesign:
+    """A sized fabric: switches, links, parts, power and (assumed) prices."""
+
+    gpu: str
+    gpus: int
+    fabric: Fabric
+    switch: Switch
+    nic: Nic
+    layout: Layout
+    media: tuple[TierMedia, ...]
+    oversubscription: tuple[float, float]
+
+    @property
+    def transceivers(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for m in self.media:
+            for tid, n in m.transceivers.items():
+                out[tid] = out.get(tid, 0) + n
+        return out
+
+    @property
+    def nics(self) -> int:
+        return self.layout.endpoints
+
+    @property
+    def power_w(self) -> dict[str, float]:
+        sw = sum(self.layout.switches.values()) * self.switch.power_typical_w
+        media = sum(m.power_w for m in self.media)
+        nics = self.nics * self.nic.power_w
+        return {"switches": sw, "optics_and_cables": media, "nics": nics,
+                "total": sw + media + nics}  # fmt: skip
+
+    @property
+    def cost_usd(self) -> dict[str, float]:
+        sw = sum(self.layout.switches.values()) * self.switch.price.usd
+        cables = sum(m.cost_usd for m in self.media)
+        nics = self.nics * self.nic.price.usd
+        return {"switches": sw, "optics_and_cables": cables, "nics": nics,
+                "total": sw + cables + nics}  # fmt: skip
+
+    def to_dict(self) -> dict:
+        lay = self.layout
+        cables = {m.tier: m.cables for m in self.media}
+        return {
+            "design": lay.design, "gpu": self.gpu, "gpus": self.gpus, "nodes": lay.nodes,
+            "gpus_per_node": lay.gpus_per_node, "nics_per_node": lay.nics_per_node,
+            "fabric": self.fabric.id, "switch": self.switch.id, "nic": self.nic.id,
+            "radix": lay.radix, "line_rate_gbps": lay.line_rate_gbps,
+            "oversubscription": {"leaf": self.oversubscription[0],
+                                 "spine": self.oversubscription[1]},
+            "tiers": lay.tiers, "switches": dict(lay.switches), "links": dict(lay.links),
+            "cables": cables, "transceivers": sum(self.transceivers.values()),
+            "transceivers_by_id": self.transceivers, "nics": self.nics,
+            "bisection_GBps": lay.bisection_GBps, "hops": lay.hops.to_dict(),
+            "max_endpoints": lay.max_endpoints,
+            "max_gpus": lay.max_endpoints * lay.gpus_per_node // lay.nics_per_node,
+            "power_kw": self.power_w["total"] / 1000,
+            "power_w_by_part": self.power_w,
+            "cost_usd": {**self.cost_usd, "assumption": True},
+            "media": {m.tier: m.to_dict() for m in self.media},
+            "dragonfly": dict(lay.dragonfly) or None,
+            "notes": list(lay.notes),
+        }  # fmt: skip
+
+
+def _media_plan(cat: Catalog, lay: Layout, fabric: Fabric, switch: Switch, nic: Nic,
+                lengths: dict[str, float], optics: Optics) -> tuple[TierMedia, ...]:  # fmt: skip
+    sw, host = switch_end(switch), nic_end(nic)
+    out = []
+    for tier, links in lay.links.items():
+        length = lengths[tier]
+        far = host if tier == "node_leaf" else sw
+        out.append(choose_media(cat, tier, links, length, fabric.link_layer,
+                                fabric.line_rate_gbps, sw, far, optics))  # fmt: skip
+    return tuple(out)
+
+
+def design_fabric(
+    gpus: int,
+    design: str = "rail-optimized",
+    fabric: str = "ib-ndr",
+    *,
+    gpu: str = "h100",
+    switch: str | None = None,
+    oversubscription: float = 1.0,
+    spine_oversubscription: float = 1.0,
+    gpus_per_node: int | None = None,
+    nics_per_node: int | None = None,
+    cable_lengths: dict[str, float] | None = None,
+    optics: Optics = "oem",
+    catalog: Catalog | None = None,
+) -> FabricDesign:
+    """Size ``design`` for ``gpus`` GPUs on ``fabric`` and count its parts.
+
+    Raises :class:`TopologyError` (a ``ValueError``) with what would work instead when the
+    request is impossible.
+    """
+    cat = catalog or default_catalog()
+    g = cat.gpu(gpu)
+    fab = cat.fabric(fabric)
+    sw = cat.switch(switch or fab.default_switch)
+    nic = cat.nic(fab.default_nic)
+    k_g = gpus_per_node or g.node.gpus_per_node
+    m = nics_per_node or g.node.nics_per_node
+    if design not in DESIGNS:
+        raise TopologyError(f"unknown design '{design}'; known: {', '.join(DESIGNS)}")
+    for name, value in (("oversubscription", oversubscription),
+                        ("spine oversubscription", spine_oversubscription)):  # fmt: skip
+        if not (math.isfinite(value) and 1.0 <= value <= 64.0):
+            raise TopologyError(
+                f"{name} must be between 1 (non-blocking) and 64, got {value:g}: below 1 "
+                "would mean more uplinks than node ports, which buys nothing"
+            )
+    if gpus % k_g:
+        raise TopologyError(
+            f"{gpus} GPUs is not a whole number of {k_g}-GPU nodes; "
+            f"use {gpus // k_g * k_g or k_g} or {(gpus // k_g + 1) * k_g}"
+        )
+    if sw.link_layer != fab.link_layer:
+        raise TopologyError(
+            f"switch {sw.id} is {sw.link_layer}, fabric {fab.id} needs {fab.link_layer}; "
+            f"try {fab.default_switch}"
+        )
+    radix = sw.radix_at(fab.line_rate_gbps)
+    if radix < 2:
+        raise TopologyError(
+            f"switch {sw.id} has no {fab.line_rate_gbps:g} Gb/s ports "
+            f"(its ports run at {sw.port_speed_gbps:g} Gb/s); try {fab.default_switch}"
+        )
+    nodes = gpus // k_g
+    check_reach(cat, design, nodes, m, k_g, fab, sw, oversubscription, spine_oversubscription)
+    if design == "dragonfly":
+        lay = size_dragonfly(nodes, m, k_g, radix, fab.line_rate_gbps, oversubscription)
+    else:
+        lay = size_clos(design, nodes, m, k_g, radix, fab.line_rate_gbps, oversubscription,
+                        spine_oversubscription)  # fmt: skip
+    lengths = {**DEFAULT_LENGTHS[design], **(cable_lengths or {})}
+    unknown = set(cable_lengths or {}) - set(DEFAULT_LENGTHS[design])
+    if unknown:
+        raise TopologyError(
+            f"unknown cable tier(s) {', '.join(sorted(unknown))} for {design}; "
+            f"known: {', '.join(DEFAULT_LENGTHS[design])}"
+        )
+    media = _media_plan(cat, lay, fab, sw, nic, lengths, optics)
+    return FabricDesign(g.id, gpus, fab, sw, nic, lay, media,
+                        (oversubscription, spine_oversubscription))  # fmt: skip

@@ -1,0 +1,155 @@
+"""Which cable or optics each tier's links use, and how many of each.
+
+Per tier the cheapest catalog option that fits is chosen (prices are catalog assumptions):
+a copper or active cable whose cage matches both ends and whose reach covers the tier's
+length, else fibre with a transceiver at each end (same fibre mode at both ends). Twin-port
+modules and breakout cables carry two links each. Lengths are assumptions (``DEFAULT_LENGTHS``)
+that callers override per tier.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from fabricplan.catalog import Catalog
+from fabricplan.catalog.models import Cable, LinkLayer, Nic, Switch, Transceiver
+from fabricplan.topology.layout import TopologyError
+
+Optics = Literal["oem", "compatible"]
+
+# Assumed cable run per tier, metres. Why: a fat-tree's leaf sits at the top of the rack
+# (~2 m to a node); a rail's leaf serves nodes in several racks (DGX SuperPOD puts them in the
+# scalable unit's network racks), ~20 m; leaf to spine runs along a row, ~30 m; spine to core
+# crosses rows, ~100 m (beyond multimode SR4's 50 m). Dragonfly: a group spans a few racks.
+DEFAULT_LENGTHS: dict[str, dict[str, float]] = {
+    "fat-tree": {"node_leaf": 2.0, "leaf_spine": 30.0, "spine_core": 100.0},
+    "rail-optimized": {"node_leaf": 20.0, "leaf_spine": 30.0, "spine_core": 100.0},
+    "rail-only": {"node_leaf": 20.0, "leaf_spine": 30.0, "spine_core": 100.0},
+    "dragonfly": {"node_leaf": 2.0, "local": 10.0, "global": 100.0},
+}
+
+
+@dataclass(frozen=True)
+class TierMedia:
+    """The physical parts that carry one tier's links."""
+
+    tier: str
+    links: int
+    length_m: float
+    medium: str  # dac, acc, aoc or optical
+    cables: int  # copper/AOC cables, or fibres for optical links
+    cable_id: str
+    transceivers: dict[str, int] = field(default_factory=dict)
+    power_w: float = 0.0
+    cost_usd: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "links": self.links, "length_m": self.length_m, "medium": self.medium,
+            "cable": self.cable_id, "cables": self.cables, "transceivers": self.transceivers,
+            "power_w": self.power_w, "cost_usd": self.cost_usd,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class End:
+    """One end of a tier's links: a switch port or a NIC port."""
+
+    cage: str
+    host: bool  # a NIC: single-port cages take single-port modules only
+    max_module_ports: int = 2
+
+
+def switch_end(switch: Switch) -> End:
+    return End(cage=switch.cage, host=False)
+
+
+def nic_end(nic: Nic) -> End:
+    return End(cage=nic.cage, host=True, max_module_ports=nic.ports)
+
+
+def _wanted(item: Cable | Transceiver, layer: LinkLayer, rate: float, length: float,
+            optics: Optics) -> bool:  # fmt: skip
+    return (
+        layer in item.link_layers
+        and item.link_speed_gbps >= rate
+        and item.max_length_m >= length
+        and (optics == "compatible" or item.oem)
+    )
+
+
+def _options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End, b: End,
+             optics: Optics) -> list[tuple[float, TierMedia]]:  # fmt: skip
+    """(cost per link, media for one link) for every way to join ``a`` and ``b``."""
+    out: list[tuple[float, TierMedia]] = []
+    kind = "switch-host" if b.host else "switch-switch"
+    for c in cat.entries("cable"):
+        assert isinstance(c, Cable)
+        if c.medium == "fiber" or not _wanted(c, layer, rate, length, optics):
+            continue
+        if c.form_factor != a.cage or c.ends not in (kind, "any"):
+            continue
+        if b.host and c.breakout == 1 and c.form_factor != b.cage:
+            continue
+        per = 1 / c.breakout
+        out.append((c.price.usd * per, TierMedia("", 1, length, c.medium, 0, c.id,
+                                                 power_w=c.power_w * per)))  # fmt: skip
+    fibres = [
+        c for c in cat.entries("cable")
+        if isinstance(c, Cable) and c.medium == "fiber"
+        and _wanted(c, layer, 0, length, "compatible")
+    ]  # fmt: skip
+    for mode in ("multimode", "singlemode"):
+        fibre = min((f for f in fibres if f.fiber_mode == mode), key=lambda f: f.price.usd,
+                    default=None)  # fmt: skip
+        ends = []
+        for end in (a, b):
+            mods = [
+                t for t in cat.entries("transceiver")
+                if isinstance(t, Transceiver) and t.fiber_mode == mode
+                and t.form_factor == end.cage and t.ports <= end.max_module_ports
+                and _wanted(t, layer, rate, length, optics)
+            ]  # fmt: skip
+            ends.append(min(mods, key=lambda t: t.price.usd / t.ports, default=None))
+        if fibre is None or None in ends:
+            continue
+        cost = fibre.price.usd + sum(t.price.usd / t.ports for t in ends if t)
+        power = sum(t.power_w / t.ports for t in ends if t)
+        mods: dict[str, int] = {}
+        for t in ends:
+            assert t is not None
+            mods[t.id] = mods.get(t.id, 0) + 1
+        out.append((cost, TierMedia("", 1, length, "optical", 0, fibre.id, mods, power)))
+    return out
+
+
+def choose_media(cat: Catalog, tier: str, links: int, length: float, layer: LinkLayer,
+                 rate: float, a: End, b: End, optics: Optics = "oem") -> TierMedia:  # fmt: skip
+    """The cheapest way to build ``links`` links of one tier."""
+    if links == 0:
+        return TierMedia(tier, 0, length, "none", 0, "")
+    options = _options(cat, layer, rate, length, a, b, optics)
+    if not options and optics == "compatible":
+        options = _options(cat, layer, rate, length, a, b, "oem")
+    if not options:
+        raise TopologyError(
+            f"no cable or transceiver in the catalog joins {a.cage} to {b.cage} ports at "
+            f"{rate:g} Gb/s ({layer}) over {length:g} m for the {tier} tier; add one with "
+            "--catalog FILE or change the cable length"
+        )
+    cost, one = min(options, key=lambda o: o[0])
+    if one.medium == "optical":
+        cables = links
+        mods = {}
+        for tid, per_link in one.transceivers.items():
+            module = cat.transceiver(tid)
+            # each end of every link needs a module port; twin-port modules serve two links
+            mods[tid] = math.ceil(links * per_link / module.ports)
+    else:
+        cable = cat.cable(one.cable_id)
+        cables = math.ceil(links / cable.breakout)
+        mods = {}
+    return TierMedia(tier, links, length, one.medium, cables, one.cable_id, mods,
+                     power_w=one.power_w * links, cost_usd=cost * links)  # fmt: skip
