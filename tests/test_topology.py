@@ -212,6 +212,21 @@ def test_bisection_equals_max_flow_on_regular_designs(design, nodes, nics, o):
     assert _natural_split_flow(g) == pytest.approx(lay.bisection_links)
 
 
+def test_dragonfly_valiant_paths_detour_through_a_third_group():
+    lay = size_dragonfly(64, 1, 1, 8, 400)  # p=2, a=4, h=2: 8 groups of 4 routers
+    assert lay.dragonfly["groups"] == 8
+    g = build_graph(lay, 450, 50)
+    src, dst = g.nic(0, 0), g.nic(63, 0)
+    first_router = int(np.flatnonzero(g.vertex_kind == LEAF)[0])
+    via = first_router + 3 * 4  # a router of group 3
+    minimal = g.paths(src, dst)
+    detour = g.valiant_paths(src, via, dst)
+    assert detour and all(via in p for p in detour)
+    hops = {int(np.count_nonzero(g.vertex_kind[p] >= LEAF)) for p in detour}
+    assert max(hops) <= lay.hops.valiant_max
+    assert min(hops) > min(int(np.count_nonzero(g.vertex_kind[p] >= LEAF)) for p in minimal)
+
+
 def test_paths_are_ecmp_sets():
     g = build_graph(design_fabric(4096).layout, 450, 50)
     paths = g.paths(g.nic(0, 0), g.nic(511, 1))

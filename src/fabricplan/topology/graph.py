@@ -107,6 +107,13 @@ class FabricGraph:
             stack.extend([*path, int(n)] for n in nbrs[dist[nbrs] == dist[here] - 1][::-1])
         return out
 
+    def valiant_paths(self, src: int, via: int, dst: int, limit: int = 64) -> list[list[int]]:
+        """Non-minimal paths through switch ``via`` (Valiant routing picks it at random in
+        another dragonfly group): a shortest path there, then one on to ``dst``."""
+        firsts = self.paths(src, via, limit)
+        seconds = self.paths(via, dst, limit)
+        return [a + b[1:] for a in firsts for b in seconds][:limit]
+
     def switch_hops(self, src: int, dst: int) -> int:
         """Switches on a shortest path between two vertices."""
         path = self.paths(src, dst, limit=1)
