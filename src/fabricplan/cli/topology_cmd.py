@@ -11,7 +11,9 @@ from fabricplan.catalog import UnknownIdError
 from fabricplan.cli.output import console, emit_json, fail, kv_table
 from fabricplan.cli.system_opts import (
     CATALOG_OPT,
+    GPN_OPT,
     JSON_OPT,
+    NICS_OPT,
     SCENARIO_OPT,
     SET_OPT,
     catalog_from,
@@ -58,8 +60,8 @@ def topology(
     oversubscription: str | None = typer.Option(
         None, "--oversubscription", help="Leaf down:up ratio, or LEAF,SPINE (default 1)."
     ),
-    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", min=1),
-    nics_per_node: int | None = typer.Option(None, "--nics-per-node", min=1),
+    gpus_per_node: int | None = GPN_OPT,
+    nics_per_node: int | None = NICS_OPT,
     cable_length: list[str] | None = typer.Option(
         None,
         "--cable-length",
