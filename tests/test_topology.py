@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
@@ -165,7 +165,11 @@ def _natural_split_flow(g) -> int:
 designs = st.sampled_from(["fat-tree", "rail-optimized", "rail-only", "dragonfly"])
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(design=designs, radix=st.sampled_from([8, 12, 16]), nodes=st.integers(2, 96),
        nics=st.sampled_from([1, 2, 4]), o=st.sampled_from([1.0, 2.0, 3.0]))  # fmt: skip
 def test_graph_matches_layout(design, radix, nodes, nics, o):
@@ -175,7 +179,7 @@ def test_graph_matches_layout(design, radix, nodes, nics, o):
         else:
             lay = size_clos(design, nodes, nics, nics, radix, 400, o, 1.0)
     except TopologyError:
-        return
+        assume(False)  # beyond this small switch's reach: not an example
     g = build_graph(lay, nvlink_GBps=450, pcie_GBps=50)
     switches = g.vertex_kind >= LEAF
     assert g.ports_used()[switches].max() <= radix  # no switch has more links than ports

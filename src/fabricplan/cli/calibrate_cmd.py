@@ -23,7 +23,6 @@ from fabricplan.cli.system_opts import (
     catalog_from,
     measured_runs,
 )
-from fabricplan.nccltests.calibrate import calibrate
 
 
 def calibrate_cmd(
@@ -58,6 +57,8 @@ def calibrate_cmd(
         fail("no multi-node run to fit: the fabric is only used across nodes", as_json=as_json)
     base = cat.fabric(triples[0][1].fabric)
     ident = new_id or f"{base.id}-calibrated"
+    from fabricplan.nccltests.calibrate import calibrate  # scipy.optimize: load only when fitting
+
     try:
         fit = calibrate(
             triples, base, new_id=ident, source=f"{results.name}, {len(triples)} run(s)"

@@ -112,10 +112,11 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if ar:
         # Tree (double binary tree between nodes, chains inside): same channels as the ring.
         tree = np.minimum(K.TREE_SIMPLE_FACTOR * bus_ring, nch * K.PER_CH_MAX_TREE_BW[arch, scale])
-        bw[:, TREE, LL] = np.minimum(tree / K.TREE_LL_DIVISOR, llmax) * 0.5
+        bw[:, TREE, LL] = np.minimum(tree / K.TREE_LL_DIVISOR, llmax) * K.TREE_ALG_RATIO
         ll128 = tree * np.where(single, K.TREE_LL128_FACTOR_ONE_NODE, K.TREE_LL128_FACTOR_MULTINODE)
-        bw[:, TREE, LL128] = np.minimum(ll128, nch * K.PER_CH_MAX_TREE_LL128_BW[arch, scale]) * 0.5
-        bw[:, TREE, SIMPLE] = tree * 0.5
+        ll128_cap = nch * K.PER_CH_MAX_TREE_LL128_BW[arch, scale]
+        bw[:, TREE, LL128] = np.minimum(ll128, ll128_cap) * K.TREE_ALG_RATIO
+        bw[:, TREE, SIMPLE] = tree * K.TREE_ALG_RATIO
 
         # NVLS-Tree: NVLink SHARP inside each node, a tree of NICs between nodes. With two
         # nodes each byte crosses the network once per direction instead of a ring's ~2x,
@@ -133,8 +134,8 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
         ratio = k / np.maximum(m, 1)
         ratio = ratio - (ratio - 1) / 2
         direct = bus_cn / ratio * np.where(arch >= K.ARCH_INDEX["hopper"], K.COLLNET_SM90_FACTOR, 1)
-        bw[:, CN_DIRECT, SIMPLE] = np.where(cn, direct * 0.5, 0.0)
-        bw[:, CN_CHAIN, SIMPLE] = np.where(cn, bus_cn * 0.5, 0.0)
+        bw[:, CN_DIRECT, SIMPLE] = np.where(cn, direct * K.TREE_ALG_RATIO, 0.0)
+        bw[:, CN_CHAIN, SIMPLE] = np.where(cn, bus_cn * K.TREE_ALG_RATIO, 0.0)
 
     if ar or agrs:
         # NVLS inside one node: one channel per GPU at the NVLS graph's per-channel speed.
@@ -163,7 +164,8 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
             single[:, None], intra_lat[RING][None], inter_lat[:, RING]
         )
     else:
-        overhead = np.where(single[:, None], 0.0, K.NET_OVERHEAD_US * np.array([1.0, 1.0, 3.0]))
+        per_proto = np.array([1.0, 1.0, K.NET_OVERHEAD_SIMPLE_MULT])  # LL, LL128, Simple
+        overhead = np.where(single[:, None], 0.0, K.NET_OVERHEAD_US * per_proto)
         intra_ring = np.maximum(intra_lat[RING][None], overhead)
         n_inter = np.where(single, 0, 2 * (nodes - 1) if ar else nodes - 1)[:, None]
         lat[:, RING] = (
@@ -175,7 +177,10 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
         )
         lat[:, CN_DIRECT] = (
             2
-            * (np.minimum(1, k - 1)[:, None] * intra_lat[CN_DIRECT][None] + (k - 1)[:, None] * 0.4)
+            * (
+                np.minimum(1, k - 1)[:, None] * intra_lat[CN_DIRECT][None]
+                + (k - 1)[:, None] * K.COLLNET_DIRECT_PER_GPU_LAT_US
+            )
             + inter_lat[:, CN_DIRECT]
         )
         lat[:, CN_CHAIN] = 2 * (k - 1)[:, None] * intra_lat[CN_CHAIN][None] + inter_lat[:, CN_CHAIN]
@@ -183,7 +188,11 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if ar or agrs:
         lat[:, NVLS] = intra_lat[NVLS][None] + np.where(multi[:, None], inter_lat[:, NVLS], 0.0)
     if agrs:
-        lat[:, PAT] = base[:, PAT] + log2n * inter_lat[:, PAT] / 3.5 + 2.8 * n[:, None]
+        lat[:, PAT] = (
+            base[:, PAT]
+            + log2n * inter_lat[:, PAT] / K.PAT_NET_LAT_DIVISOR
+            + K.PAT_PER_RANK_LAT_US * n[:, None]
+        )
 
     runtime_channels = 2 * nch  # NCCL doubles the search channels at run time (connect.cc)
     return lat, bw, runtime_channels

@@ -138,6 +138,16 @@ TREE_CORRECTION_MAX_INDEX = 23  # applied for 0 <= index < 23 (tree)
 NET_OVERHEAD_US = 1.0
 NET_OVERHEAD_SIMPLE_MULT = 3.0
 
+# Tree and CollNet all-reduce move each byte up and back down: algorithm bandwidth is half the
+# bus bandwidth (tuning.cc, the busBw -> algBw ratio of the non-ring algorithms).
+TREE_ALG_RATIO = 0.5
+# CollNet Direct's latency adds this per extra GPU in the node (tuning.cc), us.
+COLLNET_DIRECT_PER_GPU_LAT_US = 0.4
+# PAT latency (tuning.cc, marked there as not correctly modelled): the network latency per
+# log2(nodes) step is divided by this, and this much is added per rank, us.
+PAT_NET_LAT_DIVISOR = 3.5
+PAT_PER_RANK_LAT_US = 2.8
+
 # Per-channel speeds the topology search tries for intra-node graphs (search.cc); an NVLS graph
 # runs one channel per GPU at the top speed that the GPU's NVLink can carry.
 INTRA_SPEEDS_GBPS = {

@@ -27,6 +27,19 @@ from fabricplan.nccltests.parse import Run
 # A parameter is identifiable when a 10 % change moves the predicted times by at least this much
 # (median over sizes): below it, the fit would chase noise.
 IDENTIFIABLE_SENSITIVITY = 0.01
+# Probes for that test: +10 % goodput; +10 % step latency, and at least this many us.
+PROBE_STEP = 0.10
+PROBE_LATENCY_MIN_US = 0.5
+# Search bounds: goodput above this (GB/s) and up to the line rate; the per-step latency delta
+# above the reference's -latency + this (us, so latency stays positive) and up to the maximum.
+MIN_GOODPUT_GBPS = 0.05
+MIN_LATENCY_US = 0.05
+MAX_STEP_DELTA_US = 200.0
+# The one-switch latency written to the catalog never drops below this (us).
+WRITTEN_LATENCY_FLOOR_US = 0.01
+# Robust loss: residuals in log-time beyond ~10 % count linearly, so one odd size cannot drag
+# the fit.
+LOSS_SCALE = 0.1
 
 
 @dataclass(frozen=True)
@@ -66,8 +79,9 @@ def _sensitivity(runs: Runs, nic: float, delta: float) -> tuple[float, float]:
     +10 % (at least +0.5 us) step latency over the small sizes."""
     sizes = np.concatenate([_fit_sizes(run) for run, _, _ in runs])
     base = _log_times(runs, nic, delta)
-    d_nic = np.abs(_log_times(runs, nic * 1.1, delta) - base)[sizes >= LARGE_BYTES]
-    d_lat = np.abs(_log_times(runs, nic, delta + max(0.1 * abs(delta), 0.5)) - base)
+    d_nic = np.abs(_log_times(runs, nic * (1 + PROBE_STEP), delta) - base)[sizes >= LARGE_BYTES]
+    probe = max(PROBE_STEP * abs(delta), PROBE_LATENCY_MIN_US)
+    d_lat = np.abs(_log_times(runs, nic, delta + probe) - base)
     d_lat = d_lat[sizes <= SMALL_BYTES]
     return (float(np.median(d_nic)) if d_nic.size else 0.0,
             float(np.median(d_lat)) if d_lat.size else 0.0)  # fmt: skip
@@ -99,10 +113,12 @@ def calibrate(
     before = float(np.sqrt(np.mean(residual(np.array([nic0, delta0])) ** 2)))
     sens_nic, sens_lat = _sensitivity(runs, nic0, delta0)
     fit_nic, fit_lat = sens_nic >= IDENTIFIABLE_SENSITIVITY, sens_lat >= IDENTIFIABLE_SENSITIVITY
-    lo = [0.05 if fit_nic else nic0 - 1e-9, -ref_lat + 0.05 if fit_lat else delta0 - 1e-9]
-    hi = [upper_nic if fit_nic else nic0 + 1e-9, 200.0 if fit_lat else delta0 + 1e-9]
+    # a parameter not fitted is pinned by a bound pair 1e-9 either side of its value
+    lo = [MIN_GOODPUT_GBPS if fit_nic else nic0 - 1e-9,
+          -ref_lat + MIN_LATENCY_US if fit_lat else delta0 - 1e-9]  # fmt: skip
+    hi = [upper_nic if fit_nic else nic0 + 1e-9, MAX_STEP_DELTA_US if fit_lat else delta0 + 1e-9]
     x0 = np.clip([nic0, delta0], lo, hi)
-    sol = least_squares(residual, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
+    sol = least_squares(residual, x0, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE)
     nic, delta = float(sol.x[0]), float(sol.x[1])
     after = float(np.sqrt(np.mean(residual(sol.x) ** 2)))
 
@@ -116,7 +132,7 @@ def calibrate(
     )
     # the catalog figure is through one switch; the system adds its other hops on top
     hops_extra = system.p2p_latency_us - base.rdma_latency_us.nominal
-    latency_value = max(ref_lat + delta - hops_extra, 0.01)
+    latency_value = max(ref_lat + delta - hops_extra, WRITTEN_LATENCY_FLOOR_US)
     lat = base.rdma_latency_us
     latency = (
         widen(lat, latency_value, f"calibrated: {latency_value:.2f} us ({source})")

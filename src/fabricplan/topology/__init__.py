@@ -1,11 +1,14 @@
 """Topology layer: fabric designs -> switch counts, links, hops, bisection, parts and graph.
 
 Public surface: :func:`design_fabric` (sizing and bill of materials), :func:`build_graph`
-(the explicit graph with paths), :class:`TopologyError` and :data:`DESIGNS`.
+(the explicit graph with paths), :class:`TopologyError` and :data:`DESIGNS`. The graph module
+loads scipy's sparse graph code, so it is imported on first use: every CLI command imports
+this package and should not pay for it.
 """
 
+from typing import Any
+
 from fabricplan.topology.bom import FabricDesign, design_fabric
-from fabricplan.topology.graph import FabricGraph, build_graph
 from fabricplan.topology.hops import job_hops
 from fabricplan.topology.layout import DESIGNS, Hops, Layout, TopologyError
 
@@ -20,3 +23,11 @@ __all__ = [
     "design_fabric",
     "job_hops",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("FabricGraph", "build_graph"):
+        from fabricplan.topology import graph
+
+        return getattr(graph, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from fabricplan.catalog import Catalog, default_catalog
 from fabricplan.catalog.models import Fabric, Nic, Switch
@@ -17,7 +18,7 @@ from fabricplan.topology.cabling import (
 )  # fmt: skip
 from fabricplan.topology.clos import size_clos
 from fabricplan.topology.dragonfly import size_dragonfly
-from fabricplan.topology.layout import DESIGNS, Layout, TopologyError
+from fabricplan.topology.layout import DESIGNS, MAX_OVERSUBSCRIPTION, Layout, TopologyError
 from fabricplan.topology.reach import check_reach
 
 
@@ -34,7 +35,7 @@ class FabricDesign:
     media: tuple[TierMedia, ...]
     oversubscription: tuple[float, float]
 
-    @property
+    @cached_property
     def transceivers(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for m in self.media:
@@ -46,7 +47,7 @@ class FabricDesign:
     def nics(self) -> int:
         return self.layout.endpoints
 
-    @property
+    @cached_property
     def power_w(self) -> dict[str, float]:
         sw = sum(self.layout.switches.values()) * self.switch.power_typical_w
         media = sum(m.power_w for m in self.media)
@@ -54,7 +55,7 @@ class FabricDesign:
         return {"switches": sw, "optics_and_cables": media, "nics": nics,
                 "total": sw + media + nics}  # fmt: skip
 
-    @property
+    @cached_property
     def cost_usd(self) -> dict[str, float]:
         sw = sum(self.layout.switches.values()) * self.switch.price.usd
         cables = sum(m.cost_usd for m in self.media)
@@ -74,12 +75,12 @@ class FabricDesign:
                                  "spine": self.oversubscription[1]},
             "tiers": lay.tiers, "switches": dict(lay.switches), "links": dict(lay.links),
             "cables": cables, "transceivers": sum(self.transceivers.values()),
-            "transceivers_by_id": self.transceivers, "nics": self.nics,
+            "transceivers_by_id": dict(self.transceivers), "nics": self.nics,
             "bisection_GBps": lay.bisection_GBps, "hops": lay.hops.to_dict(),
             "max_endpoints": lay.max_endpoints,
             "max_gpus": lay.max_endpoints * lay.gpus_per_node // lay.nics_per_node,
             "power_kw": self.power_w["total"] / 1000,
-            "power_w_by_part": self.power_w,
+            "power_w_by_part": dict(self.power_w),
             "cost_usd": {**self.cost_usd, "assumption": True},
             "media": {m.tier: m.to_dict() for m in self.media},
             "dragonfly": dict(lay.dragonfly) or None,
@@ -130,9 +131,10 @@ def design_fabric(
         raise TopologyError(f"unknown design '{design}'; known: {', '.join(DESIGNS)}")
     for name, value in (("oversubscription", oversubscription),
                         ("spine oversubscription", spine_oversubscription)):  # fmt: skip
-        if not (math.isfinite(value) and 1.0 <= value <= 64.0):
+        if not (math.isfinite(value) and 1.0 <= value <= MAX_OVERSUBSCRIPTION):
             raise TopologyError(
-                f"{name} must be between 1 (non-blocking) and 64, got {value:g}: below 1 "
+                f"{name} must be between 1 (non-blocking) and {MAX_OVERSUBSCRIPTION:g}, "
+                f"got {value:g}: below 1 "
                 "would mean more uplinks than node ports, which buys nothing"
             )
     if gpus % k_g:

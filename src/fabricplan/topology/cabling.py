@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from fabricplan.catalog import Catalog
 from fabricplan.catalog.models import Cable, LinkLayer, Nic, Switch, Transceiver
@@ -80,11 +80,20 @@ def _wanted(item: Cable | Transceiver, layer: LinkLayer, rate: float, length: fl
     )
 
 
-def _options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End, b: End,
-             optics: Optics) -> list[tuple[float, TierMedia]]:  # fmt: skip
-    """(cost per link, media for one link) for every way to join ``a`` and ``b``."""
-    out: list[tuple[float, TierMedia]] = []
+class _PerLink(NamedTuple):
+    """One way to build a link: its price and power per link, and the parts it takes."""
+
+    cost_usd: float
+    power_w: float
+    medium: str
+    cable: Cable  # the copper/AOC cable, or the fibre of an optical link
+    modules: tuple[Transceiver, ...] = ()  # one per end of an optical link
+
+
+def _cable_options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End, b: End,
+                   optics: Optics) -> list[_PerLink]:  # fmt: skip
     kind = "switch-host" if b.host else "switch-switch"
+    out = []
     for c in cat.entries("cable"):
         assert isinstance(c, Cable)
         if c.medium == "fiber" or not _wanted(c, layer, rate, length, optics):
@@ -93,17 +102,20 @@ def _options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End,
             continue
         if b.host and c.breakout == 1 and c.form_factor != b.cage:
             continue
-        per = 1 / c.breakout
-        out.append((c.price.usd * per, TierMedia("", 1, length, c.medium, 0, c.id,
-                                                 power_w=c.power_w * per)))  # fmt: skip
-    fibres = [
-        c for c in cat.entries("cable")
-        if isinstance(c, Cable) and c.medium == "fiber"
-        and _wanted(c, layer, 0, length, "compatible")
-    ]  # fmt: skip
+        out.append(_PerLink(c.price.usd / c.breakout, c.power_w / c.breakout, c.medium, c))
+    return out
+
+
+def _optical_options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End,
+                     b: End, optics: Optics) -> list[_PerLink]:  # fmt: skip
+    """Fibre plus the cheapest module (per link) at each end, for each fibre mode."""
+    out = []
     for mode in ("multimode", "singlemode"):
-        fibre = min((f for f in fibres if f.fiber_mode == mode), key=lambda f: f.price.usd,
-                    default=None)  # fmt: skip
+        fibres = [
+            c for c in cat.entries("cable")
+            if isinstance(c, Cable) and c.medium == "fiber" and c.fiber_mode == mode
+            and _wanted(c, layer, 0, length, "compatible")
+        ]  # fmt: skip
         ends = []
         for end in (a, b):
             mods = [
@@ -113,15 +125,13 @@ def _options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End,
                 and _wanted(t, layer, rate, length, optics)
             ]  # fmt: skip
             ends.append(min(mods, key=lambda t: t.price.usd / t.ports, default=None))
-        if fibre is None or None in ends:
+        if not fibres or ends[0] is None or ends[1] is None:
             continue
-        cost = fibre.price.usd + sum(t.price.usd / t.ports for t in ends if t)
-        power = sum(t.power_w / t.ports for t in ends if t)
-        mods: dict[str, int] = {}
-        for t in ends:
-            assert t is not None
-            mods[t.id] = mods.get(t.id, 0) + 1
-        out.append((cost, TierMedia("", 1, length, "optical", 0, fibre.id, mods, power)))
+        fibre = min(fibres, key=lambda f: f.price.usd)
+        modules = (ends[0], ends[1])
+        cost = fibre.price.usd + sum(t.price.usd / t.ports for t in modules)
+        power = sum(t.power_w / t.ports for t in modules)
+        out.append(_PerLink(cost, power, "optical", fibre, modules))
     return out
 
 
@@ -130,26 +140,28 @@ def choose_media(cat: Catalog, tier: str, links: int, length: float, layer: Link
     """The cheapest way to build ``links`` links of one tier."""
     if links == 0:
         return TierMedia(tier, 0, length, "none", 0, "")
-    options = _options(cat, layer, rate, length, a, b, optics)
-    if not options and optics == "compatible":
-        options = _options(cat, layer, rate, length, a, b, "oem")
+    options: list[_PerLink] = []
+    for quality in (optics, "oem"):  # compatible parts wanted but missing: fall back to OEM
+        options = _cable_options(cat, layer, rate, length, a, b, quality)
+        options += _optical_options(cat, layer, rate, length, a, b, quality)
+        if options:
+            break
     if not options:
         raise TopologyError(
             f"no cable or transceiver in the catalog joins {a.cage} to {b.cage} ports at "
             f"{rate:g} Gb/s ({layer}) over {length:g} m for the {tier} tier; add one with "
             "--catalog FILE or change the cable length"
         )
-    cost, one = min(options, key=lambda o: o[0])
-    if one.medium == "optical":
+    best = min(options, key=lambda o: o.cost_usd)
+    if best.medium == "optical":
         cables = links
-        mods = {}
-        for tid, per_link in one.transceivers.items():
-            module = cat.transceiver(tid)
-            # each end of every link needs a module port; twin-port modules serve two links
-            mods[tid] = math.ceil(links * per_link / module.ports)
+        ends: dict[Transceiver, int] = {}
+        for t in best.modules:
+            ends[t] = ends.get(t, 0) + 1
+        # each end of every link needs a module port; twin-port modules serve two links
+        modules = {t.id: math.ceil(links * n / t.ports) for t, n in ends.items()}
     else:
-        cable = cat.cable(one.cable_id)
-        cables = math.ceil(links / cable.breakout)
-        mods = {}
-    return TierMedia(tier, links, length, one.medium, cables, one.cable_id, mods,
-                     power_w=one.power_w * links, cost_usd=cost * links)  # fmt: skip
+        cables = math.ceil(links / best.cable.breakout)
+        modules = {}
+    return TierMedia(tier, links, length, best.medium, cables, best.cable.id, modules,
+                     power_w=best.power_w * links, cost_usd=best.cost_usd * links)  # fmt: skip

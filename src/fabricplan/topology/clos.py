@@ -25,6 +25,13 @@ import numpy as np
 
 from fabricplan.topology.layout import Hops, Layout, Plane, TopologyError
 
+MAX_TIERS = 3  # deeper Clos fabrics are not built for GPU clusters
+
+
+def worst_hops(tiers: int) -> int:
+    """Switches on the longest up-down path of a folded Clos: up every tier and down again."""
+    return 2 * tiers - 1
+
 
 def split_ports(radix: int, oversubscription: float) -> tuple[int, int]:
     """(down, up) ports of a switch with ``radix`` ports at this down:up ratio."""
@@ -49,6 +56,13 @@ def max_plane_ports(radix: int, o_leaf: float, o_spine: float, tiers: int) -> in
     d, _ = split_ports(radix, o_leaf)
     ds, _ = split_ports(radix, o_spine)
     return {1: radix, 2: radix * d, 3: radix * ds * d}[tiers]
+
+
+def max_clos_ports(design: str, radix: int, nics_per_node: int, o_leaf: float,
+                   o_spine: float) -> int:  # fmt: skip
+    """NIC ports a Clos design reaches in :data:`MAX_TIERS` tiers (rail-only: per rail)."""
+    per_plane = max_plane_ports(radix, o_leaf, o_spine, MAX_TIERS)
+    return per_plane * nics_per_node if design == "rail-only" else per_plane
 
 
 def size_plane(nodes: int, ports_per_node: int, groups: int, radix: int, o_leaf: float,
@@ -102,17 +116,17 @@ def _plane_links(p: Plane) -> dict[str, int]:
 
 
 def _plane_hops(p: Plane, rail_groups: bool) -> tuple[int, int]:
-    """(same-rail, cross-rail) worst-case switch hops inside one plane."""
-    if p.tiers == 1:
-        return 1, 1
-    if p.tiers == 2:
-        same = 1 if rail_groups and p.leaves_per_group == 1 else 3
-        return same, 3
-    if rail_groups:
-        same = 1 if p.leaves_per_group == 1 else (3 if p.pods_per_group == 1 else 5)
-        return same, 5
-    same = 3 if p.pods == 1 else 5
-    return same, same
+    """(same-rail, cross-rail) worst-case switch hops inside one plane: from the highest tier
+    a path between two such NICs must climb to."""
+    if p.tiers == 1 or (rail_groups and p.leaves_per_group == 1):
+        same = 1  # one switch holds them (rail designs: the rail's only leaf)
+    elif p.tiers == 2 or p.pods == 1 or (rail_groups and p.pods_per_group == 1):
+        same = 2  # one pod holds them
+    else:
+        same = 3
+    # different rails meet only at the top of a rail-grouped plane
+    cross = p.tiers if rail_groups else same
+    return worst_hops(same), worst_hops(cross)
 
 
 def _plane_bisection(p: Plane) -> float:
@@ -173,8 +187,6 @@ def size_clos(design: str, nodes: int, nics_per_node: int, gpus_per_node: int, r
         hops = Hops(same_rail=same, cross_rail=same, max=same, cross_rail_via="nvlink")
     else:
         hops = Hops(same_rail=same, cross_rail=cross, max=max(same, cross))
-    tiers_max = 3
-    per_plane = max_plane_ports(radix, o_leaf, o_spine, tiers_max)
     notes = []
     if plane.tiers < 3 and o_spine != 1.0:
         notes.append(f"spine oversubscription {o_spine:g} unused: the design has no core tier")
@@ -184,6 +196,6 @@ def size_clos(design: str, nodes: int, nics_per_node: int, gpus_per_node: int, r
         design=design, nodes=nodes, nics_per_node=m, gpus_per_node=gpus_per_node, radix=radix,
         line_rate_gbps=line_rate_gbps, switches=switches, links=links, hops=hops,
         bisection_links=_plane_bisection(plane) * planes,
-        max_endpoints=per_plane * planes if design == "rail-only" else per_plane,
+        max_endpoints=max_clos_ports(design, radix, m, o_leaf, o_spine),
         tiers=plane.tiers, planes=(plane,) * planes, notes=tuple(notes),
     )  # fmt: skip

@@ -9,13 +9,17 @@ cables between the same two switches are one edge with a ``width``. The congesti
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import breadth_first_order, shortest_path
+from scipy.sparse.csgraph import shortest_path
 
 from fabricplan.topology.layout import Layout, Plane
+
+# Distance arrays kept per graph for path queries (one float per vertex each): enough for the
+# destinations of one collective's flows without holding a graph's worth of memory per query.
+DISTANCE_CACHE_ENTRIES = 256
 
 VERTEX_KINDS = ("gpu", "nvswitch", "nic", "leaf", "spine", "core")
 EDGE_KINDS = ("nvlink", "pcie", "node_leaf", "leaf_spine", "spine_core", "local", "global")
@@ -40,7 +44,7 @@ class _Edges:
         self.kind.append(np.full(u.shape, kind, np.int8))
 
 
-@dataclass(frozen=True, eq=False)  # identity hash: graphs are cached by object
+@dataclass(frozen=True, eq=False)  # arrays do not compare; a graph is its own identity
 class FabricGraph:
     nodes: int
     gpus_per_node: int
@@ -51,6 +55,7 @@ class FabricGraph:
     width: np.ndarray  # parallel links (int32)
     edge_kind: np.ndarray  # int8, EDGE_KINDS
     capacity_GBps: np.ndarray  # one direction, per edge (all parallel links)
+    _distances: dict[int, np.ndarray] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def vertices(self) -> int:
@@ -81,20 +86,29 @@ class FabricGraph:
         np.add.at(out, self.dst, self.width)
         return out
 
-    def adjacency(self, kinds: tuple[int, ...] | None = None) -> csr_matrix:
-        """Symmetric CSR adjacency with link counts, limited to ``kinds`` of edge."""
-        keep = np.ones(len(self.src), bool) if kinds is None else np.isin(self.edge_kind, kinds)
-        u, v, w = self.src[keep], self.dst[keep], self.width[keep]
+    @cached_property
+    def adjacency(self) -> csr_matrix:
+        """Symmetric CSR adjacency; values are parallel link counts."""
         n = self.vertices
-        rows, cols = np.concatenate([u, v]), np.concatenate([v, u])
-        return csr_matrix((np.concatenate([w, w]), (rows, cols)), shape=(n, n))
+        rows, cols = np.concatenate([self.src, self.dst]), np.concatenate([self.dst, self.src])
+        return csr_matrix((np.concatenate([self.width, self.width]), (rows, cols)), shape=(n, n))
+
+    def distances_to(self, dst: int) -> np.ndarray:
+        """Hops from every vertex to ``dst`` (inf where unreachable), cached per graph."""
+        dist = self._distances.get(dst)
+        if dist is None:
+            if len(self._distances) >= DISTANCE_CACHE_ENTRIES:
+                self._distances.clear()
+            dist = shortest_path(self.adjacency, unweighted=True, indices=dst, directed=False)
+            self._distances[dst] = dist
+        return dist
 
     def paths(self, src: int, dst: int, limit: int = 256) -> list[list[int]]:
         """All shortest paths from ``src`` to ``dst`` (vertex lists), at most ``limit``."""
-        dist = _distances(self, dst)
+        dist = self.distances_to(dst)
         if not np.isfinite(dist[src]):
             return []
-        adj = _csr(self)
+        adj = self.adjacency
         out: list[list[int]] = []
         stack = [[src]]
         while stack and len(out) < limit:
@@ -120,19 +134,6 @@ class FabricGraph:
         if not path:
             return -1
         return int(np.count_nonzero(self.vertex_kind[path[0]] >= LEAF))
-
-    def reachable(self, src: int) -> np.ndarray:
-        return breadth_first_order(_csr(self), src, return_predecessors=False)
-
-
-@lru_cache(maxsize=8)
-def _csr(g: FabricGraph) -> csr_matrix:
-    return g.adjacency()
-
-
-@lru_cache(maxsize=256)
-def _distances(g: FabricGraph, dst: int) -> np.ndarray:
-    return shortest_path(_csr(g), unweighted=True, indices=dst, directed=False)
 
 
 def _balanced(items: int, bins: int) -> np.ndarray:

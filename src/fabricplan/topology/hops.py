@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from fabricplan.topology.clos import size_clos
+from fabricplan.topology.clos import MAX_TIERS, size_clos, worst_hops
 from fabricplan.topology.dragonfly import size_dragonfly
 from fabricplan.topology.layout import TopologyError
-
-# A Clos fabric beyond three tiers would add a tier above the core: two more hops.
-EXTRA_TIER_HOPS = 2
 
 
 def job_hops(nodes: int, nics_per_node: int, gpus_per_node: int, radix: int,
@@ -29,5 +26,5 @@ def job_hops(nodes: int, nics_per_node: int, gpus_per_node: int, radix: int,
             lay = size_clos(design, nodes, nics_per_node, gpus_per_node, radix, line_rate_gbps,
                             oversubscription)  # fmt: skip
     except TopologyError:
-        return 5 + EXTRA_TIER_HOPS
+        return worst_hops(MAX_TIERS + 1)  # beyond reach: as if a tier were added on top
     return lay.hops.same_rail

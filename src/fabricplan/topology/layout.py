@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 DESIGNS = ("fat-tree", "rail-optimized", "rail-only", "dragonfly")
+# Down:up port ratios accepted per tier: 1 is non-blocking; the scenario file's field has the
+# same bound (beyond 64:1 a leaf would have fewer uplinks than any catalog switch makes sense of).
+MAX_OVERSUBSCRIPTION = 64.0
 
 
 class TopologyError(ValueError):

@@ -5,10 +5,11 @@ from __future__ import annotations
 from fabricplan.catalog import Catalog
 from fabricplan.catalog.models import Fabric, Switch
 from fabricplan.topology import dragonfly
-from fabricplan.topology.clos import max_plane_ports
+from fabricplan.topology.clos import MAX_TIERS, max_clos_ports
 from fabricplan.topology.layout import DESIGNS, TopologyError
 
-MAX_TIERS = 3  # deeper Clos fabrics are not built for GPU clusters
+# Leaf ratios worth suggesting when a design falls short: the common oversubscribed builds.
+SUGGESTED_OVERSUBSCRIPTION = (2.0, 3.0, 4.0)
 
 
 def max_ports(design: str, radix: int, nics_per_node: int, o_leaf: float,
@@ -16,8 +17,7 @@ def max_ports(design: str, radix: int, nics_per_node: int, o_leaf: float,
     """NIC ports ``design`` reaches with switches of ``radix`` ports."""
     if design == "dragonfly":
         return dragonfly.max_ports(radix, o_leaf)
-    per_plane = max_plane_ports(radix, o_leaf, o_spine, MAX_TIERS)
-    return per_plane * nics_per_node if design == "rail-only" else per_plane
+    return max_clos_ports(design, radix, nics_per_node, o_leaf, o_spine)
 
 
 def check_reach(cat: Catalog, design: str, nodes: int, nics_per_node: int, gpus_per_node: int,
@@ -45,7 +45,7 @@ def check_reach(cat: Catalog, design: str, nodes: int, nics_per_node: int, gpus_
         reach = max_ports(other, switch.radix_at(rate), nics_per_node, o_leaf, o_spine)
         if other != design and reach >= want:
             ideas.append(f"design {other} (up to {gpus(reach)})")
-    for o in (2.0, 3.0, 4.0):
+    for o in SUGGESTED_OVERSUBSCRIPTION:
         reach = max_ports(design, switch.radix_at(rate), nics_per_node, o, o_spine)
         if o > o_leaf and reach >= want:
             ideas.append(f"leaf oversubscription {o:g} (up to {gpus(reach)})")
