@@ -26,6 +26,11 @@ def test_topology_three_tier_table():
     assert "leaf 128, spine 128, core 64" in proc.stdout
 
 
+def test_topology_table_shows_the_cable_runs_used():
+    proc = run("topology", "--gpus", "1024", "--cable-length", "leaf_spine=3")
+    assert "node_leaf 20 m, leaf_spine 3 m (given)" in proc.stdout
+
+
 def test_topology_impossible_exit_2():
     proc = run("topology", "--gpus", "100000", "--json")
     assert proc.returncode == 2

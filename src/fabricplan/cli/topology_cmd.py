@@ -161,7 +161,12 @@ def _print(d: FabricDesign) -> None:
             media.add_row(m.tier, f"{m.links:,}", f"{m.length_m:g}", m.medium, m.cable_id,
                           f"{m.cables:,}", mods)  # fmt: skip
     console.print(media)
-    assumed = ", ".join(f"{k} {v:g} m" for k, v in DEFAULT_LENGTHS[lay.design].items())
-    console.print(f"assumed cable runs ({lay.design}): {assumed}", highlight=False)
+    defaults = DEFAULT_LENGTHS[lay.design]
+    runs = ", ".join(
+        f"{m.tier} {m.length_m:g} m" + ("" if m.length_m == defaults[m.tier] else " (given)")
+        for m in d.media
+        if m.links
+    )
+    console.print(f"cable runs: {runs}; change with --cable-length TIER=M", highlight=False)
     for note in lay.notes:
         console.print(f"note: {note}", highlight=False)
