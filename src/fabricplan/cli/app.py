@@ -9,6 +9,7 @@ from fabricplan.cli import (
     calibrate_cmd,
     catalog_cmd,
     collective_cmd,
+    congestion_cmd,
     grade_cmd,
     scenario_cmd,
     topology_cmd,
@@ -33,6 +34,7 @@ app.command("grade")(grade_cmd.grade_cmd)
 app.command("calibrate")(calibrate_cmd.calibrate_cmd)
 app.command("validate")(grade_cmd.validate_cmd)
 app.command("topology")(topology_cmd.topology)
+app.command("congestion")(congestion_cmd.congestion)
 
 
 @app.command()

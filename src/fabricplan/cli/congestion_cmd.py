@@ -1,0 +1,126 @@
+"""``fabricplan congestion``: what collisions, incast and flow control do to a collective."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from fabricplan.catalog import UnknownIdError
+from fabricplan.cli.output import console, emit_json, err_console, fail, kv_table
+from fabricplan.cli.system_opts import (
+    CATALOG_OPT,
+    GPN_OPT,
+    JSON_OPT,
+    NICS_OPT,
+    catalog_from,
+    parse_size,
+)
+from fabricplan.congestion.lossless import qualities
+from fabricplan.congestion.network import ROUTINGS
+from fabricplan.congestion.simulate import DEFAULT_JITTER_US, Case, CaseError, run_case
+from fabricplan.congestion.traffic import PATTERNS, PLACEMENTS
+from fabricplan.topology import DESIGNS, TopologyError
+
+# Runs shorter than this many seeds finish before a progress bar would help.
+PROGRESS_MIN_SEEDS = 10
+
+
+def congestion(
+    gpu: str = typer.Option("h100", "--gpu", help="GPU id."),
+    gpus: int = typer.Option(1024, "--gpus", min=2, help="GPUs in the job."),
+    fabric: str = typer.Option("roce-400g", "--fabric", help="Fabric id."),
+    roce_quality: str = typer.Option(
+        "tuned", "--roce-quality", help=f"RoCE tuning: {', '.join(qualities())}."
+    ),
+    design: str = typer.Option("fat-tree", "--design", help=f"One of: {', '.join(DESIGNS)}."),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="Leaf down:up ratio."),
+    routing: str | None = typer.Option(
+        None, "--routing", help=f"{' | '.join(ROUTINGS)} (default: the fabric's own)."
+    ),
+    pattern: str = typer.Option("ring-allreduce", "--pattern", help=" | ".join(PATTERNS)),
+    size: str = typer.Option("1G", "--size", help="Collective size in bytes (K/M/G suffixes)."),
+    seeds: int = typer.Option(10, "--seeds", min=1, max=100_000, help="Monte Carlo runs."),
+    placement: str = typer.Option("contiguous", "--placement", help=" | ".join(PLACEMENTS)),
+    cluster_gpus: int | None = typer.Option(
+        None,
+        "--cluster-gpus",
+        help="GPUs in the whole fabric (default: the job, x2 if fragmented).",
+    ),
+    background: float = typer.Option(
+        0.0, "--background", help="Other tenants' load on idle nodes' NICs, 0 to 1."
+    ),
+    qps: int = typer.Option(
+        1, "--qps", help="Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION)."
+    ),
+    jitter_us: float = typer.Option(
+        DEFAULT_JITTER_US, "--jitter-us", help="Mean start skew between nodes (us)."
+    ),
+    gpus_per_node: int | None = GPN_OPT,
+    nics_per_node: int | None = NICS_OPT,
+    switch: str | None = typer.Option(None, "--switch", help="Switch id (default per fabric)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed of the first run."),
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Simulate a collective under congestion: ECMP collisions, incast, PFC/DCQCN or credits.
+
+    Prints ideal vs simulated time (p50, p99), slowdown, busbw, paused time, victim flows, the
+    hottest links and small-message latency under load.
+    """
+    cat = catalog_from(catalog, as_json)
+    try:
+        size_bytes = float(parse_size(size))
+        case = Case(gpu=gpu, gpus=gpus, fabric=fabric, design=design,
+                    oversubscription=oversubscription, routing=routing,
+                    roce_quality=roce_quality, pattern=pattern, size_bytes=size_bytes,
+                    seeds=seeds, placement=placement, cluster_gpus=cluster_gpus,
+                    background=background, qps=qps, jitter_us=jitter_us,
+                    gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, switch=switch,
+                    seed=seed)  # fmt: skip
+        case.check()
+        if case.roce_quality not in qualities():
+            raise CaseError(f"roce_quality: unknown '{roce_quality}'; known: "
+                            f"{', '.join(qualities())}")  # fmt: skip
+        show = seeds >= PROGRESS_MIN_SEEDS and not as_json
+        if show:
+            with Progress("[progress.description]{task.description}", BarColumn(),
+                          MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                          transient=True) as bar:  # fmt: skip
+                task = bar.add_task("simulating", total=seeds)
+                result = run_case(case, cat, lambda n: bar.advance(task, n))
+        else:
+            result = run_case(case, cat)
+    except UnknownIdError as exc:
+        fail(str(exc), as_json=as_json)
+    except (CaseError, TopologyError, ValueError) as exc:
+        fail(str(exc), as_json=as_json)
+    out = result.to_dict()
+    if as_json:
+        emit_json(out)
+        return
+    lat = out["latency_under_load_us"]
+    console.print(kv_table(
+        f"{pattern} of {size} on {gpus} x {gpu}, {fabric} ({out['routing']}, "
+        f"{out['flow_control']}), {design}",
+        [
+            ("nodes", out["nodes"]),
+            ("ideal time (us)", out["ideal_time_us"]),
+            ("p50 / p99 time (us)", (out["p50_time_us"], out["p99_time_us"])),
+            ("p50 / p99 slowdown", (out["p50_slowdown"], out["p99_slowdown"])),
+            ("network transfer slowdown (p50)", out["network_slowdown_p50"]),
+            ("busbw ideal / p50 (GB/s)", (out["busbw_ideal_GBps"], out["busbw_p50_GBps"])),
+            ("paused time (share of job links)", out["paused_fraction"]),
+            ("victim flows (per run)", out["victim_flows"]),
+            ("small-message latency p50 / p99 / p99.9 (us)",
+             (lat["p50"], lat["p99"], lat["p99.9"])),
+            ("seeds", out["seeds"]),
+        ],
+    ))  # fmt: skip
+    if out["hottest_links"]:
+        console.print(kv_table(
+            "hottest links (utilisation)",
+            [(f"{h['link']} {h['from']} -> {h['to']}", h["utilisation"])
+             for h in out["hottest_links"]],
+        ))  # fmt: skip

@@ -1,0 +1,75 @@
+"""Congestion backends for the collective model (the interface in collectives.congestion).
+
+Both answer one question per configuration and algorithm: by what factor does the fabric stretch
+the bandwidth term? ``ClosedFormECMP`` uses the balls-into-bins law (fast; ring and tree
+traffic on a Clos, contiguous placement, no background); ``SimulatedCongestion`` runs the
+flow-level simulator (any routing, placement, background load and flow control).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from fabricplan.collectives.model import NVLS_TREE, RING, TREE, A, SystemArrays
+from fabricplan.congestion import traffic as T
+from fabricplan.congestion.closed_form import collision_slowdown
+from fabricplan.congestion.network import Network
+from fabricplan.congestion.simulate import Case, run_case
+from fabricplan.topology import build_graph, design_fabric
+
+# Which traffic pattern stands for each NCCL algorithm's network traffic.
+_PATTERN_COLUMNS = (("ring-allreduce", (RING,)), ("tree-allreduce", (TREE, NVLS_TREE)))
+
+
+@dataclass(frozen=True)
+class ClosedFormECMP:
+    """Expected ECMP collision slowdown of ring and tree channels, in closed form."""
+
+    gpu: str = "h100"
+    fabric: str = "roce-400g"
+    design: str = "fat-tree"
+    oversubscription: float = 1.0
+    qps: int = 1
+    name: str = "ecmp-closed-form"
+
+    def _one(self, nodes: int, k: int, m: int, pattern: str) -> float:
+        d = design_fabric(nodes * k, self.design, self.fabric, gpu=self.gpu,
+                          oversubscription=self.oversubscription, gpus_per_node=k,
+                          nics_per_node=m)  # fmt: skip
+        g = build_graph(d.layout, 1.0, 1.0)
+        nic = d.fabric.nic_goodput_GBps.nominal
+        net = Network(g, nic / (d.fabric.line_rate_gbps / 8))
+        tr = T.pattern(pattern, g, np.arange(nodes), 1.0)
+        return collision_slowdown(net, tr, self.qps, nic / T.CHANNELS_PER_NIC)
+
+    def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
+        out = np.ones((len(sa), A))
+        for i in range(len(sa)):
+            nodes, k, m = int(sa.nodes[i]), int(sa.k[i]), int(sa.m[i])
+            if nodes < 2:
+                continue
+            for pattern, cols in _PATTERN_COLUMNS:
+                out[i, list(cols)] = self._one(nodes, k, m, pattern)
+        return out
+
+
+@dataclass(frozen=True)
+class SimulatedCongestion:
+    """Median network slowdown from the flow-level simulator, per configuration."""
+
+    case: Case = field(default_factory=lambda: Case(seeds=20, jitter_us=0.0))
+    name: str = "flow-simulation"
+
+    def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
+        out = np.ones((len(sa), A))
+        for i in range(len(sa)):
+            nodes, k, m = int(sa.nodes[i]), int(sa.k[i]), int(sa.m[i])
+            if nodes < 2:
+                continue
+            for pattern, cols in _PATTERN_COLUMNS:
+                c = replace(self.case, gpus=nodes * k, gpus_per_node=k, nics_per_node=m,
+                            pattern=pattern)  # fmt: skip
+                out[i, list(cols)] = float(np.median(run_case(c).network_slowdowns))
+        return out

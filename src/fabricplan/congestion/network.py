@@ -1,0 +1,240 @@
+"""The fabric as the congestion layer sees it: directed lanes and hop-by-hop routing.
+
+Every physical link becomes two *lanes* (one per direction); parallel cables between two
+switches are separate lanes, because an ECMP hash picks one port, not a bundle. Routing walks
+all flows one hop at a time, vectorised: at each switch the candidates are the lanes one hop
+closer (in switch hops) to the destination's leaf, which are exactly the equal-cost next hops
+of ECMP on Clos and minimal dragonfly routes.
+
+Routing modes:
+- ``ecmp``: each queue pair is hashed onto one candidate (uniform, a fresh seed per run);
+- ``adaptive``: load-aware choice (InfiniBand adaptive routing): each flow is cut into
+  pieces routed in rounds, each piece taking the least-loaded candidate given the pieces
+  before it (NVIDIA Quantum-2 adaptive routing picks the least-loaded output per packet);
+- ``spray``: every packet on a different path: the flow splits evenly over all candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
+
+from fabricplan.topology.graph import E_NODE_LEAF, E_NVLINK, E_PCIE, LEAF, FabricGraph
+
+ROUTINGS = ("ecmp", "adaptive", "spray")
+# Pieces per flow and routing rounds for adaptive routing: enough that the last pieces see an
+# almost complete load picture (a per-packet scheme sees it exactly).
+ADAPTIVE_PIECES = 8
+ADAPTIVE_ROUNDS = 16
+
+
+@dataclass(frozen=True)
+class Routed:
+    """Flow x lane incidence: ``lane[i]`` carries ``weight[i]`` of flow ``flow[i]``'s rate."""
+
+    lane: np.ndarray
+    flow: np.ndarray
+    weight: np.ndarray
+
+    def matrix(self, lanes: int, flows: int) -> csr_matrix:
+        return csr_matrix((self.weight, (self.lane, self.flow)), shape=(lanes, flows))
+
+
+@dataclass(frozen=True, eq=False)
+class Network:
+    """Lanes of a :class:`FabricGraph` with their capacities (GB/s of payload)."""
+
+    graph: FabricGraph
+    efficiency: float  # payload share of the line rate (the fabric's NIC goodput / line rate)
+
+    @cached_property
+    def _lane_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        g = self.graph
+        width = g.width.astype(np.int64)
+        edge = np.repeat(np.arange(len(width)), width)
+        return edge, np.concatenate([np.zeros(1, np.int64), np.cumsum(width)])
+
+    @cached_property
+    def tail(self) -> np.ndarray:
+        edge, _ = self._lane_edges
+        return np.stack([self.graph.src[edge], self.graph.dst[edge]], 1).ravel()
+
+    @cached_property
+    def head(self) -> np.ndarray:
+        edge, _ = self._lane_edges
+        return np.stack([self.graph.dst[edge], self.graph.src[edge]], 1).ravel()
+
+    @cached_property
+    def edge(self) -> np.ndarray:
+        return np.repeat(self._lane_edges[0], 2)
+
+    @cached_property
+    def kind(self) -> np.ndarray:
+        return self.graph.edge_kind[self.edge]
+
+    @cached_property
+    def capacity(self) -> np.ndarray:
+        g = self.graph
+        per_link = g.capacity_GBps / g.width
+        network = (self.kind != E_NVLINK) & (self.kind != E_PCIE)
+        return np.where(network, per_link[self.edge] * self.efficiency, per_link[self.edge])
+
+    @property
+    def lanes(self) -> int:
+        return len(self.tail)
+
+    @cached_property
+    def _nic_lanes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per NIC (in vertex order): its uplink lane, downlink lane and leaf switch."""
+        g = self.graph
+        nic0 = g.nodes * (g.gpus_per_node + 1)
+        n = g.nodes * g.nics_per_node
+        up = np.full(n, -1)
+        down = np.full(n, -1)
+        leaf = np.full(n, -1)
+        lanes = np.flatnonzero(self.kind == E_NODE_LEAF)
+        from_nic = lanes[(self.tail[lanes] >= nic0) & (self.tail[lanes] < nic0 + n)]
+        to_nic = lanes[(self.head[lanes] >= nic0) & (self.head[lanes] < nic0 + n)]
+        # a NIC with several ports keeps the first: the collective layer counts ports as NICs
+        up[self.tail[from_nic[::-1]] - nic0] = from_nic[::-1]
+        down[self.head[to_nic[::-1]] - nic0] = to_nic[::-1]
+        leaf[self.tail[from_nic[::-1]] - nic0] = self.head[from_nic[::-1]]
+        return up, down, leaf
+
+    def nic_index(self, nic_vertex: np.ndarray) -> np.ndarray:
+        g = self.graph
+        return np.asarray(nic_vertex) - g.nodes * (g.gpus_per_node + 1)
+
+    def uplink(self, nic_vertex: np.ndarray) -> np.ndarray:
+        return self._nic_lanes[0][self.nic_index(nic_vertex)]
+
+    def downlink(self, nic_vertex: np.ndarray) -> np.ndarray:
+        return self._nic_lanes[1][self.nic_index(nic_vertex)]
+
+    def leaf_of(self, nic_vertex: np.ndarray) -> np.ndarray:
+        return self._nic_lanes[2][self.nic_index(nic_vertex)]
+
+    @property
+    def switch_table(self) -> tuple[int, np.ndarray, np.ndarray]:
+        return self._switches
+
+    @cached_property
+    def _switches(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """First switch vertex, and per switch its outgoing switch lanes (padded with -1) and
+        their heads (local switch numbers)."""
+        g = self.graph
+        sw0 = int(np.flatnonzero(g.vertex_kind >= LEAF)[0])
+        n_sw = g.vertices - sw0
+        lanes = np.flatnonzero((self.tail >= sw0) & (self.head >= sw0))
+        tail = self.tail[lanes] - sw0
+        order = np.argsort(tail, kind="stable")
+        lanes, tail = lanes[order], tail[order]
+        degree = np.bincount(tail, minlength=n_sw)
+        width = max(int(degree.max(initial=0)), 1)
+        slot = np.arange(len(lanes)) - np.repeat(np.cumsum(degree) - degree, degree)
+        out = np.full((n_sw, width), -1, np.int64)
+        out[tail, slot] = lanes
+        heads = np.where(out >= 0, self.head[np.maximum(out, 0)] - sw0, -1)
+        return sw0, out, heads
+
+    def _distances(self, targets: np.ndarray) -> np.ndarray:
+        """Switch hops from every switch to each target switch (local numbers), (T, S)."""
+        _, out, heads = self._switches
+        n_sw = out.shape[0]
+        rows = np.repeat(np.arange(n_sw), out.shape[1])
+        keep = heads.ravel() >= 0
+        adj = csr_matrix((np.ones(keep.sum()), (rows[keep], heads.ravel()[keep])),
+                         shape=(n_sw, n_sw))  # fmt: skip
+        return shortest_path(adj, unweighted=True, indices=targets, directed=True)
+
+    def route(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        mode: str,
+        rng: np.random.Generator,
+        qps: int = 1,
+        demand: np.ndarray | None = None,
+        preload: np.ndarray | None = None,
+    ) -> Routed:
+        """Lanes of NIC-to-NIC flows ``src[i] -> dst[i]`` (NIC vertices), with weights.
+
+        ``demand`` (GB/s per flow) and ``preload`` (GB/s per lane already used, e.g. by
+        background traffic) steer adaptive routing; ECMP and spraying ignore load.
+        """
+        if mode not in ROUTINGS:
+            raise ValueError(f"unknown routing '{mode}'; known: {', '.join(ROUTINGS)}")
+        src, dst = np.asarray(src), np.asarray(dst)
+        n = len(src)
+        sw0, out, heads = self._switches
+        s_leaf = self.leaf_of(src) - sw0
+        d_leaf = self.leaf_of(dst) - sw0
+        targets, t_idx = np.unique(d_leaf, return_inverse=True)
+        dist = self._distances(targets)
+        pieces = {"ecmp": qps, "adaptive": ADAPTIVE_PIECES, "spray": 1}[mode]
+        flow = np.repeat(np.arange(n), pieces)
+        here = np.repeat(s_leaf, pieces)
+        mass = np.full(len(flow), 1.0 / pieces)
+        tgt = t_idx[flow]
+        lanes_out = [self.uplink(src), self.downlink(dst)]
+        flows_out = [np.arange(n), np.arange(n)]
+        weights_out = [np.ones(n), np.ones(n)]
+        load = np.zeros(self.lanes) if preload is None else np.asarray(preload, float).copy()
+        rate = np.ones(n) if demand is None else np.asarray(demand, float)
+        rounds = (rng.integers(0, ADAPTIVE_ROUNDS, len(flow)) if mode == "adaptive"
+                  else np.zeros(len(flow), np.int64))  # fmt: skip
+        for rnd in range(int(rounds.max(initial=0)) + 1):
+            sel = rounds == rnd
+            f, v, w, t = flow[sel], here[sel], mass[sel], tgt[sel]
+            while len(f):
+                d_here = dist[t, v]
+                moving = d_here > 0
+                f, v, w, t, d_here = f[moving], v[moving], w[moving], t[moving], d_here[moving]
+                if not len(f):
+                    break
+                cand, nxt = out[v], heads[v]
+                ok = (cand >= 0) & (dist[t[:, None], np.maximum(nxt, 0)] == d_here[:, None] - 1)
+                count = ok.sum(1)
+                if (count == 0).any():
+                    raise ValueError("no route between two NICs of the fabric")
+                if mode == "spray":
+                    rows, cols = np.nonzero(ok)
+                    f, w, t = f[rows], (w / count)[rows], t[rows]
+                    lane, v = cand[rows, cols], nxt[rows, cols]
+                    # merge pieces of one flow that meet at the same switch
+                    key = f.astype(np.int64) * out.shape[0] + v
+                    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+                    lanes_out.append(lane)
+                    flows_out.append(f)
+                    weights_out.append(w)
+                    w = np.bincount(inv, weights=w)
+                    f, v, t = f[first], v[first], t[first]
+                    continue
+                if mode == "ecmp":
+                    pick = np.floor(rng.random(len(f)) * count).astype(np.int64)
+                    col = np.argmax(np.cumsum(ok, 1) > pick[:, None], axis=1)
+                else:  # adaptive: least loaded first, then round-robin over candidates
+                    score = np.where(ok, load[np.maximum(cand, 0)], np.inf)
+                    score = score + rng.random(score.shape) * 1e-9
+                    order = np.argsort(score, axis=1)
+                    # pieces at one switch heading the same way spread over the candidates
+                    # in load order, as successive per-packet decisions would
+                    key = v.astype(np.int64) * len(targets) + t
+                    srt = np.argsort(key, kind="stable")
+                    starts = np.r_[True, key[srt][1:] != key[srt][:-1]]
+                    group_start = np.maximum.accumulate(np.where(starts, np.arange(len(f)), 0))
+                    rank = np.empty(len(f), np.int64)
+                    rank[srt] = np.arange(len(f)) - group_start
+                    col = order[np.arange(len(f)), rank % count]
+                row = np.arange(len(f))
+                lane, v = cand[row, col], nxt[row, col]
+                np.add.at(load, lane, w * rate[f])
+                lanes_out.append(lane)
+                flows_out.append(f)
+                weights_out.append(w)
+        return Routed(np.concatenate(lanes_out), np.concatenate(flows_out),
+                      np.concatenate(weights_out))  # fmt: skip

@@ -1,0 +1,271 @@
+"""One congestion case, Monte Carlo over hash seeds and start jitter.
+
+Per seed: place the job, route its flows (and any background load), share the links max-min
+fairly, apply what the fabric's flow control does to congested links (:mod:`lossless`), then
+run the flows to completion. The ideal is the same job alone on a fabric where only the NICs
+limit it. The collective model supplies the latency part, so ``time = ideal collective time
++ (simulated network time - ideal network time)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy.sparse import csr_matrix
+
+from fabricplan.catalog import Catalog, default_catalog
+from fabricplan.collectives import build_system, bus_factor, sweep
+from fabricplan.collectives.model import SystemArrays
+from fabricplan.congestion import traffic as T
+from fabricplan.congestion.lossless import FlowControl, Quality, apply_flow_control, quality
+from fabricplan.congestion.network import ROUTINGS, Network
+from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
+from fabricplan.congestion.waterfill import complete, max_min_rates
+from fabricplan.topology import DESIGNS, build_graph, design_fabric
+
+# Assumption: ranks enter a collective a few microseconds apart (host scheduling and kernel
+# launch; a CUDA launch alone costs ~2-4 us). Exponential skew with this mean per node.
+DEFAULT_JITTER_US = 2.0
+# NCCL_IB_QPS_PER_CONNECTION default (NCCL environment-variable documentation).
+DEFAULT_QPS = 1
+PATTERN_OP = {"ring-allreduce": ("all_reduce", "ring"), "tree-allreduce": ("all_reduce", "tree"),
+              "alltoall": ("alltoall", None), "incast": ("sendrecv", None)}  # fmt: skip
+
+
+class CaseError(ValueError):
+    """An impossible or out-of-range congestion case; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Case:
+    gpu: str = "h100"
+    gpus: int = 1024
+    fabric: str = "roce-400g"
+    design: str = "fat-tree"
+    oversubscription: float = 1.0
+    routing: str | None = None  # None: the fabric's default
+    roce_quality: str = "tuned"
+    pattern: str = "ring-allreduce"
+    size_bytes: float = float(1 << 30)
+    seeds: int = 10
+    placement: str = "contiguous"
+    cluster_gpus: int | None = None  # None: the job's GPUs (x2 when fragmented)
+    background: float = 0.0  # load of other tenants' NICs, share of their goodput
+    qps: int = DEFAULT_QPS
+    jitter_us: float = DEFAULT_JITTER_US
+    gpus_per_node: int | None = None
+    nics_per_node: int | None = None
+    switch: str | None = None
+    seed: int = 0
+
+    def check(self) -> None:
+        def bad(name: str, value: object, allowed: str) -> CaseError:
+            return CaseError(f"{name}: {value!r} is not allowed; {allowed}")
+
+        if self.pattern not in T.PATTERNS:
+            raise bad("pattern", self.pattern, f"known: {', '.join(T.PATTERNS)}")
+        if self.placement not in T.PLACEMENTS:
+            raise bad("placement", self.placement, f"known: {', '.join(T.PLACEMENTS)}")
+        if self.routing is not None and self.routing not in ROUTINGS:
+            raise bad("routing", self.routing, f"known: {', '.join(ROUTINGS)}")
+        if self.design not in DESIGNS:
+            raise bad("design", self.design, f"known: {', '.join(DESIGNS)}")
+        if not 1 <= self.seeds <= 100_000:
+            raise bad("seeds", self.seeds, "between 1 and 100000")
+        if not 1 <= self.qps <= 64:
+            raise bad("qps", self.qps, "between 1 and 64 queue pairs per connection")
+        if not 0.0 <= self.background <= 1.0:
+            raise bad("background", self.background, "a share of NIC goodput, 0 to 1")
+        if not (self.size_bytes > 0 and np.isfinite(self.size_bytes)):
+            raise bad("size", self.size_bytes, "a positive number of bytes")
+        if not 0.0 <= self.jitter_us <= 1e6:
+            raise bad("jitter_us", self.jitter_us, "0 to 1e6 microseconds")
+        if self.gpus < 2:
+            raise bad("gpus", self.gpus, "at least 2")
+        if self.cluster_gpus is not None and self.cluster_gpus < self.gpus:
+            raise bad("cluster_gpus", self.cluster_gpus, f"at least the job's {self.gpus} GPUs")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    nodes: int
+    routing: str
+    flow_control: str
+    ideal_time_us: float
+    times_us: np.ndarray  # per seed
+    network_slowdowns: np.ndarray  # per seed: simulated / ideal network transfer time
+    busbw_ideal_GBps: float
+    bus_factor: float
+    paused_fraction: float
+    victim_flows: float  # mean per seed
+    hottest_links: list[dict]
+    latency_us: dict[str, float]
+    layout: dict = field(default_factory=dict)
+
+    def pct(self, q: float) -> float:
+        return float(np.percentile(self.times_us, q))
+
+    def to_dict(self) -> dict:
+        p50, p99 = self.pct(50), self.pct(99)
+        size = self.case.size_bytes
+        return {
+            "case": asdict(self.case),
+            "nodes": self.nodes,
+            "routing": self.routing,
+            "flow_control": self.flow_control,
+            "ideal_time_us": self.ideal_time_us,
+            "p50_time_us": p50,
+            "p99_time_us": p99,
+            "p50_slowdown": p50 / self.ideal_time_us,
+            "p99_slowdown": p99 / self.ideal_time_us,
+            "network_slowdown_p50": float(np.median(self.network_slowdowns)),
+            "busbw_ideal_GBps": self.busbw_ideal_GBps,
+            "busbw_p50_GBps": size * self.bus_factor / (p50 * 1e3),
+            "busbw_p99_GBps": size * self.bus_factor / (p99 * 1e3),
+            "paused_fraction": self.paused_fraction,
+            "victim_flows": self.victim_flows,
+            "hottest_links": self.hottest_links,
+            "latency_under_load_us": self.latency_us,
+            "seeds": len(self.times_us),
+            "fabric_layout": self.layout,
+        }
+
+
+def _ideal_collective_us(case: Case, nodes: int, cat: Catalog) -> tuple[float, float]:
+    """The collective model's time for the pattern on an ideal fabric, and its bus factor."""
+    sys = build_system(case.gpu, nodes, case.fabric, gpus_per_node=case.gpus_per_node,
+                       nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
+    op, algo = PATTERN_OP[case.pattern]
+    sa = SystemArrays.of([sys])
+    if case.pattern == "incast":
+        return sys.p2p_latency_us, 1.0  # plus the network time, known after the ideal run
+    r = sweep(sa, op, np.array([case.size_bytes]), algorithms=[algo] if algo else None,
+              protocols=["Simple"])  # fmt: skip
+    return float(r.time_us[0, 0]), float(bus_factor(op, sys.nranks))
+
+
+def _matrix(net: Network, routed, tr: T.Traffic) -> csr_matrix:  # type: ignore[no-untyped-def]
+    return csr_matrix((routed.weight, (routed.lane, tr.column[routed.flow])),
+                      shape=(net.lanes, tr.columns))  # fmt: skip
+
+
+def run_case(case: Case, catalog: Catalog | None = None,
+             progress: Callable[[int], None] | None = None) -> CaseResult:  # fmt: skip
+    """Simulate ``case`` once per seed."""
+    case.check()
+    cat = catalog or default_catalog()
+    fab = cat.fabric(case.fabric)
+    g_spec = cat.gpu(case.gpu)
+    k = case.gpus_per_node or g_spec.node.gpus_per_node
+    if case.gpus % k:
+        raise CaseError(f"gpus: {case.gpus} is not a whole number of {k}-GPU nodes")
+    nodes = case.gpus // k
+    if case.pattern != "incast" and nodes < 2:
+        raise CaseError(f"gpus: {case.gpus} GPUs fit in one node; the network carries nothing")
+    cluster = case.cluster_gpus or (case.gpus * (2 if case.placement == "fragmented" else 1))
+    if cluster % k:
+        raise CaseError(f"cluster_gpus: {cluster} is not a whole number of {k}-GPU nodes")
+    routing = case.routing or fab.default_routing
+    if routing == "static":
+        routing = "ecmp"  # deterministic per-destination tables spread like a hash at scale
+    design = design_fabric(cluster, case.design, case.fabric, gpu=case.gpu, switch=case.switch,
+                           oversubscription=case.oversubscription, gpus_per_node=k,
+                           nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
+    sys = build_system(case.gpu, nodes, case.fabric, gpus_per_node=k,
+                       nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
+    graph = build_graph(design.layout, sys.nvlink_GBps, sys.nic_GBps)
+    net = Network(graph, efficiency=sys.nic_GBps / (fab.line_rate_gbps / 8))
+    qual: Quality | None = quality(case.roce_quality) if fab.family == "roce" else None
+    fc = FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes)
+    ideal_us, bus = _ideal_collective_us(case, nodes, cat)
+    incast_ideal = case.pattern == "incast"
+
+    rng = np.random.default_rng(case.seed)
+    probes = max(PROBES_PER_CASE // case.seeds, PROBES_MIN)
+    times, slows, paused, victims = [], [], [], []
+    hottest: dict[int, float] = {}
+    lat_samples = []
+    for _ in range(case.seeds):
+        job = T.place(graph.nodes, nodes, case.placement, rng)
+        tr = T.pattern(case.pattern, graph, job, case.size_bytes)
+        n_job = tr.columns
+        tr = tr.plus(T.background(graph, job, case.background, sys.nic_GBps, rng))
+        job_col = ~tr.background
+        # the ideal: job flows alone, limited by their NICs only
+        hop_job = job_col[tr.column]
+        ups, downs = net.uplink(tr.src[hop_job]), net.downlink(tr.dst[hop_job])
+        cols = tr.column[hop_job]
+        a_up = csr_matrix((np.ones(len(ups)), (ups, cols)), shape=(net.lanes, n_job))
+        a_ideal = a_up + csr_matrix((np.ones(len(downs)), (downs, cols)), shape=a_up.shape)
+        ideal = complete(a_ideal, net.capacity, tr.column_bytes[:n_job])
+        t_ideal = float(ideal.finish_us.max())
+        if incast_ideal:  # the receiving NIC sets the pace: part of the ideal, not congestion
+            ideal_us, incast_ideal = ideal_us + t_ideal, False
+        # what each sender pushes before congestion control reacts: its NIC share
+        pushed = max_min_rates(a_up, net.capacity)
+        demand = np.concatenate([pushed, tr.demand_GBps[n_job:]])
+        pre = np.zeros(net.lanes)
+        bg = tr.background[tr.column]
+        if bg.any():  # background is placed first (ECMP); adaptive routing sees its load
+            r_bg = net.route(tr.src[bg], tr.dst[bg], "ecmp", rng)
+            np.add.at(pre, r_bg.lane, r_bg.weight * tr.demand_GBps[tr.column[bg]][r_bg.flow])
+        routed = net.route(tr.src, tr.dst, routing, rng, qps=case.qps,
+                           demand=demand[tr.column], preload=pre)  # fmt: skip
+        a = _matrix(net, routed, tr)
+        rtt = 2 * sys.p2p_latency_us
+        eff = apply_flow_control(net, routed, tr.column, a, demand, tr.self_clocked, job_col,
+                                 fc, t_ideal, rtt)  # fmt: skip
+        starts = np.zeros(tr.columns)
+        if case.jitter_us > 0:
+            ready = rng.exponential(case.jitter_us, graph.nodes)
+            starts[:n_job] = [ready[c].max() if len(c) else 0.0 for c in tr.column_nodes[:n_job]]
+        cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
+        done = complete(a, eff.capacity, tr.column_bytes, starts, cap)
+        net_time = float(done.finish_us[:n_job].max())
+        slows.append(net_time / t_ideal)
+        times.append(ideal_us + net_time - t_ideal)
+        paused.append(eff.paused_fraction)
+        victims.append(int(np.count_nonzero(eff.victims)))
+        load = a @ max_min_rates(a, eff.capacity, cap=demand)
+        util = np.divide(load, eff.capacity, out=np.zeros_like(load), where=eff.capacity > 0)
+        for lane in np.argsort(util)[::-1][:5]:
+            hottest[int(lane)] = max(hottest.get(int(lane), 0.0), float(util[lane]))
+        job_hops = np.flatnonzero(job_col[tr.column])
+        lat_samples.append(latency_under_load(net, routed, job_hops, util, eff.queue_kb, fab,
+                                              cat, rng, probes))  # fmt: skip
+        if progress:
+            progress(1)
+    lat = np.concatenate(lat_samples)
+    top = sorted(hottest.items(), key=lambda kv: -kv[1])[:5]
+    return CaseResult(
+        case=case,
+        nodes=nodes,
+        routing=routing,
+        flow_control=fc.name,
+        ideal_time_us=ideal_us,
+        times_us=np.array(times),
+        network_slowdowns=np.array(slows),
+        busbw_ideal_GBps=case.size_bytes * bus / (ideal_us * 1e3),
+        bus_factor=bus,
+        paused_fraction=float(np.mean(paused)),
+        victim_flows=float(np.mean(victims)),
+        hottest_links=[_describe(net, lane, u) for lane, u in top],
+        latency_us={f"p{q:g}": float(np.percentile(lat, q)) for q in (50, 99, 99.9)},
+        layout={"tiers": design.layout.tiers, "switches": design.layout.switches},
+    )
+
+
+def _describe(net: Network, lane: int, utilisation: float) -> dict:
+    from fabricplan.topology.graph import EDGE_KINDS, VERTEX_KINDS
+
+    g = net.graph
+    t, h = int(net.tail[lane]), int(net.head[lane])
+    return {
+        "link": EDGE_KINDS[int(net.kind[lane])],
+        "from": f"{VERTEX_KINDS[g.vertex_kind[t]]} {t}",
+        "to": f"{VERTEX_KINDS[g.vertex_kind[h]]} {h}",
+        "utilisation": round(utilisation, 4),
+    }
