@@ -213,7 +213,7 @@ class Effect:
     capacity: np.ndarray  # per lane, after flow control
     pause: np.ndarray  # per lane, share of time paused
     hot: np.ndarray  # bool per lane: offered load above capacity
-    victims: np.ndarray  # bool per column: slowed without crossing a hot link
+    victims: np.ndarray  # bool per column: slowed by pauses (congestion spreading)
     queue_kb: dict[int, tuple[float, ...]]  # hot lane -> queue samples
     first_rates: np.ndarray | None
     paused_fraction: float
@@ -299,10 +299,11 @@ def apply_flow_control(net: Network, routed: Routed, col_of: np.ndarray, a: csr_
             pause[fresh] = phi
             nxt.append(fresh)
         level = np.concatenate(nxt) if nxt else np.zeros(0, np.int64)
+    # victims: flows that the pauses slow, beyond what the hot links themselves cost them
+    at_hot = max_min_rates(a, cap, cap=demand)
     cap = cap * (1 - pause)
     after = max_min_rates(a, cap, cap=demand)
-    crosses_hot = (a.T @ hot.astype(float)) > 0
-    victims = ~crosses_hot & (after < before * 0.99)
+    victims = after < at_hot * 0.99
     job_lanes = (a[:, job] if job.any() else a).sum(axis=1).A1 > 0
     paused_share = float(pause[job_lanes].mean()) if job_lanes.any() else 0.0
     return Effect(cap, pause, hot, victims, queues, before, paused_share)

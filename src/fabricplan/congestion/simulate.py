@@ -24,6 +24,7 @@ from fabricplan.congestion.network import ROUTINGS, Network
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
 from fabricplan.congestion.waterfill import complete, max_min_rates
 from fabricplan.topology import DESIGNS, build_graph, design_fabric
+from fabricplan.topology.graph import LEAF
 
 # Assumption: ranks enter a collective a few microseconds apart (host scheduling and kernel
 # launch; a CUDA launch alone costs ~2-4 us). Exponential skew with this mean per node.
@@ -184,6 +185,8 @@ def run_case(case: Case, catalog: Catalog | None = None,
     incast_ideal = case.pattern == "incast"
 
     rng = np.random.default_rng(case.seed)
+    kinds = graph.vertex_kind
+    switch_to_switch = (kinds[net.tail] >= LEAF) & (kinds[net.head] >= LEAF)
     probes = max(PROBES_PER_CASE // case.seeds, PROBES_MIN)
     times, slows, paused, victims = [], [], [], []
     hottest: dict[int, float] = {}
@@ -231,7 +234,8 @@ def run_case(case: Case, catalog: Catalog | None = None,
         victims.append(int(np.count_nonzero(eff.victims)))
         load = a @ max_min_rates(a, eff.capacity, cap=demand)
         util = np.divide(load, eff.capacity, out=np.zeros_like(load), where=eff.capacity > 0)
-        for lane in np.argsort(util)[::-1][:5]:
+        fabric_lanes = np.flatnonzero(switch_to_switch)
+        for lane in fabric_lanes[np.argsort(util[fabric_lanes])[::-1][:5]]:
             hottest[int(lane)] = max(hottest.get(int(lane), 0.0), float(util[lane]))
         job_hops = np.flatnonzero(job_col[tr.column])
         lat_samples.append(latency_under_load(net, routed, job_hops, util, eff.queue_kb, fab,

@@ -1,0 +1,44 @@
+"""Speed and scale of the flow-level congestion simulator.
+
+Targets: one ring all-reduce step over 16,384 GPUs (3-tier fat-tree, ECMP, one seed) under 2 s
+and 4 GiB; 100 seeds at 1,024 GPUs under 5 s; and how the cost grows with the GPU count.
+Run: python benchmarks/congestion.py
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+
+from fabricplan.catalog import default_catalog
+from fabricplan.congestion.simulate import Case, run_case
+
+
+def _timed(case: Case) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    out = run_case(case, default_catalog()).to_dict()
+    return time.perf_counter() - t0, out
+
+
+def main() -> None:
+    default_catalog()
+    run_case(Case(gpus=64, seeds=1))  # warm imports and caches
+    print("ring all-reduce, 1 GiB, fat-tree, ECMP, one seed:")
+    print(f"{'GPUs':>7} {'fabric':>10} {'tiers':>5} {'seconds':>8} {'slowdown':>9} {'peak RSS':>9}")
+    for gpus in (1024, 4096, 16384, 65536):
+        for fabric in ("ib-ndr", "roce-400g"):
+            case = Case(gpus=gpus, fabric=fabric, design="fat-tree", routing="ecmp", seeds=1)
+            secs, out = _timed(case)
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print(f"{gpus:>7} {fabric:>10} {out['fabric_layout']['tiers']:>5} {secs:>8.3f} "
+                  f"{out['network_slowdown_p50']:>9.3f} {rss:>7.0f} MB")  # fmt: skip
+    secs, out = _timed(Case(gpus=1024, fabric="roce-400g", routing="ecmp", seeds=100))
+    print(f"100 seeds at 1,024 GPUs (roce-400g, ECMP): {secs:.2f} s "
+          f"({100 / secs:.0f} seeds/s), p50 slowdown {out['p50_slowdown']:.3f}")  # fmt: skip
+    secs, out = _timed(Case(gpus=256, fabric="roce-400g", pattern="alltoall",
+                            size_bytes=2**28, seeds=1))  # fmt: skip
+    print(f"all-to-all at 256 GPUs, one seed: {secs:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

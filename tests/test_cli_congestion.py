@@ -1,0 +1,40 @@
+"""congestion through the installed entry point."""
+
+from __future__ import annotations
+
+import json
+
+from test_cli import run
+
+KEYS = ("ideal_time_us", "p50_time_us", "p99_time_us", "p50_slowdown", "p99_slowdown",
+        "busbw_p50_GBps", "paused_fraction", "victim_flows")  # fmt: skip
+
+
+def test_congestion_json_keys_and_qps_effect():
+    args = ("congestion", "--gpu", "h100", "--gpus", "512", "--fabric", "roce-400g",
+            "--roce-quality", "tuned", "--design", "fat-tree", "--routing", "ecmp",
+            "--pattern", "ring-allreduce", "--size", "8G", "--seeds", "5", "--json")  # fmt: skip
+    one = json.loads(run(*args).stdout)
+    four = json.loads(run(*args, "--qps", "4").stdout)
+    for key in KEYS:
+        assert key in one
+    assert one["p99_time_us"] >= one["p50_time_us"] >= one["ideal_time_us"]
+    assert one["p50_slowdown"] > 1.1
+    assert four["busbw_p50_GBps"] > 1.2 * one["busbw_p50_GBps"]
+    assert one["flow_control"] == "pfc+dcqcn" and one["nodes"] == 64
+
+
+def test_congestion_incast_table_and_pauses():
+    proc = run("congestion", "--gpus", "256", "--pattern", "incast", "--size", "16M",
+               "--roce-quality", "default", "--seeds", "2")  # fmt: skip
+    assert proc.returncode == 0
+    assert "paused time" in proc.stdout and "hottest links" in proc.stdout
+
+
+def test_congestion_bad_input_exits_2():
+    proc = run("congestion", "--gpus", "1024", "--placement", "scattered")
+    assert proc.returncode == 2
+    assert "placement" in proc.stderr and "contiguous, fragmented" in proc.stderr
+    proc = run("congestion", "--roce-quality", "great", "--json")
+    assert proc.returncode == 2 and "tuned" in json.loads(proc.stdout)["error"]
+    assert "Traceback" not in proc.stderr
