@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from test_cli import run
 
 KEYS = ("ideal_time_us", "p50_time_us", "p99_time_us", "p50_slowdown", "p99_slowdown",
@@ -38,3 +40,13 @@ def test_congestion_bad_input_exits_2():
     proc = run("congestion", "--roce-quality", "great", "--json")
     assert proc.returncode == 2 and "tuned" in json.loads(proc.stdout)["error"]
     assert "Traceback" not in proc.stderr
+
+
+def test_congestion_pipeline_sends_adaptive_is_ideal():
+    out = json.loads(run("congestion", "--gpus", "1024", "--fabric", "ib-ndr", "--pattern",
+                         "pipeline", "--size", "256M", "--seeds", "3", "--jitter-us", "0",
+                         "--json").stdout)  # fmt: skip
+    assert out["routing"] == "adaptive"
+    assert out["network_slowdown_p50"] == pytest.approx(1.0, abs=0.02)
+    # one stage's 256 MiB over 8 NICs of ~48 GB/s: about 700 us
+    assert 600 < out["ideal_time_us"] < 800

@@ -32,7 +32,8 @@ DEFAULT_JITTER_US = 2.0
 # NCCL_IB_QPS_PER_CONNECTION default (NCCL environment-variable documentation).
 DEFAULT_QPS = 1
 PATTERN_OP = {"ring-allreduce": ("all_reduce", "ring"), "tree-allreduce": ("all_reduce", "tree"),
-              "alltoall": ("alltoall", None), "incast": ("sendrecv", None)}  # fmt: skip
+              "alltoall": ("alltoall", None), "incast": ("sendrecv", None),
+              "pipeline": ("sendrecv", None)}  # fmt: skip
 
 
 class CaseError(ValueError):
@@ -141,7 +142,7 @@ def _ideal_collective_us(case: Case, nodes: int, cat: Catalog) -> tuple[float, f
                        nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
     op, algo = PATTERN_OP[case.pattern]
     sa = SystemArrays.of([sys])
-    if case.pattern == "incast":
+    if case.pattern in ("incast", "pipeline"):
         return sys.p2p_latency_us, 1.0  # plus the network time, known after the ideal run
     r = sweep(sa, op, np.array([case.size_bytes]), algorithms=[algo] if algo else None,
               protocols=["Simple"])  # fmt: skip
@@ -182,7 +183,7 @@ def run_case(case: Case, catalog: Catalog | None = None,
     qual: Quality | None = quality(case.roce_quality) if fab.family == "roce" else None
     fc = FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes)
     ideal_us, bus = _ideal_collective_us(case, nodes, cat)
-    incast_ideal = case.pattern == "incast"
+    incast_ideal = case.pattern in ("incast", "pipeline")
 
     rng = np.random.default_rng(case.seed)
     kinds = graph.vertex_kind

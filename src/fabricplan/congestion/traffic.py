@@ -19,7 +19,7 @@ import numpy as np
 
 from fabricplan.topology.graph import FabricGraph
 
-PATTERNS = ("ring-allreduce", "tree-allreduce", "alltoall", "incast")
+PATTERNS = ("ring-allreduce", "tree-allreduce", "alltoall", "incast", "pipeline")
 PLACEMENTS = ("contiguous", "fragmented")
 # NCCL runs two channels per NIC on H100-class nodes (runtime channels = 2 x the search's one
 # per NIC; src/graph/connect.cc doubles them), so each NIC carries two ring connections.
@@ -148,6 +148,20 @@ def incast(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
                    np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
 
 
+def pipeline(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
+    """Pipeline-parallel sends: each node passes ``size`` bytes of activations to the next
+    stage's node, split over its rails, as independent flows."""
+    m = g.nics_per_node
+    a, b = nodes[:-1], nodes[1:]
+    rails = np.arange(m)
+    src = (g.nic(0, 0) + a[:, None] * m + rails).ravel()
+    dst = (g.nic(0, 0) + b[:, None] * m + rails).ravel()
+    cols = len(src)
+    return Traffic(src, dst, np.arange(cols), np.full(cols, size / m),
+                   [np.array([x]) for x in np.repeat(a, m)], np.zeros(cols, bool),
+                   np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
+
+
 def pattern(name: str, g: FabricGraph, nodes: np.ndarray, size: float,
             channels: int = CHANNELS_PER_NIC) -> Traffic:  # fmt: skip
     if name == "ring-allreduce":
@@ -158,6 +172,8 @@ def pattern(name: str, g: FabricGraph, nodes: np.ndarray, size: float,
         return alltoall(g, nodes, size)
     if name == "incast":
         return incast(g, nodes, size)
+    if name == "pipeline":
+        return pipeline(g, nodes, size)
     raise ValueError(f"unknown pattern '{name}'; known: {', '.join(PATTERNS)}")
 
 
