@@ -31,6 +31,12 @@ def test_congestion_incast_table_and_pauses():
                "--roce-quality", "default", "--seeds", "2")  # fmt: skip
     assert proc.returncode == 0
     assert "paused time" in proc.stdout and "hottest links" in proc.stdout
+    args = ("congestion", "--gpus", "256", "--pattern", "incast", "--size", "16M", "--seeds",
+            "2", "--json", "--roce-quality")  # fmt: skip
+    paused = json.loads(run(*args, "default").stdout)  # PFC acts before ECN: pauses
+    lossy = json.loads(run(*args, "misconfigured").stdout)  # no PFC: drops, go-back-N
+    assert paused["paused_fraction"] > 0.01 and lossy["paused_fraction"] == 0.0
+    assert lossy["p50_slowdown"] > 10 * paused["p50_slowdown"]
 
 
 def test_congestion_bad_input_exits_2():

@@ -12,13 +12,8 @@ from fabricplan.collectives import build_system, predict
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.backends import ClosedFormECMP, SimulatedCongestion
 from fabricplan.congestion.closed_form import collision_slowdown, expected_max_load, max_load_cdf
-from fabricplan.congestion.lossless import (
-    FlowControl,
-    apply_flow_control,
-    dcqcn_fluid,
-    go_back_n_efficiency,
-    quality,
-)
+from fabricplan.congestion.dcqcn import dcqcn_fluid, go_back_n_efficiency, quality
+from fabricplan.congestion.lossless import FlowControl, apply_flow_control
 from fabricplan.congestion.network import Network
 from fabricplan.congestion.simulate import Case, CaseError, run_case
 from fabricplan.congestion.waterfill import complete, max_min_rates

@@ -8,6 +8,7 @@ flow-level simulator (any routing, placement, background load and flow control).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -21,6 +22,20 @@ from fabricplan.topology import build_graph, design_fabric
 
 # Which traffic pattern stands for each NCCL algorithm's network traffic.
 _PATTERN_COLUMNS = (("ring-allreduce", (RING,)), ("tree-allreduce", (TREE, NVLS_TREE)))
+
+
+def _per_configuration(sa: SystemArrays, factor: Callable[[int, int, int, str], float]
+                       ) -> np.ndarray:  # fmt: skip
+    """(N, algorithms) slowdowns: ``factor(nodes, gpus per node, NICs per node, pattern)`` for
+    the algorithms each pattern stands for, 1 elsewhere and on single nodes."""
+    out = np.ones((len(sa), A))
+    for i in range(len(sa)):
+        nodes, k, m = int(sa.nodes[i]), int(sa.k[i]), int(sa.m[i])
+        if nodes < 2:
+            continue
+        for pattern, cols in _PATTERN_COLUMNS:
+            out[i, list(cols)] = factor(nodes, k, m, pattern)
+    return out
 
 
 @dataclass(frozen=True)
@@ -45,14 +60,7 @@ class ClosedFormECMP:
         return collision_slowdown(net, tr, self.qps, nic / T.CHANNELS_PER_NIC)
 
     def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
-        out = np.ones((len(sa), A))
-        for i in range(len(sa)):
-            nodes, k, m = int(sa.nodes[i]), int(sa.k[i]), int(sa.m[i])
-            if nodes < 2:
-                continue
-            for pattern, cols in _PATTERN_COLUMNS:
-                out[i, list(cols)] = self._one(nodes, k, m, pattern)
-        return out
+        return _per_configuration(sa, self._one)
 
 
 @dataclass(frozen=True)
@@ -62,14 +70,9 @@ class SimulatedCongestion:
     case: Case = field(default_factory=lambda: Case(seeds=20, jitter_us=0.0))
     name: str = "flow-simulation"
 
+    def _one(self, nodes: int, k: int, m: int, pattern: str) -> float:
+        c = replace(self.case, gpus=nodes * k, gpus_per_node=k, nics_per_node=m, pattern=pattern)
+        return float(np.median(run_case(c).network_slowdowns))
+
     def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
-        out = np.ones((len(sa), A))
-        for i in range(len(sa)):
-            nodes, k, m = int(sa.nodes[i]), int(sa.k[i]), int(sa.m[i])
-            if nodes < 2:
-                continue
-            for pattern, cols in _PATTERN_COLUMNS:
-                c = replace(self.case, gpus=nodes * k, gpus_per_node=k, nics_per_node=m,
-                            pattern=pattern)  # fmt: skip
-                out[i, list(cols)] = float(np.median(run_case(c).network_slowdowns))
-        return out
+        return _per_configuration(sa, self._one)

@@ -22,8 +22,7 @@ from fabricplan.congestion import traffic as T
 from fabricplan.congestion.network import Network
 from fabricplan.topology.graph import E_LEAF_SPINE
 
-# Beyond this many balls the law is evaluated on a grid of k only up to where it reaches 1
-# within this tolerance.
+# The law is evaluated for k = ceil(m/n), ... only until it reaches 1 within this tolerance.
 CDF_TOLERANCE = 1e-12
 
 
@@ -50,9 +49,7 @@ def max_load_cdf(m: int, n: int) -> np.ndarray:
         return out
     lam = m / n
     p_sum = poisson.pmf(m, m)  # the sum of n Poisson(m/n) is Poisson(m)
-    k0 = int(np.ceil(lam))
-    out[:k0] = 0.0
-    for k in range(k0, m + 1):
+    for k in range(int(np.ceil(lam)), m + 1):  # no bin can hold fewer than m/n at most
         f = poisson.cdf(k, lam)
         trunc = poisson.pmf(np.arange(k + 1), lam) / f
         conv = _power(trunc, n, m + 1)

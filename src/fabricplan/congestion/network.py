@@ -118,12 +118,8 @@ class Network:
     def leaf_of(self, nic_vertex: np.ndarray) -> np.ndarray:
         return self._nic_lanes[2][self.nic_index(nic_vertex)]
 
-    @property
-    def switch_table(self) -> tuple[int, np.ndarray, np.ndarray]:
-        return self._switches
-
     @cached_property
-    def _switches(self) -> tuple[int, np.ndarray, np.ndarray]:
+    def switch_table(self) -> tuple[int, np.ndarray, np.ndarray]:
         """First switch vertex, and per switch its outgoing switch lanes (padded with -1) and
         their heads (local switch numbers)."""
         g = self.graph
@@ -143,7 +139,7 @@ class Network:
 
     def _distances(self, targets: np.ndarray) -> np.ndarray:
         """Switch hops from every switch to each target switch (local numbers), (T, S)."""
-        _, out, heads = self._switches
+        _, out, heads = self.switch_table
         n_sw = out.shape[0]
         rows = np.repeat(np.arange(n_sw), out.shape[1])
         keep = heads.ravel() >= 0
@@ -170,7 +166,7 @@ class Network:
             raise ValueError(f"unknown routing '{mode}'; known: {', '.join(ROUTINGS)}")
         src, dst = np.asarray(src), np.asarray(dst)
         n = len(src)
-        sw0, out, heads = self._switches
+        sw0, out, heads = self.switch_table
         s_leaf = self.leaf_of(src) - sw0
         d_leaf = self.leaf_of(dst) - sw0
         targets, t_idx = np.unique(d_leaf, return_inverse=True)

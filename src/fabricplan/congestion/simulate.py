@@ -15,25 +15,32 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from fabricplan.catalog import Catalog, default_catalog
+from fabricplan.catalog import Catalog, Fabric, default_catalog
 from fabricplan.collectives import build_system, bus_factor, sweep
 from fabricplan.collectives.model import SystemArrays
+from fabricplan.collectives.system import CommSystem
 from fabricplan.congestion import traffic as T
-from fabricplan.congestion.lossless import FlowControl, Quality, apply_flow_control, quality
-from fabricplan.congestion.network import ROUTINGS, Network
+from fabricplan.congestion.dcqcn import qualities, quality
+from fabricplan.congestion.lossless import Effect, FlowControl, apply_flow_control
+from fabricplan.congestion.network import ROUTINGS, Network, Routed
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
 from fabricplan.congestion.waterfill import complete, max_min_rates
 from fabricplan.topology import DESIGNS, build_graph, design_fabric
-from fabricplan.topology.graph import LEAF
+from fabricplan.topology.graph import EDGE_KINDS, LEAF, VERTEX_KINDS
 
 # Assumption: ranks enter a collective a few microseconds apart (host scheduling and kernel
 # launch; a CUDA launch alone costs ~2-4 us). Exponential skew with this mean per node.
 DEFAULT_JITTER_US = 2.0
 # NCCL_IB_QPS_PER_CONNECTION default (NCCL environment-variable documentation).
 DEFAULT_QPS = 1
+# The collective-model op (and forced algorithm) whose ideal time a pattern's run starts from.
 PATTERN_OP = {"ring-allreduce": ("all_reduce", "ring"), "tree-allreduce": ("all_reduce", "tree"),
-              "alltoall": ("alltoall", None), "incast": ("sendrecv", None),
-              "pipeline": ("sendrecv", None)}  # fmt: skip
+              "alltoall": ("alltoall", None)}  # fmt: skip
+# Point-to-point patterns: their ideal is one message latency plus the NIC-limited transfer.
+P2P_PATTERNS = ("incast", "pipeline")
+# A fragmented job is scattered over a fabric this many times its size (unless told otherwise).
+FRAGMENTED_CLUSTER_FACTOR = 2
+HOTTEST_SHOWN = 5  # switch-to-switch links reported per case
 
 
 class CaseError(ValueError):
@@ -88,6 +95,8 @@ class Case:
             raise bad("gpus", self.gpus, "at least 2")
         if self.cluster_gpus is not None and self.cluster_gpus < self.gpus:
             raise bad("cluster_gpus", self.cluster_gpus, f"at least the job's {self.gpus} GPUs")
+        if self.roce_quality not in qualities():
+            raise bad("roce_quality", self.roce_quality, f"known: {', '.join(qualities())}")
 
 
 @dataclass(frozen=True)
@@ -136,22 +145,82 @@ class CaseResult:
         }
 
 
-def _ideal_collective_us(case: Case, nodes: int, cat: Catalog) -> tuple[float, float]:
-    """The collective model's time for the pattern on an ideal fabric, and its bus factor."""
-    sys = build_system(case.gpu, nodes, case.fabric, gpus_per_node=case.gpus_per_node,
-                       nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
+def _ideal_collective_us(case: Case, sys: CommSystem) -> tuple[float, float]:
+    """The collective model's time for the pattern on an ideal fabric, and its bus factor;
+    for point-to-point patterns only the message latency (the transfer comes from the run)."""
+    if case.pattern in P2P_PATTERNS:
+        return sys.p2p_latency_us, 1.0
     op, algo = PATTERN_OP[case.pattern]
-    sa = SystemArrays.of([sys])
-    if case.pattern in ("incast", "pipeline"):
-        return sys.p2p_latency_us, 1.0  # plus the network time, known after the ideal run
-    r = sweep(sa, op, np.array([case.size_bytes]), algorithms=[algo] if algo else None,
-              protocols=["Simple"])  # fmt: skip
+    r = sweep(SystemArrays.of([sys]), op, np.array([case.size_bytes]),
+              algorithms=[algo] if algo else None, protocols=["Simple"])  # fmt: skip
     return float(r.time_us[0, 0]), float(bus_factor(op, sys.nranks))
 
 
-def _matrix(net: Network, routed, tr: T.Traffic) -> csr_matrix:  # type: ignore[no-untyped-def]
+def _columns(net: Network, routed: Routed, tr: T.Traffic) -> csr_matrix:
+    """Lane x column matrix: the hop flows of a column add up."""
     return csr_matrix((routed.weight, (routed.lane, tr.column[routed.flow])),
                       shape=(net.lanes, tr.columns))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Setup:
+    case: Case
+    nodes: int
+    sys: CommSystem
+    fabric: Fabric
+    net: Network
+    routing: str
+    fc: FlowControl
+    switch_latency_ns: float
+    probes: int
+
+
+@dataclass(frozen=True)
+class _Seed:
+    ideal_net_us: float  # the job alone, limited by its NICs
+    net_us: float  # simulated network time
+    effect: Effect
+    utilisation: np.ndarray  # per lane
+    latency_us: np.ndarray  # probe samples
+
+
+def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
+    case, net, graph = st.case, st.net, st.net.graph
+    job = T.place(graph.nodes, st.nodes, case.placement, rng)
+    tr = T.pattern(case.pattern, graph, job, case.size_bytes)
+    n_job = tr.columns
+    tr = tr.plus(T.background(graph, job, case.background, st.sys.nic_GBps, rng))
+    job_col = ~tr.background
+    # the ideal: job flows alone, limited by their NICs only
+    hop_job = job_col[tr.column]
+    ups, downs = net.uplink(tr.src[hop_job]), net.downlink(tr.dst[hop_job])
+    cols = tr.column[hop_job]
+    a_up = csr_matrix((np.ones(len(ups)), (ups, cols)), shape=(net.lanes, n_job))
+    a_ideal = a_up + csr_matrix((np.ones(len(downs)), (downs, cols)), shape=a_up.shape)
+    t_ideal = float(complete(a_ideal, net.capacity, tr.column_bytes[:n_job]).finish_us.max())
+    # what each sender pushes before congestion control reacts: its NIC share
+    demand = np.concatenate([max_min_rates(a_up, net.capacity), tr.demand_GBps[n_job:]])
+    pre = np.zeros(net.lanes)
+    bg = tr.background[tr.column]
+    if bg.any():  # background is placed first (ECMP); adaptive routing sees its load
+        r_bg = net.route(tr.src[bg], tr.dst[bg], "ecmp", rng)
+        np.add.at(pre, r_bg.lane, r_bg.weight * tr.demand_GBps[tr.column[bg]][r_bg.flow])
+    routed = net.route(tr.src, tr.dst, st.routing, rng, qps=case.qps,
+                       demand=demand[tr.column], preload=pre)  # fmt: skip
+    a = _columns(net, routed, tr)
+    eff = apply_flow_control(net, routed, tr.column, a, demand, tr.self_clocked, job_col, st.fc,
+                             t_ideal, 2 * st.sys.p2p_latency_us)  # fmt: skip
+    starts = np.zeros(tr.columns)
+    if case.jitter_us > 0:
+        ready = rng.exponential(case.jitter_us, graph.nodes)
+        starts[:n_job] = [ready[c].max() if len(c) else 0.0 for c in tr.column_nodes[:n_job]]
+    cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
+    done = complete(a, eff.capacity, tr.column_bytes, starts, cap)
+    load = a @ eff.rates
+    util = np.divide(load, eff.capacity, out=np.zeros_like(load), where=eff.capacity > 0)
+    lat = latency_under_load(net, routed, np.flatnonzero(hop_job), util, eff.queue_kb,
+                             st.fabric, st.switch_latency_ns, rng, st.probes)  # fmt: skip
+    return _Seed(t_ideal, float(done.finish_us[:n_job].max()), eff, util, lat)
 
 
 def run_case(case: Case, catalog: Catalog | None = None,
@@ -160,14 +229,14 @@ def run_case(case: Case, catalog: Catalog | None = None,
     case.check()
     cat = catalog or default_catalog()
     fab = cat.fabric(case.fabric)
-    g_spec = cat.gpu(case.gpu)
-    k = case.gpus_per_node or g_spec.node.gpus_per_node
+    k = case.gpus_per_node or cat.gpu(case.gpu).node.gpus_per_node
     if case.gpus % k:
         raise CaseError(f"gpus: {case.gpus} is not a whole number of {k}-GPU nodes")
     nodes = case.gpus // k
     if case.pattern != "incast" and nodes < 2:
         raise CaseError(f"gpus: {case.gpus} GPUs fit in one node; the network carries nothing")
-    cluster = case.cluster_gpus or (case.gpus * (2 if case.placement == "fragmented" else 1))
+    spread = FRAGMENTED_CLUSTER_FACTOR if case.placement == "fragmented" else 1
+    cluster = case.cluster_gpus or case.gpus * spread
     if cluster % k:
         raise CaseError(f"cluster_gpus: {cluster} is not a whole number of {k}-GPU nodes")
     routing = case.routing or fab.default_routing
@@ -180,83 +249,47 @@ def run_case(case: Case, catalog: Catalog | None = None,
                        nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
     graph = build_graph(design.layout, sys.nvlink_GBps, sys.nic_GBps)
     net = Network(graph, efficiency=sys.nic_GBps / (fab.line_rate_gbps / 8))
-    qual: Quality | None = quality(case.roce_quality) if fab.family == "roce" else None
-    fc = FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes)
-    ideal_us, bus = _ideal_collective_us(case, nodes, cat)
-    incast_ideal = case.pattern in ("incast", "pipeline")
+    qual = quality(case.roce_quality) if fab.family == "roce" else None
+    st = _Setup(case, nodes, sys, fab, net, routing,
+                FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes),
+                design.switch.port_to_port_latency_ns.nominal,
+                max(PROBES_PER_CASE // case.seeds, PROBES_MIN))  # fmt: skip
+    base_us, bus = _ideal_collective_us(case, sys)
+    p2p = case.pattern in P2P_PATTERNS
 
     rng = np.random.default_rng(case.seed)
     kinds = graph.vertex_kind
-    switch_to_switch = (kinds[net.tail] >= LEAF) & (kinds[net.head] >= LEAF)
-    probes = max(PROBES_PER_CASE // case.seeds, PROBES_MIN)
-    times, slows, paused, victims = [], [], [], []
+    fabric_lanes = np.flatnonzero((kinds[net.tail] >= LEAF) & (kinds[net.head] >= LEAF))
+    runs: list[_Seed] = []
     hottest: dict[int, float] = {}
-    lat_samples = []
     for _ in range(case.seeds):
-        job = T.place(graph.nodes, nodes, case.placement, rng)
-        tr = T.pattern(case.pattern, graph, job, case.size_bytes)
-        n_job = tr.columns
-        tr = tr.plus(T.background(graph, job, case.background, sys.nic_GBps, rng))
-        job_col = ~tr.background
-        # the ideal: job flows alone, limited by their NICs only
-        hop_job = job_col[tr.column]
-        ups, downs = net.uplink(tr.src[hop_job]), net.downlink(tr.dst[hop_job])
-        cols = tr.column[hop_job]
-        a_up = csr_matrix((np.ones(len(ups)), (ups, cols)), shape=(net.lanes, n_job))
-        a_ideal = a_up + csr_matrix((np.ones(len(downs)), (downs, cols)), shape=a_up.shape)
-        ideal = complete(a_ideal, net.capacity, tr.column_bytes[:n_job])
-        t_ideal = float(ideal.finish_us.max())
-        if incast_ideal:  # the receiving NIC sets the pace: part of the ideal, not congestion
-            ideal_us, incast_ideal = ideal_us + t_ideal, False
-        # what each sender pushes before congestion control reacts: its NIC share
-        pushed = max_min_rates(a_up, net.capacity)
-        demand = np.concatenate([pushed, tr.demand_GBps[n_job:]])
-        pre = np.zeros(net.lanes)
-        bg = tr.background[tr.column]
-        if bg.any():  # background is placed first (ECMP); adaptive routing sees its load
-            r_bg = net.route(tr.src[bg], tr.dst[bg], "ecmp", rng)
-            np.add.at(pre, r_bg.lane, r_bg.weight * tr.demand_GBps[tr.column[bg]][r_bg.flow])
-        routed = net.route(tr.src, tr.dst, routing, rng, qps=case.qps,
-                           demand=demand[tr.column], preload=pre)  # fmt: skip
-        a = _matrix(net, routed, tr)
-        rtt = 2 * sys.p2p_latency_us
-        eff = apply_flow_control(net, routed, tr.column, a, demand, tr.self_clocked, job_col,
-                                 fc, t_ideal, rtt)  # fmt: skip
-        starts = np.zeros(tr.columns)
-        if case.jitter_us > 0:
-            ready = rng.exponential(case.jitter_us, graph.nodes)
-            starts[:n_job] = [ready[c].max() if len(c) else 0.0 for c in tr.column_nodes[:n_job]]
-        cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
-        done = complete(a, eff.capacity, tr.column_bytes, starts, cap)
-        net_time = float(done.finish_us[:n_job].max())
-        slows.append(net_time / t_ideal)
-        times.append(ideal_us + net_time - t_ideal)
-        paused.append(eff.paused_fraction)
-        victims.append(int(np.count_nonzero(eff.victims)))
-        load = a @ max_min_rates(a, eff.capacity, cap=demand)
-        util = np.divide(load, eff.capacity, out=np.zeros_like(load), where=eff.capacity > 0)
-        fabric_lanes = np.flatnonzero(switch_to_switch)
-        for lane in fabric_lanes[np.argsort(util[fabric_lanes])[::-1][:5]]:
+        run = _run_seed(st, rng)
+        runs.append(run)
+        util = run.utilisation
+        # ties (links at the same utilisation) in lane order, so runs repeat exactly
+        for lane in fabric_lanes[np.argsort(-util[fabric_lanes], kind="stable")[:HOTTEST_SHOWN]]:
             hottest[int(lane)] = max(hottest.get(int(lane), 0.0), float(util[lane]))
-        job_hops = np.flatnonzero(job_col[tr.column])
-        lat_samples.append(latency_under_load(net, routed, job_hops, util, eff.queue_kb, fab,
-                                              cat, rng, probes))  # fmt: skip
         if progress:
             progress(1)
-    lat = np.concatenate(lat_samples)
-    top = sorted(hottest.items(), key=lambda kv: -kv[1])[:5]
+    # a point-to-point ideal includes the NIC-limited transfer (the receiving NIC sets the pace
+    # of an incast: that is not congestion)
+    ideal_us = base_us + runs[0].ideal_net_us if p2p else base_us
+    times = [ideal_us + r.net_us - (runs[0].ideal_net_us if p2p else r.ideal_net_us)
+             for r in runs]  # fmt: skip
+    lat = np.concatenate([r.latency_us for r in runs])
+    top = sorted(hottest.items(), key=lambda kv: -kv[1])[:HOTTEST_SHOWN]
     return CaseResult(
         case=case,
         nodes=nodes,
         routing=routing,
-        flow_control=fc.name,
+        flow_control=st.fc.name,
         ideal_time_us=ideal_us,
         times_us=np.array(times),
-        network_slowdowns=np.array(slows),
+        network_slowdowns=np.array([r.net_us / r.ideal_net_us for r in runs]),
         busbw_ideal_GBps=case.size_bytes * bus / (ideal_us * 1e3),
         bus_factor=bus,
-        paused_fraction=float(np.mean(paused)),
-        victim_flows=float(np.mean(victims)),
+        paused_fraction=float(np.mean([r.effect.paused_fraction for r in runs])),
+        victim_flows=float(np.mean([np.count_nonzero(r.effect.victims) for r in runs])),
         hottest_links=[_describe(net, lane, u) for lane, u in top],
         latency_us={f"p{q:g}": float(np.percentile(lat, q)) for q in (50, 99, 99.9)},
         layout={"tiers": design.layout.tiers, "switches": design.layout.switches},
@@ -264,8 +297,6 @@ def run_case(case: Case, catalog: Catalog | None = None,
 
 
 def _describe(net: Network, lane: int, utilisation: float) -> dict:
-    from fabricplan.topology.graph import EDGE_KINDS, VERTEX_KINDS
-
     g = net.graph
     t, h = int(net.tail[lane]), int(net.head[lane])
     return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricplan.catalog import Catalog, Fabric
+from fabricplan.catalog import Fabric
 from fabricplan.collectives import p2p_latency_us
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.topology.graph import LEAF
@@ -31,15 +31,13 @@ def latency_under_load(
     util: np.ndarray,
     queue_kb: dict[int, tuple[float, ...]],
     fab: Fabric,
-    cat: Catalog,
+    switch_latency_ns: float,
     rng: np.random.Generator,
     probes: int = PROBES_MIN,
 ) -> np.ndarray:
     """Latency samples (us) of small messages between the job's NICs under this load."""
     if len(job_hops) == 0:
         return np.zeros(0)
-    sw = cat.switch(fab.default_switch)
-    sw_ns = sw.port_to_port_latency_ns.nominal
     pick = rng.choice(job_hops, probes)
     order = np.argsort(routed.flow, kind="stable")
     flow_sorted = routed.flow[order]
@@ -62,5 +60,5 @@ def latency_under_load(
             rho = min(util[lane], MAX_RHO)
             if rng.random() < rho:
                 wait += rng.exponential(rho * mtu_s[lane] / (2 * (1 - rho)))
-        out[i] = p2p_latency_us(fab, max(hops, 1), sw_ns) + wait
+        out[i] = p2p_latency_us(fab, max(hops, 1), switch_latency_ns) + wait
     return out

@@ -86,8 +86,8 @@ def ring(g: FabricGraph, nodes: np.ndarray, size: float, channels: int = CHANNEL
     if len(nodes) > 1:
         for rail in range(g.nics_per_node):
             for _ in range(channels):
-                src.append(np.array([g.nic(int(a), rail) for a in nodes]))
-                dst.append(np.array([g.nic(int(b), rail) for b in nxt]))
+                src.append(g.nic(nodes, rail))
+                dst.append(g.nic(nxt, rail))
                 who.append(nodes)
     return _columns(src, dst, who, per_hop)
 
@@ -114,8 +114,8 @@ def tree(g: FabricGraph, nodes: np.ndarray, size: float, channels: int = CHANNEL
             for ch in range(channels):
                 parent = _btree_parent(n, shift=(ch % 2) * (n // 2))
                 child = np.flatnonzero(parent >= 0)
-                a = np.array([g.nic(int(nodes[c]), rail) for c in child])
-                b = np.array([g.nic(int(nodes[parent[c]]), rail) for c in child])
+                a = g.nic(nodes[child], rail)
+                b = g.nic(nodes[parent[child]], rail)
                 src.append(np.concatenate([a, b]))
                 dst.append(np.concatenate([b, a]))
                 who.append(nodes)
@@ -129,8 +129,8 @@ def alltoall(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
     per_flow = k * k * size / (ranks * m)
     a, b = np.nonzero(~np.eye(n, dtype=bool))
     rails = np.arange(m)
-    src = (g.nic(0, 0) + nodes[a][:, None] * m + rails).ravel()
-    dst = (g.nic(0, 0) + nodes[b][:, None] * m + rails).ravel()
+    src = g.nic(nodes[a][:, None], rails).ravel()
+    dst = g.nic(nodes[b][:, None], rails).ravel()
     cols = len(src)
     who = [np.array([x]) for x in np.repeat(nodes[a], m)]
     return Traffic(src, dst, np.arange(cols), np.full(cols, per_flow), who,
@@ -140,7 +140,7 @@ def alltoall(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
 def incast(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
     """Every other node of the job sends ``size`` bytes to the first node's rail-0 NIC."""
     senders = nodes[1:]
-    src = np.array([g.nic(int(s), 0) for s in senders], dtype=np.int64)
+    src = g.nic(senders, 0)
     dst = np.full(len(src), g.nic(int(nodes[0]), 0))
     cols = len(src)
     return Traffic(src, dst, np.arange(cols), np.full(cols, size),
@@ -154,8 +154,8 @@ def pipeline(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
     m = g.nics_per_node
     a, b = nodes[:-1], nodes[1:]
     rails = np.arange(m)
-    src = (g.nic(0, 0) + a[:, None] * m + rails).ravel()
-    dst = (g.nic(0, 0) + b[:, None] * m + rails).ravel()
+    src = g.nic(a[:, None], rails).ravel()
+    dst = g.nic(b[:, None], rails).ravel()
     cols = len(src)
     return Traffic(src, dst, np.arange(cols), np.full(cols, size / m),
                    [np.array([x]) for x in np.repeat(a, m)], np.zeros(cols, bool),
@@ -189,8 +189,8 @@ def background(g: FabricGraph, busy: np.ndarray, load: float, nic_GBps: float,
     s_node = np.repeat(idle, m)
     rail = np.tile(np.arange(m), len(idle))
     d_node = (s_node + rng.integers(1, g.nodes, len(s_node))) % g.nodes
-    src = g.nic(0, 0) + s_node * m + rail
-    dst = g.nic(0, 0) + d_node * m + rail
+    src = g.nic(s_node, rail)
+    dst = g.nic(d_node, rail)
     cols = len(src)
     return Traffic(src, dst, np.arange(cols), np.full(cols, np.inf),
                    [np.zeros(0, np.int64)] * cols, np.ones(cols, bool),

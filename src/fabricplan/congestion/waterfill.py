@@ -2,10 +2,10 @@
 
 ``A[l, f]`` is the share of flow ``f``'s rate that crosses link ``l``: 1 for a plain path,
 fractions when a flow is split (queue pairs on different ECMP paths, packet spraying), more
-than 1 when a coupled flow (a ring channel) crosses a link at several of its hops. Progressive
-filling (Bertsekas & Gallager, *Data Networks*, 2nd ed., section 6.5.2): raise every unfrozen
-flow's rate together until a link fills or a flow reaches its cap, freeze the flows on it,
-repeat. Each round is one sparse product, so a round costs O(non-zeros).
+than 1 when a coupled flow (a ring channel) crosses a link at several of its hops. The rates
+are those of progressive filling (Bertsekas & Gallager, *Data Networks*, 2nd ed., section
+6.5.2), computed by settling every independent bottleneck in the same round; a round is a few
+sparse products, so it costs O(non-zeros).
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ LEVEL_MERGE = 1e-3
 # all-to-all) costs tens of events. Merging delays early finishers, so it only errs slow.
 EVENT_MERGE = 0.01
 EVENT_DOUBLING = 8
+# Float round-off allowances: a flow starting within this (relative and us) of now has started;
+# one with this share of its bytes left has finished.
+TIME_ROUNDOFF = 1e-12
+BYTES_ROUNDOFF = 1e-9
 
 
 def _row_min(m: csr_matrix, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -82,7 +86,6 @@ def max_min_rates(
 @dataclass(frozen=True)
 class Completion:
     finish_us: np.ndarray  # per flow (inf for flows without bytes, e.g. background)
-    first_rates: np.ndarray  # GB/s at the start, per flow
     events: int
 
 
@@ -106,15 +109,12 @@ def complete(
     finish[finite & (left <= 0)] = start[finite & (left <= 0)]
     done = finite & (left <= 0)
     now = float(start[~done].min(initial=0.0)) if (~done).any() else 0.0
-    first = np.zeros(n)
     events = 0
     a = a.tocsr()
     a_t = a.T.tocsr()
     while (finite & ~done).any():
-        running = (start <= now * (1 + 1e-12) + 1e-12) & ~done
+        running = (start <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF) & ~done
         rate = max_min_rates(a, capacity, running, cap, a_t)
-        if events == 0:
-            first = rate.copy()
         events += 1
         with np.errstate(divide="ignore", invalid="ignore"):
             to_end = np.where(running & finite & (rate > 0), left / (rate * 1e3), np.inf)
@@ -130,8 +130,8 @@ def complete(
             ending = np.zeros(n, bool)
         left = np.where(running & finite, left - rate * 1e3 * dt, left)
         now += dt
-        ending |= running & finite & (left <= 1e-9 * np.maximum(size_bytes, 1))
+        ending |= running & finite & (left <= BYTES_ROUNDOFF * np.maximum(size_bytes, 1))
         finish[ending] = now
         done |= ending
         left[ending] = 0.0
-    return Completion(finish, first, events)
+    return Completion(finish, events)

@@ -70,7 +70,8 @@ class FabricGraph:
     def gpu(self, node: int, index: int) -> int:
         return node * self.gpus_per_node + index
 
-    def nic(self, node: int, rail: int) -> int:
+    def nic(self, node: int | np.ndarray, rail: int | np.ndarray) -> int | np.ndarray:
+        """NIC vertex of ``rail`` on ``node`` (arrays broadcast)."""
         return self.nodes * (self.gpus_per_node + 1) + node * self.nics_per_node + rail
 
     def count(self, kind: int) -> int:
