@@ -116,3 +116,13 @@ def test_run_selection(tmp_path):
     assert len(out["runs"]) == 1 and out["runs"][0]["label"].startswith("(F)")
     proc = run("grade", str(f), "--nodes", "8", "--run", "9")
     assert proc.returncode == 2 and "has 7 run(s)" in proc.stderr
+
+
+def test_collective_cta_limits():
+    def busbw(*extra: str) -> float:
+        out = json.loads(run("collective", "--nodes", "8", "--fabric", "ib-ndr", "--sizes",
+                             "64M", *extra, "--json").stdout)  # fmt: skip
+        return out["rows"][0]["busbw_GBps"]
+
+    assert busbw("--min-ctas", "24") < 0.95 * busbw()
+    assert run("collective", "--min-ctas", "0").returncode == 2

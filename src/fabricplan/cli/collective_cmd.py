@@ -50,6 +50,12 @@ def collective(
     factor: float = typer.Option(2.0, "--factor", help="Step between sizes."),
     algo: str | None = typer.Option(None, "--algo", help="Limit algorithms, like NCCL_ALGO."),
     proto: str | None = typer.Option(None, "--proto", help="Limit protocols, like NCCL_PROTO."),
+    min_ctas: int | None = typer.Option(
+        None, "--min-ctas", min=1, max=64, help="Like NCCL_MIN_CTAS: raises NVLS channels."
+    ),
+    max_ctas: int | None = typer.Option(
+        None, "--max-ctas", min=1, max=64, help="Like NCCL_MAX_CTAS: caps NVLS channels."
+    ),
     hops: int | None = HOPS_OPT,
     sharp: bool = SHARP_OPT,
     scenario: Path | None = SCENARIO_OPT,
@@ -69,6 +75,9 @@ def collective(
         fabric=fabric, hops=hops, sharp=sharp, scenario=scenario, overrides=set_, catalog=cat,
         as_json=as_json,
     )  # fmt: skip
+    if min_ctas or max_ctas:
+        system = system.with_(min_ctas=min_ctas or system.min_ctas,
+                              max_ctas=max_ctas or system.max_ctas)  # fmt: skip
     try:
         table = predict(
             system, op, size_values,

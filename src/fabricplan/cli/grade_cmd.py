@@ -160,7 +160,7 @@ def validate_cmd(
         table.add_column(col, overflow="fold")
     for c in checks:
         d = c.to_dict()
-        pct = lambda v: "-" if v is None else f"{100 * v:.1f} %"  # noqa: E731
+        pct = lambda v: "-" if v is None else f"{100 * v:.2f} %"  # noqa: E731
         table.add_row(
             d["file"][:3], d["run"] or "(only)", d["health"], str(d["nodes"]),
             pct(d["busbw_median_abs_error"]), pct(d["time_median_abs_error"]), d["verdict"],

@@ -41,6 +41,7 @@ class SystemArrays:
     arch: np.ndarray  # NCCL compCap row
     nvls: np.ndarray  # bool
     sharp: np.ndarray  # bool
+    nvls_nch: np.ndarray  # NVLS channels (CTAs) at run time
 
     @classmethod
     def of(cls, systems: Sequence[CommSystem]) -> SystemArrays:
@@ -58,6 +59,7 @@ class SystemArrays:
             arch=col(lambda s: K.ARCH_INDEX[s.arch], int),
             nvls=col(lambda s: s.nvls, bool),
             sharp=col(lambda s: s.sharp, bool),
+            nvls_nch=col(lambda s: s.nvls_channels),
         )
 
     def __len__(self) -> int:
@@ -251,7 +253,7 @@ def times(
         # Pipeline fill of the tree-shaped algorithms (Simple protocol). Tree depth counts the
         # chain inside the node and the levels between nodes; NVLS does a node in one hop.
         levels = np.floor(np.log2(np.maximum(sa.nodes, 1)))
-        nvls_channels = K.NVLS_CHANNELS[sa.arch]
+        nvls_channels = sa.nvls_nch
         lat_s[:, :, TREE, SIMPLE] += _tree_fill_us(
             sa, sizes, bw[:, TREE, SIMPLE], nch_rt, (sa.k - 1) + levels
         )

@@ -173,3 +173,6 @@ TREE_CHUNK_RULES = ((8, 131072), (4, 65536), (1, 32768))
 # NVLS runs 16 CTAs (channels) on SM90 and 32 on SM100 across nodes (src/transport/nvls.cc).
 # Indexed by ARCH_INDEX row (Volta and Ampere have no NVLS; the value is unused there).
 NVLS_CHANNELS = np.array([16.0, 16.0, 16.0, 32.0])
+# NCCL_MAX_CTAS defaults to MAXCHANNELS (64 since NCCL 2.12, src/include/device.h); the CTA
+# limits clamp the NVLS channel count (src/transport/nvls.cc).
+MAX_CTAS = 64

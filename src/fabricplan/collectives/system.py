@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fabricplan.catalog import Catalog, Fabric, default_catalog
-from fabricplan.collectives.nccl_constants import INTRA_SPEEDS_GBPS, SCALEUP_EFFICIENCY
+from fabricplan.collectives.nccl_constants import (
+    ARCH_INDEX,
+    INTRA_SPEEDS_GBPS,
+    MAX_CTAS,
+    NVLS_CHANNELS,
+    SCALEUP_EFFICIENCY,
+)
 from fabricplan.topology.hops import job_hops
 
 # NCCL's tuning constants were measured on InfiniBand clusters (NVIDIA DGX / SuperPOD).
@@ -38,6 +44,14 @@ class CommSystem:
     p2p_latency_us: float  # one-way small-message RDMA latency across the fabric
     switch_hops: int
     sharp: bool = False  # in-network reduction (CollNet), InfiniBand only
+    min_ctas: int = 1  # NCCL_MIN_CTAS (NCCL's default 1)
+    max_ctas: int = MAX_CTAS  # NCCL_MAX_CTAS
+
+    @property
+    def nvls_channels(self) -> int:
+        """NVLS runs its default channel count clamped to [min_ctas, max_ctas] (nvls.cc)."""
+        default = int(NVLS_CHANNELS[ARCH_INDEX[self.arch]])
+        return max(self.min_ctas, min(self.max_ctas, default))
 
     @property
     def nranks(self) -> int:

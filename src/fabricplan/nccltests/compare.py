@@ -36,6 +36,16 @@ def env_selection(env: dict[str, str]) -> tuple[list[str] | None, list[str] | No
     return algos, protos
 
 
+def env_system(env: dict[str, str], system: CommSystem) -> CommSystem:
+    """``system`` with the channel limits (NCCL_MIN_CTAS / NCCL_MAX_CTAS) a log sets."""
+    limits = {}
+    for var, attr in (("NCCL_MIN_CTAS", "min_ctas"), ("NCCL_MAX_CTAS", "max_ctas")):
+        value = env.get(var, "").strip()
+        if value.isdigit() and int(value) > 0:
+            limits[attr] = int(value)
+    return system.with_(**limits) if limits else system
+
+
 @dataclass(frozen=True)
 class Comparison:
     op: str
@@ -69,6 +79,8 @@ def compare(
 ) -> Comparison:
     """Predict ``run``'s sizes on ``system``, under the algorithm limits its log shows."""
     algos, protos = env_selection(run.env) if honour_env else (None, None)
+    if honour_env:
+        system = env_system(run.env, system)
     if op not in TABLE_OPS:
         algos = None
     sizes = np.array([r.size_bytes for r in run.results], dtype=float)
