@@ -247,6 +247,11 @@ class Gpu(Entry):
     scaleup_bidir_GBps: float = Field(gt=0, description="per GPU, both directions summed")
     tdp_w: float = Field(gt=0)
     node: ReferenceNode
+    matmul_efficiency: float = Field(
+        gt=0, le=1, description="best measured dense BF16 matmul throughput / peak (MAMF)"
+    )
+    hbm_efficiency: float = Field(gt=0, le=1, description="achievable / peak HBM bandwidth")
+    efficiency_source: str = Field(min_length=1)
 
     @property
     def scaleup_unidir_GBps(self) -> float:

@@ -12,6 +12,7 @@ from fabricplan.cli import (
     congestion_cmd,
     grade_cmd,
     scenario_cmd,
+    step_cmd,
     topology_cmd,
 )
 from fabricplan.cli.output import emit_json
@@ -35,6 +36,7 @@ app.command("calibrate")(calibrate_cmd.calibrate_cmd)
 app.command("validate")(grade_cmd.validate_cmd)
 app.command("topology")(topology_cmd.topology)
 app.command("congestion")(congestion_cmd.congestion)
+app.command("step")(step_cmd.step_cmd)
 
 
 @app.command()

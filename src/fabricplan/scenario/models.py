@@ -70,6 +70,8 @@ class Parallel(_Strict):
     ep: int = Field(default=1, gt=0, le=1024)
     cp: int = Field(default=1, gt=0, le=1024)
     zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage (3 = FSDP)")
+    vp: int = Field(default=1, gt=0, le=128, description="interleaved 1F1B: model chunks per stage")
+    sequence_parallel: bool = Field(default=True, description="shard norms/dropout over tp")
 
     @field_validator("dp", mode="before")
     @classmethod
@@ -99,6 +101,9 @@ class Workload(_Strict):
     micro_batch: int = Field(default=1, gt=0)
     parallel: Parallel = Parallel()
     precision: Literal["bf16", "fp8"] = "bf16"
+    recompute: Literal["none", "selective", "full"] = "selective"
+    flash_attention: bool = Field(default=True, description="fused attention: no s x s tensors")
+    overlap_dp: bool = Field(default=True, description="overlap gradient reduction with backward")
     serving: Serving = Serving()
 
 

@@ -1,0 +1,95 @@
+"""``fabricplan step``: step time per fabric for a scenario's workload, and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from fabricplan.cli.output import console, emit_json, fail
+from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
+from fabricplan.cli.system_opts import CATALOG_OPT, catalog_from
+from fabricplan.workload import WorkloadError, evaluate_scenario
+
+_TRAIN_COLS = (
+    ("step (s)", "step_time_s", "{:.3f}"),
+    ("tokens/s", "tokens_per_s", "{:,.0f}"),
+    ("TFLOP/s", "tflops_per_gpu", "{:.0f}"),
+    ("MFU", "mfu", "{:.1%}"),
+    ("comm", "comm_exposed_fraction", "{:.1%}"),
+    ("days", "time_to_train_days", "{:.1f}"),
+    ("GPU-h", "gpu_hours", "{:,.0f}"),
+)
+_SERVE_COLS = (
+    ("TTFT (ms)", "ttft_s", "{:.1f}", 1e3),
+    ("ITL (ms)", "itl_s", "{:.2f}", 1e3),
+    ("tokens/s", "tokens_per_s", "{:,.0f}", 1.0),
+    ("network share of ITL", "network_fraction", "{:.2%}", 1.0),
+    ("replicas", "replicas", "{:,}", 1),
+)
+
+
+def _breakdown_table(results: list[dict[str, Any]]) -> Table:
+    keys = list(results[0]["breakdown"])
+    t = Table(title="Breakdown per step (s)", title_justify="left", title_style="bold")
+    t.add_column("part")
+    for r in results:
+        t.add_column(r["fabric"], justify="right")
+    for k in keys:
+        t.add_row(k.removesuffix("_s"), *(f"{r['breakdown'][k]:.4g}" for r in results))
+    return t
+
+
+def step_cmd(
+    file: Path = FILE_ARG,
+    fabric: list[str] | None = typer.Option(
+        None, "--fabric", help="Evaluate this fabric id instead of the scenario's (repeatable)."
+    ),
+    no_congestion: bool = typer.Option(
+        False, "--no-congestion", help="Skip the congestion layer (an ideal fabric)."
+    ),
+    set_: list[str] | None = SET_OPT,
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Step time, tokens/s, MFU and time-to-train per fabric (serving: TTFT and ITL)."""
+    cat = catalog_from(catalog, as_json)
+    sc = load_or_fail(file, set_, as_json, cat)
+    if fabric:
+        unknown = [f for f in fabric if f not in cat.ids("fabric")]
+        if unknown:
+            fail(f"--fabric: unknown id {', '.join(unknown)}; known: "
+                 f"{', '.join(cat.ids('fabric'))}", as_json=as_json)  # fmt: skip
+    try:
+        found = evaluate_scenario(sc, cat, fabric or None, congestion=not no_congestion)
+        results = [r.to_dict() for r in found]
+    except WorkloadError as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        emit_json(results)
+        return
+    w = sc.workload
+    assert w is not None
+    p = w.parallel
+    title = (f"{sc.name}: {w.model} on {sc.cluster.gpus:,} x {sc.cluster.gpu}, "
+             f"tp {p.tp} pp {p.pp} dp {p.dp} cp {p.cp} ep {p.ep}")  # fmt: skip
+    table = Table(title=title, title_justify="left", title_style="bold")
+    table.add_column("fabric")
+    if w.kind == "training":
+        for head, *_ in _TRAIN_COLS:
+            table.add_column(head, justify="right")
+        for r in results:
+            table.add_row(r["fabric"], *(f.format(r[k]) for _, k, f in _TRAIN_COLS))
+    else:
+        for head, *_ in _SERVE_COLS:
+            table.add_column(head, justify="right")
+        for r in results:
+            table.add_row(r["fabric"], *(f.format(r[k] * s) for _, k, f, s in _SERVE_COLS))
+    console.print(table)
+    console.print(_breakdown_table(results))
+    best = max(r["tokens_per_s"] for r in results)
+    for r in results:
+        console.print(f"{r['fabric']}: {r['tokens_per_s'] / best:.1%} of the best fabric's "
+                      f"throughput", highlight=False)  # fmt: skip

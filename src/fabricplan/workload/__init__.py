@@ -1,0 +1,21 @@
+"""Workload layer: transformer training and inference -> collectives per step -> step time.
+
+>>> from fabricplan.workload import evaluate_scenario
+"""
+
+from fabricplan.workload.evaluate import FabricResult, WorkloadError, evaluate_scenario
+from fabricplan.workload.plan import Hardware, Plans
+from fabricplan.workload.shapes import Shape, shape_of
+from fabricplan.workload.training import Step, training_step
+
+__all__ = [
+    "FabricResult",
+    "Hardware",
+    "Plans",
+    "Shape",
+    "Step",
+    "WorkloadError",
+    "evaluate_scenario",
+    "shape_of",
+    "training_step",
+]

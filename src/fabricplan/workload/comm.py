@@ -1,0 +1,143 @@
+"""Communication of a parallel plan, priced by the collective model and the congestion layer.
+
+Ranks are laid out as Megatron-LM does by default (tensor fastest, then context, expert/data,
+pipeline outermost), so a group of ``size`` ranks ``stride`` apart lies inside one node when
+``size * stride <= gpus_per_node`` and otherwise spreads over nodes, one GPU (and its NIC) per
+node once ``stride >= gpus_per_node``. Each group becomes a communicator for the collective
+model; groups that cross the network also get the congestion layer's slowdown for the traffic
+pattern they create across the job's nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from fabricplan.collectives import CommSystem, SystemArrays, build_system, sweep
+from fabricplan.collectives.model import A
+from fabricplan.workload.plan import Hardware
+
+# Seeds of the congestion simulation per (fabric, pattern, nodes): enough for a stable median.
+CONGESTION_SEEDS = 5
+
+
+@dataclass(frozen=True)
+class ConstantSlowdown:
+    """A congestion backend that stretches every algorithm's bandwidth term by one factor."""
+
+    factor: np.ndarray  # (N,)
+    name: str = "constant"
+
+    def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
+        return np.repeat(np.asarray(self.factor, dtype=float)[:, None], A, axis=1)
+
+
+@lru_cache(maxsize=64)
+def base_system(hw: Hardware) -> CommSystem:
+    """The whole cluster as one communicator: NIC goodput, NVLink, per-step latency, hops."""
+    return build_system(hw.gpu.id, max(hw.nodes, 1), hw.fabric, gpus_per_node=hw.gpus_per_node,
+                        nics_per_node=hw.nics_per_node)  # fmt: skip
+
+
+@lru_cache(maxsize=64)
+def _base_arrays(hw: Hardware) -> SystemArrays:
+    return SystemArrays.of([base_system(hw)])
+
+
+def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemArrays:
+    """Communicators of ``size`` ranks ``stride`` apart, one per plan (arrays of shape (N,))."""
+    base = _base_arrays(hw)
+    n = len(size)
+    k, m = float(hw.gpus_per_node), float(hw.nics_per_node)
+    per_node = np.clip(np.floor(k / np.maximum(stride, 1)), 1, None)  # group ranks per node
+    per_node = np.minimum(per_node, size)
+    nodes = np.maximum(np.ceil(size / per_node), 1)
+    # the group's ranks use their own share of the node's NICs (all groups run at once)
+    nic_share = m * per_node / k
+    nics = np.maximum(np.floor(nic_share), 1)
+    nic_bw = base.nic[0] * np.minimum(nic_share / nics, 1.0)
+    cols = {f: np.repeat(getattr(base, f), n) for f in
+            ("nvl", "nvls_ch", "delta", "arch", "nvls", "sharp", "nvls_nch")}  # fmt: skip
+    return SystemArrays(nodes=nodes, k=per_node, m=nics, nic=nic_bw, **cols)
+
+
+@lru_cache(maxsize=512)
+def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
+    """Median network slowdown of ``pattern`` over ``nodes`` whole nodes of this cluster."""
+    if nodes < 2:
+        return 1.0
+    from fabricplan.congestion.simulate import Case, run_case  # heavy: only when needed
+
+    case = Case(gpu=hw.gpu.id, gpus=nodes * hw.gpus_per_node, fabric=hw.fabric,
+                design=hw.design, oversubscription=hw.oversubscription,
+                roce_quality=hw.roce_quality, pattern=pattern, seeds=CONGESTION_SEEDS,
+                jitter_us=0.0, gpus_per_node=hw.gpus_per_node,
+                nics_per_node=hw.nics_per_node, size_bytes=float(1 << 28))  # fmt: skip
+    return float(np.median(run_case(case).network_slowdowns))
+
+
+Request = tuple[str, np.ndarray, np.ndarray, np.ndarray, str | None]
+
+
+def collectives_s(hw: Hardware, requests: list[Request], congestion: bool) -> list[np.ndarray]:
+    """Seconds per plan for each ``(op, ranks, stride, nbytes, pattern)`` request: one collective
+    of ``nbytes`` (nccl-tests size) over groups of ``ranks`` ranks ``stride`` apart; 0 where a
+    group has one rank. Requests for the same op are priced in one vectorised call."""
+    out = [np.zeros(np.shape(r[1])) for r in requests]
+    by_op: dict[str, list[int]] = {}
+    for i, (op, *_rest) in enumerate(requests):
+        by_op.setdefault(op, []).append(i)
+    for op, which in by_op.items():
+        parts = []
+        for i in which:
+            _, size, stride, nbytes, pattern = requests[i]
+            live = np.flatnonzero((np.asarray(size) > 1) & (np.asarray(nbytes) > 0))
+            parts.append((i, live, size, stride, nbytes, pattern))
+        parts = [x for x in parts if len(x[1])]
+        if not parts:
+            continue
+        size = np.concatenate([np.asarray(x[2], dtype=float)[x[1]] for x in parts])
+        stride = np.concatenate([np.asarray(x[3], dtype=float)[x[1]] for x in parts])
+        nbytes = np.concatenate([np.asarray(x[4], dtype=float)[x[1]] for x in parts])
+        sa = group_arrays(hw, size, stride)
+        factor = np.ones(len(size))
+        if congestion:
+            start = 0
+            for _, live, *_r, pattern in parts:
+                sel = slice(start, start + len(live))
+                start += len(live)
+                if pattern is None:
+                    continue
+                nodes = sa.nodes[sel]
+                f = factor[sel]
+                for n in np.unique(nodes[nodes > 1]):
+                    # the pattern runs on every rail at once, across the nodes a group spans
+                    f[nodes == n] = congestion_factor(hw, pattern, int(n))
+        res = sweep(sa, op, nbytes[:, None], backend=ConstantSlowdown(factor))
+        t = res.time_us[:, 0] * 1e-6
+        if op in ("sendrecv", "alltoall"):  # point-to-point: no backend inside, scale here
+            t = t * factor
+        start = 0
+        for i, live, *_r in parts:
+            out[i][live] = t[start : start + len(live)]
+            start += len(live)
+    return out
+
+
+def collective_s(
+    hw: Hardware,
+    op: str,
+    size: np.ndarray,
+    stride: np.ndarray,
+    nbytes: np.ndarray,
+    pattern: str | None,
+    congestion: bool,
+) -> np.ndarray:
+    """One request of :func:`collectives_s`."""
+    return collectives_s(hw, [(op, size, stride, nbytes, pattern)], congestion)[0]
+
+
+def with_fabric(hw: Hardware, fabric: str) -> Hardware:
+    return replace(hw, fabric=fabric)

@@ -1,0 +1,162 @@
+"""A scenario's workload on each of its fabrics: the numbers ``fabricplan step`` prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from fabricplan.catalog import Catalog
+from fabricplan.scenario import Scenario
+from fabricplan.workload.inference import serve
+from fabricplan.workload.memory import describe, memory
+from fabricplan.workload.plan import Hardware, Plans, hardware_from_scenario, plans_from_scenario
+from fabricplan.workload.shapes import Shape, shape_of
+from fabricplan.workload.training import training_step
+
+SECONDS_PER_DAY = 86_400.0
+
+
+class WorkloadError(ValueError):
+    """A plan that cannot run (does not fit in memory); the message says what would."""
+
+
+@dataclass(frozen=True)
+class FabricResult:
+    fabric: str
+    values: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fabric": self.fabric, **self.values}
+
+
+def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
+    """Nearby plans that fit: more recomputation, deeper ZeRO, more tensor or pipeline split."""
+    tp, pp, cp = int(p.tp[0]), int(p.pp[0]), int(p.cp[0])
+    options: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    if p.recompute != "full":
+        options.append(("recompute: full", {}, {"recompute": "full"}))
+    for z in range(int(p.zero[0]) + 1, 4):
+        options.append((f"zero: {z}", {"zero": z}, {}))
+    for f in (2, 4, 8, 16):
+        if tp * f <= hw.gpus_per_node and s.heads % (tp * f) == 0:
+            options.append((f"tp: {tp * f}", {"tp": tp * f}, {}))
+        if pp * f <= s.layers:
+            options.append((f"pp: {pp * f}", {"pp": pp * f}, {}))
+    out = []
+    for label, arrays, flags in options:
+        new_tp, new_pp = arrays.get("tp", tp), arrays.get("pp", pp)
+        if hw.gpus % (new_tp * new_pp * cp):
+            continue
+        dp = hw.gpus // (new_tp * new_pp * cp)
+        mb = int(p.micro_batch[0])
+        if int(p.global_batch[0]) % (dp * mb):
+            continue
+        q = Plans.of(
+            tp=new_tp, pp=new_pp, dp=dp, cp=cp, ep=p.ep, vp=p.vp, micro_batch=mb,
+            zero=arrays.get("zero", p.zero), global_batch=p.global_batch, seq_len=p.seq_len,
+            sp=p.sp | (new_tp > 1), recompute=flags.get("recompute", p.recompute),
+            flash=p.flash, overlap_dp=p.overlap_dp, precision=p.precision,
+        )  # fmt: skip
+        mem = memory(s, q, hw)
+        if mem.fits[0]:
+            out.append(f"{label} ({mem.total[0] / 1e9:.0f} GB)")
+    return out[:4]
+
+
+def _training(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[str, Any]:
+    p = plans_from_scenario(sc)
+    st = training_step(s, p, hw, congestion=congestion)
+    mem = st.memory
+    if not mem.fits[0]:
+        alt = _alternatives(s, p, hw)
+        hint = f"; fits with {', or '.join(alt)}" if alt else "; no nearby plan fits: use more GPUs"
+        raise WorkloadError(
+            f"workload.parallel: the plan needs {describe(mem)} but {hw.gpu.id} offers "
+            f"{mem.capacity / 1e9:.0f} GB usable{hint}"
+        )
+    w = sc.workload
+    assert w is not None and w.tokens is not None
+    t = float(st.time[0])
+    tokens_per_s = float(st.tokens[0]) / t
+    gpus = hw.gpus
+    peak = hw.gpu.bf16_dense_tflops * 1e12
+    train_s = w.tokens / tokens_per_s
+    return {
+        "kind": "training",
+        "step_time_s": t,
+        "tokens_per_s": tokens_per_s,
+        "tflops_per_gpu": float(st.model_flops[0]) / t / gpus / 1e12,
+        "hw_tflops_per_gpu": float(st.hw_flops[0]) / t / gpus / 1e12,
+        "mfu": float(st.model_flops[0]) / t / gpus / peak,
+        "comm_exposed_fraction": float(st.comm_exposed[0]) / t,
+        "time_to_train_days": train_s / SECONDS_PER_DAY,
+        "gpu_hours": train_s * gpus / 3600.0,
+        "memory_per_gpu_GB": float(mem.total[0]) / 1e9,
+        "breakdown": {**st.breakdown(), "dp_comm_total_s": float(st.dp_comm_total[0])},
+    }
+
+
+def _inference(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[str, Any]:
+    w = sc.workload
+    assert w is not None
+    p, sv = w.parallel, w.serving
+    r = serve(s, hw, tp=p.tp, pp=p.pp, prompt=sv.prompt_tokens, output=sv.output_tokens,
+              batch=sv.concurrency, disaggregated=sv.disaggregated, precision=w.precision,
+              congestion=congestion)  # fmt: skip
+    cap = hw.gpu.memory_gb * 1e9
+    need = r.weights_per_gpu + r.kv_per_gpu
+    if need > cap:
+        raise WorkloadError(
+            f"workload.parallel: one replica (tp {p.tp} x pp {p.pp}) needs "
+            f"{need / 1e9:.0f} GB per GPU (weights {r.weights_per_gpu / 1e9:.0f}, KV cache "
+            f"{r.kv_per_gpu / 1e9:.0f}) but {hw.gpu.id} has {cap / 1e9:.0f} GB; raise tp or pp, "
+            f"serve in fp8 or lower serving.concurrency"
+        )
+    replicas = hw.gpus // (p.tp * p.pp)
+    tokens_per_s = r.tokens_per_s * replicas
+    flops = 2 * s.params_active * tokens_per_s
+    return {
+        "kind": "inference",
+        "step_time_s": r.itl,
+        "ttft_s": r.ttft,
+        "itl_s": r.itl,
+        "tokens_per_s": tokens_per_s,
+        "tflops_per_gpu": flops / hw.gpus / 1e12,
+        "mfu": flops / hw.gpus / (hw.gpu.bf16_dense_tflops * 1e12),
+        "comm_exposed_fraction": (r.parts["tp_comm_s"] + r.parts["pp_comm_s"]) / r.itl,
+        "network_fraction": r.network_fraction,
+        "time_to_train_days": None,
+        "gpu_hours": None,
+        "replicas": replicas,
+        "memory_per_gpu_GB": need / 1e9,
+        "breakdown": r.parts,
+    }
+
+
+def evaluate_scenario(sc: Scenario, cat: Catalog, fabrics: list[str] | None = None, *,
+                      congestion: bool = True) -> list[FabricResult]:  # fmt: skip
+    """Step time (training) or latency and throughput (inference) on each fabric."""
+    w = sc.workload
+    if w is None:
+        raise WorkloadError("workload: the scenario has no workload; add one to compute a step")
+    s = shape_of(cat.model(w.model))
+    out = []
+    for fab in fabrics or list(sc.cluster.fabrics):
+        hw = hardware_from_scenario(sc, cat, fab)
+        run = _training if w.kind == "training" else _inference
+        out.append(FabricResult(fab, run(s, sc, hw, congestion)))
+    return out
+
+
+def baseline_ratio(results: list[FabricResult]) -> list[float]:
+    """Each fabric's throughput relative to the best one."""
+    best = max(r.values["tokens_per_s"] for r in results)
+    return [float(np.float64(r.values["tokens_per_s"]) / best) for r in results]
+
+
+def with_workload(sc: Scenario, **changes: Any) -> Scenario:
+    assert sc.workload is not None
+    return replace(sc) if not changes else sc.model_copy(
+        update={"workload": sc.workload.model_copy(update=changes)})  # fmt: skip

@@ -1,0 +1,90 @@
+"""Serving: time to first token, inter-token latency and throughput of one model replica.
+
+A replica spans ``tp x pp`` GPUs. Prefill is compute-bound (matmul ceiling); decode reads every
+weight and the KV cache once per token, so it is bound by HBM bandwidth until the batch is
+large. Tensor parallelism adds two all-reduces per layer per token: tiny messages, so their
+latency (NVLink inside a node, the fabric's once TP spans nodes) is what the fabric changes.
+With prefill/decode disaggregation the KV cache of each prompt crosses the fabric once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricplan.workload.comm import collective_s
+from fabricplan.workload.plan import WEIGHT_BYTES, Hardware
+from fabricplan.workload.shapes import ACT_BYTES, Shape
+
+# Bytes per weight and per KV element when serving in FP8 (weights and KV cache quantised).
+FP8_BYTES = 1.0
+
+
+@dataclass(frozen=True)
+class Serving:
+    ttft: float  # s, one request's prompt, plus the KV transfer when disaggregated
+    itl: float  # s per output token (one decode step for the whole batch)
+    tokens_per_s: float  # output tokens per second per replica
+    weights_per_gpu: float  # bytes
+    kv_per_gpu: float  # bytes at full concurrency
+    parts: dict[str, float]  # seconds: decode compute/memory, tp/pp comm, prefill, kv transfer
+    network_fraction: float  # share of the inter-token latency spent on the fabric
+
+
+def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int, batch: int,
+          disaggregated: bool, precision: str, congestion: bool = True) -> Serving:  # fmt: skip
+    g = hw.gpu
+    fp8 = precision == "fp8"
+    peak = g.fp8_dense_tflops if fp8 and g.fp8_dense_tflops else g.bf16_dense_tflops
+    peak *= 1e12 * g.matmul_efficiency
+    hbm = g.hbm_TBps * 1e12 * g.hbm_efficiency
+    wb = FP8_BYTES if fp8 else WEIGHT_BYTES
+    kvb = FP8_BYTES if fp8 else ACT_BYTES
+    # K/V heads split over TP only as far as there are heads to split (GQA replicates them)
+    kv_split = min(tp, s.kv_heads)
+    kv_token = s.layers * s.kv_elems * kvb  # bytes per token, all layers
+
+    def one(op: str, size: int, stride: int, nbytes: float, pattern: str | None) -> float:
+        return float(collective_s(hw, op, np.array([size]), np.array([stride]),
+                                  np.array([nbytes]), pattern, congestion)[0])  # fmt: skip
+
+    layer_weights = (s.params_active - s.params_embedding) / s.layers * wb
+    ctx = prompt + output / 2
+    flops = batch * (s.proj_flops + s.score_flops_per_ctx * ctx) / tp
+    read = layer_weights / tp + batch * ctx * s.kv_elems * kvb / kv_split
+    layer_t = max(flops / peak, read / hbm)
+    head_t = max(batch * s.logits_flops / tp / peak, s.vocab * s.hidden * wb / tp / hbm)
+    ar_decode = one("all_reduce", tp, 1, batch * s.hidden * ACT_BYTES, None)
+    send_decode = one("sendrecv", 2, tp, batch * s.hidden * ACT_BYTES, None) if pp > 1 else 0.0
+    decode_compute = s.layers * layer_t + head_t
+    tp_decode = s.layers * 2 * ar_decode
+    pp_decode = (pp - 1) * send_decode
+    itl = decode_compute + tp_decode + pp_decode
+
+    pre_flops = prompt * (s.layers * (s.proj_flops + s.score_flops_per_ctx * prompt / 2)
+                          + s.logits_flops) / tp  # fmt: skip
+    prefill = pre_flops / peak
+    tp_prefill = s.layers * 2 * one("all_reduce", tp, 1, prompt * s.hidden * ACT_BYTES, None)
+    pp_prefill = (pp - 1) * (one("sendrecv", 2, tp, prompt * s.hidden * ACT_BYTES / tp, None)
+                             if pp > 1 else 0.0)  # fmt: skip
+    # disaggregated: every GPU of the prefill replica sends its KV shard to its decode peer
+    kv_xfer = (one("sendrecv", 2, hw.gpus_per_node * max(1, tp * pp // hw.gpus_per_node),
+                   prompt * kv_token / (kv_split * pp), "pipeline")
+               if disaggregated else 0.0)  # fmt: skip
+    ttft = prefill + tp_prefill + pp_prefill + kv_xfer
+
+    spans = tp > hw.gpus_per_node
+    network = (tp_decode if spans else 0.0) + (pp_decode if pp > 1 else 0.0)
+    weights = s.params_total * wb / (tp * pp)
+    kv = batch * (prompt + output) * kv_token / (kv_split * pp)
+    return Serving(
+        ttft=ttft,
+        itl=itl,
+        tokens_per_s=batch / itl,
+        weights_per_gpu=weights,
+        kv_per_gpu=kv,
+        parts={"decode_compute_s": decode_compute, "tp_comm_s": tp_decode, "pp_comm_s": pp_decode,
+               "prefill_s": prefill + tp_prefill + pp_prefill, "kv_transfer_s": kv_xfer},
+        network_fraction=network / itl,
+    )  # fmt: skip

@@ -1,0 +1,82 @@
+"""Does a plan fit in GPU memory? Weights, gradients, optimizer state and activations per GPU.
+
+The busiest GPU is on the first pipeline stage: it holds the input embedding and, under 1F1B,
+``pp`` micro-batches of activations in flight (Narayanan et al. SC'21, Sec. 2.2; interleaving
+adds a factor 1 + (pp - 1) / (pp * vp)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricplan.workload.plan import OPTIMIZER_BYTES, WEIGHT_BYTES, Hardware, Plans
+from fabricplan.workload.shapes import Shape, activation_bytes_per_token_layer
+
+# Share of HBM a training process can fill: the CUDA context, NCCL buffers and allocator
+# fragmentation take the rest. Assumption (PyTorch practice: a few GB of an 80 GB part).
+USABLE_MEMORY_FRACTION = 0.92
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per GPU on the busiest stage, per plan (arrays of shape (N,))."""
+
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray
+    activations: np.ndarray
+    capacity: float
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+    @property
+    def fits(self) -> np.ndarray:
+        return self.total <= self.capacity
+
+
+def params_per_gpu(s: Shape, p: Plans) -> np.ndarray:
+    """Weights one GPU holds before ZeRO sharding: dense layers split by tp x pp, routed experts
+    also by ep, and the input embedding (first stage) split by tp."""
+    layer_dense = s.params_total - s.params_embedding - s.params_expert
+    emb_first = float(s.vocab * s.hidden)
+    return (layer_dense / (p.tp * p.pp) + s.params_expert / (p.tp * p.pp * p.ep)
+            + emb_first / p.tp)  # fmt: skip
+
+
+def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
+    n = params_per_gpu(s, p)
+    shard = p.dp * p.cp  # the data-parallel group that ZeRO shards over
+    weights = n * WEIGHT_BYTES / np.where(p.zero >= 3, shard, 1)
+    grads = n * p.grad_bytes / np.where(p.zero >= 2, shard, 1)
+    optim = n * OPTIMIZER_BYTES / np.where(p.zero >= 1, shard, 1)
+    per_token = np.array([activation_bytes_per_token_layer(s, float(sl), int(t), bool(sp),
+                                                           p.recompute, p.flash)
+                          for sl, t, sp in _unique_rows(p)])  # fmt: skip
+    per_token = per_token[_row_index(p)]
+    tokens = p.micro_batch * p.seq_len / p.cp
+    inflight = np.where(p.pp > 1, p.pp * (1 + (p.pp - 1) / (p.pp * p.vp)), 1.0)
+    layers_here = s.layers / p.pp
+    acts = per_token * tokens * layers_here * np.minimum(inflight, p.microbatches)
+    cap = hw.gpu.memory_gb * 1e9 * USABLE_MEMORY_FRACTION
+    return Memory(weights, grads, optim, acts, cap)
+
+
+def _unique_rows(p: Plans) -> list[tuple[float, float, bool]]:
+    return sorted(set(zip(p.seq_len.tolist(), p.tp.tolist(), p.sp.tolist(), strict=True)))
+
+
+def _row_index(p: Plans) -> np.ndarray:
+    keys = {k: i for i, k in enumerate(_unique_rows(p))}
+    return np.array([keys[k] for k in zip(p.seq_len.tolist(), p.tp.tolist(), p.sp.tolist(),
+                                          strict=True)], dtype=int)  # fmt: skip
+
+
+def describe(m: Memory, i: int = 0) -> str:
+    gb = 1e9
+    return (f"{m.total[i] / gb:.1f} GB per GPU (weights {m.weights[i] / gb:.1f}, gradients "
+            f"{m.gradients[i] / gb:.1f}, optimizer {m.optimizer[i] / gb:.1f}, activations "
+            f"{m.activations[i] / gb:.1f})")  # fmt: skip

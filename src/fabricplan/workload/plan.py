@@ -1,0 +1,122 @@
+"""The parallel plan and the hardware it runs on, as arrays so that one call can evaluate many.
+
+A :class:`Plans` holds N training plans (one per array element); :func:`plans_from_scenario`
+builds the single plan a scenario describes. The scenario layer has already checked that the
+plan divides the cluster and the model; memory fit is checked in :mod:`.memory`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import cached_property
+
+import numpy as np
+
+from fabricplan.catalog import Catalog, Gpu
+from fabricplan.scenario import Scenario
+
+# Bytes per gradient element in the data-parallel reduction. Megatron-LM requires
+# --accumulate-allreduce-grads-in-fp32 with BF16 (megatron/training/arguments.py), so BF16 and
+# FP8 runs reduce FP32 gradients; FP16 runs (2021-era Megatron) reduce FP16 ones.
+GRAD_BYTES = {"bf16": 4.0, "fp8": 4.0, "fp16": 2.0}
+# Bytes per weight in the forward/backward copy of the model.
+WEIGHT_BYTES = 2.0
+# Mixed-precision Adam keeps an FP32 master copy, momentum and variance: 12 bytes per weight
+# (Rajbhandari et al., ZeRO, SC'20, Sec. 3.1: K = 12).
+OPTIMIZER_BYTES = 12.0
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The cluster a plan runs on: one GPU type and one fabric."""
+
+    gpu: Gpu
+    gpus: int
+    gpus_per_node: int
+    nics_per_node: int
+    fabric: str
+    design: str = "rail-optimized"
+    oversubscription: float = 1.0
+    roce_quality: str = "tuned"
+
+    @property
+    def nodes(self) -> int:
+        return self.gpus // self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Plans:
+    """N training plans as parallel integer arrays (shape (N,))."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    vp: np.ndarray
+    zero: np.ndarray
+    micro_batch: np.ndarray
+    global_batch: np.ndarray
+    seq_len: np.ndarray
+    sp: np.ndarray  # bool
+    recompute: str = "selective"  # none | selective | full
+    flash: bool = True
+    overlap_dp: bool = True
+    precision: str = "bf16"  # bf16 | fp8 | fp16
+
+    @classmethod
+    def of(cls, *, recompute: str = "selective", flash: bool = True, overlap_dp: bool = True,
+           precision: str = "bf16", **arrays: object) -> Plans:  # fmt: skip
+        """Broadcast scalars and arrays (tp=..., pp=..., ...) to one length."""
+        names = [f.name for f in fields(cls) if f.name not in
+                 ("recompute", "flash", "overlap_dp", "precision")]  # fmt: skip
+        defaults = {"cp": 1, "ep": 1, "vp": 1, "zero": 1, "micro_batch": 1, "sp": True}
+        values = [np.asarray(arrays.get(n, defaults.get(n)))
+                  for n in names]  # fmt: skip
+        if any(v.dtype == object for v in values):
+            missing = [n for n, v in zip(names, values, strict=True) if v.dtype == object]
+            raise ValueError(f"missing plan fields: {', '.join(missing)}")
+        b = np.broadcast_arrays(*[np.atleast_1d(v) for v in values])
+        cols = {n: np.array(v, dtype=bool if n == "sp" else float)
+                for n, v in zip(names, b, strict=True)}  # fmt: skip
+        return cls(**cols, recompute=recompute, flash=flash, overlap_dp=overlap_dp,
+                   precision=precision)  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.tp)
+
+    @cached_property
+    def microbatches(self) -> np.ndarray:
+        return self.global_batch / (self.dp * self.micro_batch)
+
+    @property
+    def grad_bytes(self) -> float:
+        return GRAD_BYTES[self.precision]
+
+
+def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
+    c = s.cluster
+    assert c.gpus_per_node is not None and c.nics_per_node is not None, "resolve first"
+    return Hardware(
+        gpu=cat.gpu(c.gpu),
+        gpus=c.gpus,
+        gpus_per_node=c.gpus_per_node,
+        nics_per_node=c.nics_per_node,
+        fabric=fabric,
+        design=c.topology.design,
+        oversubscription=c.topology.oversubscription,
+        roce_quality=c.roce_quality,
+    )
+
+
+def plans_from_scenario(s: Scenario) -> Plans:
+    w = s.workload
+    assert w is not None and w.seq_len is not None and w.global_batch is not None, "resolve first"
+    p = w.parallel
+    assert p.dp != "auto", "resolve first"
+    return Plans.of(
+        tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, vp=p.vp, zero=p.zero,
+        micro_batch=w.micro_batch, global_batch=w.global_batch, seq_len=w.seq_len,
+        sp=p.sequence_parallel and p.tp > 1, recompute=w.recompute, flash=w.flash_attention,
+        overlap_dp=w.overlap_dp, precision=w.precision,
+    )  # fmt: skip

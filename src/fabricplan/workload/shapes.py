@@ -1,0 +1,132 @@
+"""Per-token arithmetic of a transformer: FLOPs, bytes moved by memory-bound ops, activations.
+
+Everything here is per token and per layer (forward pass, whole layer before any parallel
+split), so the step model can scale it by tokens and divide it by the parallel plan. Weight
+counts come from :func:`fabricplan.catalog.count_params`; a matmul costs 2 FLOPs per weight per
+token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabricplan.catalog import Model, count_params
+
+# Bytes per activation element in BF16/FP16 training and serving.
+ACT_BYTES = 2
+
+# Elements each memory-bound op reads + writes per token in a Megatron-style layer (forward),
+# counted from the op graph: LayerNorm reads and writes h (x2 norms = 4h); bias + dropout +
+# residual reads two h-vectors, writes one and a 1-byte mask (3.5h, x2 = 7h).
+NORM_RESIDUAL_ELEMS_PER_H = 11.0
+# Unfused attention moves every score (one per head and key) several times: the QK^T matmul
+# writes it, fused scale+mask+softmax reads it and writes the probabilities, dropout reads
+# those and writes them with a 1-byte mask, the AV matmul reads them: 6.5 elements per score
+# (the tensors Korthikanti et al. 2022 count for memory: 2 + 2 + 1 bytes per score).
+SOFTMAX_ELEMS_PER_SCORE = 6.5
+
+# Activation bytes stored per token per layer, Korthikanti et al. (2022), "Reducing Activation
+# Recomputation in Large Transformer Models", Sec. 4: s*b*h*(10 + 24/t + 5*a*s/(h*t)) with tensor
+# parallelism t. The 10h (norm inputs, dropout masks, the inputs of QKV and of the FFN) is
+# replicated unless sequence parallelism shards it; of the 24h that TP splits, 8h is attention
+# (Q, K, V, output-projection input) and 16h the FFN (4f for f = 4h; 6f when gated). Scores
+# take 5 bytes per (head, key).
+ACT_REPLICATED_PER_H = 10.0
+ACT_ATTN_SPLIT_PER_H = 8.0
+ACT_SCORE_BYTES = 5.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A model's per-token, per-layer costs (forward)."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    params_total: float
+    params_active: float
+    params_embedding: float  # input embedding + output head (if untied)
+    params_expert: float  # all routed-expert weights (sharded by ep), 0 for dense
+    moe_layers: int
+    top_k: int
+    proj_flops: float  # attention projections + FFN (active), averaged over layers
+    score_flops_per_ctx: float  # QK^T and AV per token per context position
+    ffn_act_elems: float  # FFN activation-function elements read + written
+    ffn_act_bytes: float  # FFN activations stored (bytes) beyond the fixed 3h
+    kv_elems: float  # K and V elements per token per layer (KV cache, context parallel)
+    kv_heads: int  # how far TP can split the KV cache (MLA's latent is not split)
+    logits_flops: float  # output head per token
+
+    @property
+    def dense_params(self) -> float:
+        return self.params_total - self.params_expert
+
+
+def shape_of(m: Model) -> Shape:
+    """The per-token costs of catalog model ``m``."""
+    pc = count_params(m)
+    layers = pc.dense_layers + pc.moe_layers
+    ffn_w = (pc.dense_layers * pc.dense_ffn_per_layer
+             + pc.moe_layers * pc.moe_active_ffn_per_layer) / layers  # fmt: skip
+    if m.moe is not None:
+        width_moe = (m.moe.top_k + m.moe.shared_experts) * m.moe.expert_ffn_hidden
+    else:
+        width_moe = 0
+    inner = (pc.dense_layers * m.ffn_hidden + pc.moe_layers * width_moe) / layers
+    # gated: reads gate and up (2f), writes f; otherwise reads f, writes f
+    act_elems = 3 * inner if m.gated_mlp else 2 * inner
+    act_bytes = (6 if m.gated_mlp else 4) * inner
+    if m.mla is not None:
+        a = m.mla
+        score = 2 * m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
+        kv = a.kv_lora_rank + a.qk_rope_head_dim  # the compressed latent is what is cached
+    else:
+        score = 4 * m.heads * m.head_dim
+        kv = 2 * m.kv_heads * m.head_dim
+    expert = 0.0
+    if m.moe is not None:
+        expert_one = (3 if m.gated_mlp else 2) * m.hidden * m.moe.expert_ffn_hidden
+        expert = pc.moe_layers * m.moe.experts * expert_one
+    return Shape(
+        name=m.id,
+        layers=layers,
+        hidden=m.hidden,
+        heads=m.heads,
+        vocab=m.vocab,
+        params_total=float(pc.total),
+        params_active=float(pc.active),
+        params_embedding=float(pc.embedding),
+        params_expert=float(expert),
+        moe_layers=pc.moe_layers,
+        top_k=m.moe.top_k if m.moe else 0,
+        proj_flops=2.0 * (pc.attention_per_layer + ffn_w),
+        score_flops_per_ctx=float(score),
+        ffn_act_elems=float(act_elems),
+        ffn_act_bytes=float(act_bytes),
+        kv_elems=float(kv),
+        kv_heads=1 if m.mla is not None else m.kv_heads,
+        logits_flops=2.0 * m.hidden * m.vocab,
+    )
+
+
+def model_flops_per_token(s: Shape, seq_len: float) -> float:
+    """Training FLOPs per token, no recomputation: 6 N plus attention, as PaLM (Chowdhery et
+    al. 2022, App. B) counts MFU: 6 x active weights + 6 x layers x scores over the full
+    context (not halved for causal masking)."""
+    return 6.0 * s.params_active + 3.0 * s.layers * s.score_flops_per_ctx * seq_len
+
+
+def activation_bytes_per_token_layer(s: Shape, seq_len: float, tp: int, sp: bool,
+                                     recompute: str, flash: bool) -> float:  # fmt: skip
+    """Stored activations per token per layer on one GPU (Korthikanti et al. 2022, Table 2)."""
+    h = s.hidden
+    if recompute == "full":
+        return ACT_BYTES * h / (tp if sp else 1)  # only the layer input is kept
+    split = ACT_ATTN_SPLIT_PER_H * h + s.ffn_act_bytes
+    replicated = ACT_REPLICATED_PER_H * h
+    per_gpu = (split + replicated) / tp if sp else split / tp + replicated
+    if not (flash or recompute == "selective"):
+        per_gpu += ACT_SCORE_BYTES * s.heads * seq_len / tp
+    return per_gpu

@@ -1,0 +1,198 @@
+"""Training step time: compute, exposed communication and pipeline bubble, for N plans at once.
+
+Compute is a roofline per layer: matmul FLOPs at the GPU's measured matmul ceiling (catalog
+``matmul_efficiency``) plus the memory-bound ops (norms, residuals, activation functions, and
+the softmax when attention is not fused) at achievable HBM bandwidth. Communication follows
+Megatron-LM's schedule (Narayanan et al. SC'21; Korthikanti et al. 2022):
+- tensor parallel: 2 all-reduces (or reduce-scatter + all-gather with sequence parallelism)
+  per layer in the forward pass, 2 in the backward, 2 more when the forward is recomputed; on
+  the critical path;
+- pipeline: one activation send per micro-batch and chunk each way, split over the TP ranks
+  (scatter/gather), with the 1F1B bubble of (pp - 1) / vp micro-batch times;
+- data parallel: gradient all-reduce, or reduce-scatter + all-gather under ZeRO, overlapped
+  with the last backward pass (and the next forward) when ``overlap_dp``; ZeRO-3 also gathers
+  weights every micro-batch, hidden behind compute where it can be;
+- expert parallel: dispatch and combine all-to-alls per MoE layer, each pass;
+- context parallel: ring exchange of K/V blocks, overlapped with the attention it feeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricplan.workload.comm import collectives_s
+from fabricplan.workload.memory import Memory, memory, params_per_gpu
+from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans
+from fabricplan.workload.shapes import (
+    ACT_BYTES,
+    NORM_RESIDUAL_ELEMS_PER_H,
+    SOFTMAX_ELEMS_PER_SCORE,
+    Shape,
+    model_flops_per_token,
+)
+
+# FlashAttention-2 (Dao 2023, Sec. 3.1.1): the backward pass does 2.5x the forward's attention
+# matmul FLOPs, not 2x, because it recomputes the scores.
+FLASH_BACKWARD_FACTOR = 2.5
+# Adam step per weight: read FP32 master, momentum, variance, gradient (16 B), write the first
+# three and the BF16 weight (14 B).
+OPTIMIZER_STEP_BYTES = 30.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """Seconds per training step and its parts, per plan (arrays of shape (N,))."""
+
+    time: np.ndarray
+    compute: np.ndarray
+    tp_comm: np.ndarray
+    pp_comm: np.ndarray
+    ep_comm: np.ndarray
+    cp_comm: np.ndarray  # exposed part
+    dp_comm: np.ndarray  # exposed part
+    dp_comm_total: np.ndarray
+    bubble: np.ndarray
+    optimizer: np.ndarray
+    tokens: np.ndarray  # per step
+    model_flops: np.ndarray  # per step, 6N + attention (PaLM's MFU count)
+    hw_flops: np.ndarray  # per step, with recomputation (Megatron's count)
+    memory: Memory
+
+    @property
+    def comm_exposed(self) -> np.ndarray:
+        return self.tp_comm + self.pp_comm + self.ep_comm + self.cp_comm + self.dp_comm
+
+    def breakdown(self, i: int = 0) -> dict[str, float]:
+        parts = ("compute", "tp_comm", "pp_comm", "ep_comm", "cp_comm", "dp_comm", "bubble",
+                 "optimizer")  # fmt: skip
+        return {f"{p}_s": float(getattr(self, p)[i]) for p in parts}
+
+
+def _peak(hw: Hardware, precision: str) -> tuple[float, float]:
+    """FLOP/s of the projections (FP8 when asked) and of attention (BF16), at the measured
+    matmul ceiling."""
+    g = hw.gpu
+    bf16 = g.bf16_dense_tflops * 1e12 * g.matmul_efficiency
+    proj = (g.fp8_dense_tflops or g.bf16_dense_tflops) * 1e12 * g.matmul_efficiency
+    return (proj if precision == "fp8" else bf16), bf16
+
+
+def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) -> Step:
+    """Step time of every plan in ``p`` for model ``s`` on ``hw``."""
+    peak_proj, peak_attn = _peak(hw, p.precision)
+    hbm = hw.gpu.hbm_TBps * 1e12 * hw.gpu.hbm_efficiency
+    h = float(s.hidden)
+    tokens = p.micro_batch * p.seq_len / p.cp  # per GPU per micro-batch
+    ctx = p.seq_len * (0.5 if p.flash else 1.0)  # causal: fused kernels skip masked blocks
+
+    # one layer, one micro-batch, one GPU
+    proj = tokens * s.proj_flops / p.tp / peak_proj
+    score = tokens * s.score_flops_per_ctx * ctx / p.tp / peak_attn
+    norm_elems = NORM_RESIDUAL_ELEMS_PER_H * h / np.where(p.sp, p.tp, 1)
+    softmax_elems = 0.0 if p.flash else SOFTMAX_ELEMS_PER_SCORE * s.heads * p.seq_len / p.tp
+    mem = tokens * ACT_BYTES * (norm_elems + s.ffn_act_elems / p.tp + softmax_elems) / hbm
+    softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
+    fwd = proj + score + mem
+    bwd = 2 * fwd + (FLASH_BACKWARD_FACTOR - 2) * score * p.flash
+    if p.recompute == "full":
+        recompute = fwd
+    elif p.recompute == "selective" and not p.flash:
+        recompute = score + softmax_mem
+    else:
+        recompute = np.zeros_like(fwd)
+    logits = 3 * tokens * s.logits_flops / p.tp / peak_proj  # last stage, forward + backward
+
+    # communication: every collective of the step, priced in one batch per op
+    act_bytes = tokens * h * ACT_BYTES
+    passes = 4 + 2 * (p.recompute == "full")  # TP/EP collectives: 2 per pass
+    one = np.ones(len(p))
+    sp_div = np.where(p.sp, p.tp, 1)
+    n = params_per_gpu(s, p)
+    expert_n = s.params_expert / (p.tp * p.pp * p.ep)
+    dense_n = n - expert_n
+    group = p.dp * p.cp
+    expert_group = np.maximum(group / p.ep, 1)
+    tp_sp = np.where(p.sp, p.tp, 1)  # sequence parallel: reduce-scatter + all-gather instead
+    tp_ar = np.where(p.sp, 1, p.tp)
+    dp0 = np.where(p.zero >= 1, 1, group)  # ZeRO 0: all-reduce; else reduce-scatter+gather
+    dpz = np.where(p.zero >= 1, group, 1)
+    ep0 = np.where(p.zero >= 1, 1, expert_group)
+    epz = np.where(p.zero >= 1, expert_group, 1)
+    z3d = np.where(p.zero >= 3, group, 1)
+    z3e = np.where(p.zero >= 3, expert_group, 1)
+    ring, a2a, pipe = "ring-allreduce", "alltoall", "pipeline"
+    (tp_ar_t, tp_rs_t, tp_ag_t, ep_one, kv_one, pp_one, dp_ar, dp_rs, dp_ag, ex_ar, ex_rs, ex_ag,
+     z3_d, z3_e) = collectives_s(hw, [
+        ("all_reduce", tp_ar, one, act_bytes, None),
+        ("reduce_scatter", tp_sp, one, act_bytes, None),
+        ("all_gather", tp_sp, one, act_bytes, None),
+        ("alltoall", p.ep, p.tp * p.cp, tokens * s.top_k * h * ACT_BYTES / sp_div, a2a),
+        ("sendrecv", p.cp, p.tp, tokens * s.kv_elems * ACT_BYTES, ring),
+        # scatter/gather: each TP rank sends its slice of the activations on its own NIC
+        ("sendrecv", np.where(p.pp > 1, 2, 1), p.tp * p.cp * p.dp, act_bytes / p.tp, pipe),
+        ("all_reduce", dp0, p.tp, dense_n * p.grad_bytes, ring),
+        ("reduce_scatter", dpz, p.tp, dense_n * p.grad_bytes, ring),
+        ("all_gather", dpz, p.tp, dense_n * WEIGHT_BYTES, ring),
+        ("all_reduce", ep0, p.tp * p.ep, expert_n * p.grad_bytes, ring),
+        ("reduce_scatter", epz, p.tp * p.ep, expert_n * p.grad_bytes, ring),
+        ("all_gather", epz, p.tp * p.ep, expert_n * WEIGHT_BYTES, ring),
+        ("all_gather", z3d, p.tp, dense_n * WEIGHT_BYTES, ring),
+        ("all_gather", z3e, p.tp * p.ep, expert_n * WEIGHT_BYTES, ring),
+    ], congestion)  # fmt: skip
+
+    tp_layer = passes * (tp_ar_t + tp_rs_t + tp_ag_t)
+    ep_layer = passes * ep_one
+    cp_ring = (p.cp - 1) * kv_one  # K/V blocks go round the ring behind the attention they feed
+    cp_layer = np.maximum(cp_ring - score, 0) + np.maximum(2 * cp_ring - 2 * score, 0)
+
+    layers_here = s.layers / p.pp
+    moe_here = s.moe_layers / p.pp
+    compute_mb = layers_here * (fwd + bwd + recompute) + logits
+    pp_mb = 2 * p.vp * pp_one
+    tp_mb = layers_here * tp_layer
+    ep_mb = moe_here * ep_layer
+    cp_mb = layers_here * cp_layer
+    per_mb = compute_mb + tp_mb + ep_mb + cp_mb + pp_mb
+    m = p.microbatches
+    bubble_mbs = (p.pp - 1) / p.vp
+
+    grad_t = dp_ar + dp_rs + ex_ar + ex_rs
+    param_t = dp_ag + ex_ag
+    dp_total = grad_t + param_t
+    if p.overlap_dp:
+        dp_exposed = (np.maximum(grad_t - layers_here * bwd, 0)
+                      + np.maximum(param_t - layers_here * fwd, 0))  # fmt: skip
+    else:
+        dp_exposed = dp_total
+    # ZeRO-3 gathers the weights again in every micro-batch's forward and backward
+    z3 = 2 * (z3_d + z3_e)
+    dp_total = dp_total + z3 * m
+    dp_exposed = dp_exposed + np.maximum(z3 - compute_mb, 0) * m
+
+    shard = np.where(p.zero >= 1, group, 1)
+    optimizer = n / shard * OPTIMIZER_STEP_BYTES / hbm
+    time = (m + bubble_mbs) * per_mb + dp_exposed + optimizer
+
+    tok = p.global_batch * p.seq_len
+    model_flops = tok * np.array([model_flops_per_token(s, x) for x in p.seq_len])
+    layer_fwd = s.proj_flops + s.score_flops_per_ctx * p.seq_len  # full scores, as Megatron
+    rec_passes = np.where(p.recompute == "full", 1.0, 0.0)
+    hw_flops = tok * (s.layers * layer_fwd * (3 + rec_passes) + 3 * s.logits_flops)
+    return Step(
+        time=time,
+        compute=m * compute_mb,
+        tp_comm=m * tp_mb,
+        pp_comm=m * pp_mb,
+        ep_comm=m * ep_mb,
+        cp_comm=m * cp_mb,
+        dp_comm=dp_exposed,
+        dp_comm_total=dp_total,
+        bubble=bubble_mbs * per_mb,
+        optimizer=optimizer,
+        tokens=tok,
+        model_flops=model_flops,
+        hw_flops=hw_flops,
+        memory=memory(s, p, hw),
+    )
