@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from fabricplan.cli.collective_cmd import human_size
-from fabricplan.cli.output import console, emit_json, fmt
+from fabricplan.cli.output import console, emit_json, fail, fmt
 from fabricplan.cli.system_opts import (
     CATALOG_OPT,
     FABRIC_OPT,
@@ -145,10 +145,21 @@ def _print_grade(d: dict[str, Any]) -> None:
 
 
 def validate_cmd(
+    suite: str = typer.Option(
+        "nccl-tests", "--suite", help="nccl-tests | training (Megatron SC'21) | claims (seeds)."
+    ),
     points: bool = typer.Option(False, "--points", help="Also print every data point."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Rerun every published nccl-tests measurement we compare with: predicted vs measured."""
+    """Rerun every published measurement we compare with: predicted vs measured, and the error."""
+    if suite not in ("nccl-tests", "training", "claims"):
+        fail(f"--suite: {suite!r} is not allowed; use nccl-tests, training or claims",
+             as_json=as_json)  # fmt: skip
+    if suite != "nccl-tests":
+        from fabricplan.cli.validate_workload import show_claims, show_training
+
+        (show_training if suite == "training" else show_claims)(as_json)
+        return
     checks = check_runs()
     if as_json:
         emit_json([c.to_dict() for c in checks])
