@@ -42,9 +42,9 @@ def params_per_gpu(s: Shape, p: Plans) -> np.ndarray:
     """Weights one GPU holds before ZeRO sharding: dense layers split by tp x pp, routed experts
     also by ep, and the input embedding (first stage) split by tp."""
     layer_dense = s.params_total - s.params_embedding - s.params_expert
-    emb_first = float(s.vocab * s.hidden)
-    return (layer_dense / (p.tp * p.pp) + s.params_expert / (p.tp * p.pp * p.ep)
-            + emb_first / p.tp)  # fmt: skip
+    # a one-stage pipeline holds both the input embedding and the output head
+    emb = np.where(p.pp == 1, s.params_embedding, float(s.vocab * s.hidden))
+    return layer_dense / (p.tp * p.pp) + s.params_expert / (p.tp * p.pp * p.ep) + emb / p.tp
 
 
 def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:

@@ -1,0 +1,66 @@
+"""step and validate --suite through the installed entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_cli import run
+
+KEYS = {"fabric", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "comm_exposed_fraction",
+        "time_to_train_days", "gpu_hours", "breakdown"}  # fmt: skip
+
+
+def test_step_json_per_fabric():
+    out = json.loads(run("step", "examples/llama3-70b-512-h100.yaml", "--json").stdout)
+    assert [r["fabric"] for r in out] == ["ib-ndr", "roce-400g"]
+    for r in out:
+        assert KEYS <= set(r)
+        # tokens/s x step time = the global batch of 1,024 sequences of 8,192 tokens
+        assert r["tokens_per_s"] * r["step_time_s"] == pytest.approx(1024 * 8192)
+        assert 0 < r["mfu"] < 0.8
+        assert r["gpu_hours"] == pytest.approx(r["time_to_train_days"] * 24 * 512)
+        assert sum(v for k, v in r["breakdown"].items() if k != "dp_comm_total_s") == (
+            pytest.approx(r["step_time_s"])
+        )
+
+
+def test_step_fabric_flag_and_table():
+    proc = run("step", "examples/llama3-70b-512-h100.yaml", "--fabric", "tcp-100g")
+    assert proc.returncode == 0 and "tcp-100g" in proc.stdout and "bubble" in proc.stdout
+
+
+def test_step_rejects_a_plan_that_does_not_fit():
+    proc = run("step", "examples/llama3-70b-512-h100.yaml", "--set", "workload.parallel.pp=1")
+    assert proc.returncode == 2
+    assert "GB per GPU" in proc.stderr and "fits with" in proc.stderr
+
+
+def test_step_unknown_fabric():
+    proc = run("step", "examples/llama3-70b-512-h100.yaml", "--fabric", "ib-xyz", "--json")
+    assert proc.returncode == 2 and "ib-xyz" in json.loads(proc.stdout)["error"]
+
+
+def test_serving_fabric_matters_only_when_tp_leaves_the_node():
+    one = json.loads(run("step", "examples/inference-405b.yaml", "--json").stdout)
+    assert all(r["network_fraction"] < 0.01 for r in one)
+    assert {r["kind"] for r in one} == {"inference"} and all(r["ttft_s"] > 0 for r in one)
+    two = json.loads(run("step", "examples/inference-405b.yaml", "--set",
+                         "workload.parallel.tp=16", "--set", "workload.parallel.pp=1",
+                         "--json").stdout)  # fmt: skip
+    assert max(r["network_fraction"] for r in two) > 0.05
+
+
+def test_validate_training_suite():
+    out = json.loads(run("validate", "--suite", "training", "--json").stdout)
+    assert out["count"] == 10 and len(out["rows"]) == 10
+    for r in out["rows"]:
+        assert r["measured_tflops_per_gpu"] > 100 and abs(r["error"]) < 0.5
+
+
+def test_validate_claims_suite():
+    out = json.loads(run("validate", "--suite", "claims", "--json").stdout)
+    assert {r["claim"] for r in out} >= {"16-gpu-roce-share", "256-gpu-gap"}
+    assert all(isinstance(r["holds"], bool) for r in out)
+    assert run("validate", "--suite", "nope").returncode == 2

@@ -1,0 +1,125 @@
+"""Workload model: known analytic cases, vectorised = scalar, memory fit, properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabricplan.catalog import default_catalog
+from fabricplan.validation.training_runs import gpt_model
+from fabricplan.workload import Hardware, Plans, shape_of, training_step
+from fabricplan.workload.memory import memory
+from fabricplan.workload.shapes import activation_bytes_per_token_layer, model_flops_per_token
+
+CAT = default_catalog()
+H100 = CAT.gpu("h100")
+COMMON = {"vocab": 51200, "seq_len": 2048}
+GPT_18B = {"params_b": 18.4, "heads": 48, "hidden": 6144, "layers": 40}
+
+
+def _hw(gpus: int, fabric: str = "ib-ndr", gpu=H100) -> Hardware:
+    return Hardware(gpu=gpu, gpus=gpus, gpus_per_node=8, nics_per_node=8, fabric=fabric)
+
+
+def test_hardware_flops_match_megatrons_formula():
+    """Narayanan et al. SC'21 eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh) with recomputation."""
+    s = shape_of(gpt_model(GPT_18B, COMMON))
+    p = Plans.of(tp=8, pp=1, dp=1, global_batch=8, seq_len=2048, sp=False, recompute="full",
+                 flash=False)  # fmt: skip
+    st_ = training_step(s, p, _hw(8, gpu=CAT.gpu("a100")), congestion=False)
+    b, sl, h, layers, v = 8, 2048, 6144, 40, 51200
+    formula = 96 * b * sl * layers * h**2 * (1 + sl / (6 * h) + v / (16 * layers * h))
+    assert st_.hw_flops[0] == pytest.approx(formula, rel=0.01)
+
+
+def test_model_flops_are_six_n_plus_attention():
+    s = shape_of(CAT.model("llama3-70b"))
+    per_token = model_flops_per_token(s, 8192)
+    # PaLM (Chowdhery et al. 2022, App. B): 6N + 12 L H Q T, H x Q = 8192, T = 8192
+    assert per_token == pytest.approx(6 * s.params_active + 12 * 80 * 8192 * 8192)
+    assert s.params_active == pytest.approx(70.6e9, rel=0.01)
+
+
+def test_activation_memory_is_korthikantis():
+    """Korthikanti et al. 2022, Table 2: sbh(34 + 5as/h) per layer; /t with TP+SP; 2sbh when
+    the whole layer is recomputed."""
+    s = shape_of(gpt_model(GPT_18B, COMMON))
+    h, a, sl = 6144, 48, 2048
+    full = activation_bytes_per_token_layer(s, sl, 1, False, "none", False)
+    assert full == pytest.approx(h * (34 + 5 * a * sl / h))
+    tp_only = activation_bytes_per_token_layer(s, sl, 8, False, "none", False)
+    assert tp_only == pytest.approx(h * (10 + 24 / 8 + 5 * a * sl / (h * 8)))
+    sp = activation_bytes_per_token_layer(s, sl, 8, True, "selective", False)
+    assert sp == pytest.approx(34 * h / 8)
+    assert activation_bytes_per_token_layer(s, sl, 8, False, "full", False) == 2 * h
+
+
+def test_bubble_is_pipeline_stages_minus_one_over_chunks():
+    s = shape_of(CAT.model("llama3-8b"))
+    for vp in (1, 2):
+        p = Plans.of(tp=1, pp=4, dp=2, vp=vp, global_batch=16, seq_len=4096)
+        st_ = training_step(s, p, _hw(8), congestion=False)
+        m = 16 / 2
+        per_mb = (st_.compute + st_.tp_comm + st_.pp_comm + st_.ep_comm + st_.cp_comm) / m
+        assert st_.bubble[0] == pytest.approx(3 / vp * per_mb[0])
+
+
+def test_vectorised_equals_one_at_a_time():
+    s = shape_of(CAT.model("llama3-70b"))
+    tp = np.array([8, 4, 8, 2])
+    pp = np.array([4, 8, 2, 8])
+    p = Plans.of(tp=tp, pp=pp, dp=512 // (tp * pp), global_batch=1024, seq_len=8192,
+                 recompute="full")  # fmt: skip
+    together = training_step(s, p, _hw(512, "roce-400g")).time
+    alone = []
+    for t, q in zip(tp, pp, strict=True):
+        one = Plans.of(tp=t, pp=q, dp=512 // (t * q), global_batch=1024, seq_len=8192,
+                       recompute="full")  # fmt: skip
+        alone.append(training_step(s, one, _hw(512, "roce-400g")).time[0])
+    assert together == pytest.approx(alone, rel=1e-9)
+
+
+def test_fabric_only_changes_what_crosses_the_network():
+    """Single-node tensor parallelism never touches the fabric; data parallelism does."""
+    s = shape_of(CAT.model("llama3-70b"))
+    p = Plans.of(tp=8, pp=4, dp=16, global_batch=1024, seq_len=8192, recompute="full",
+                 overlap_dp=False)  # fmt: skip
+    ib = training_step(s, p, _hw(512, "ib-ndr"))
+    tcp = training_step(s, p, _hw(512, "tcp-100g"))
+    assert ib.tp_comm[0] == pytest.approx(tcp.tp_comm[0])
+    assert tcp.dp_comm[0] > 2 * ib.dp_comm[0]
+    assert tcp.time[0] > ib.time[0]
+
+
+def test_zero_shards_the_optimizer_state():
+    s = shape_of(CAT.model("llama3-8b"))
+    mem = [memory(s, Plans.of(tp=1, pp=1, dp=16, global_batch=64, seq_len=4096, zero=z),
+                  _hw(16)) for z in (0, 1, 2, 3)]  # fmt: skip
+    assert mem[1].optimizer[0] == pytest.approx(mem[0].optimizer[0] / 16)
+    assert mem[2].gradients[0] == pytest.approx(mem[1].gradients[0] / 16)
+    assert mem[3].weights[0] == pytest.approx(mem[2].weights[0] / 16)
+    assert mem[0].optimizer[0] == pytest.approx(s.params_total * 12, rel=0.01)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.sampled_from([1, 2, 4, 8]),
+    mb=st.sampled_from([1, 2]),
+    zero=st.integers(0, 3),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+    flash=st.booleans(),
+)
+def test_any_valid_plan_gives_a_finite_positive_step(tp, pp, mb, zero, recompute, flash):
+    s = shape_of(CAT.model("llama3-8b"))
+    dp = 64 // (tp * pp)
+    p = Plans.of(tp=tp, pp=pp, dp=dp, micro_batch=mb, zero=zero, global_batch=dp * mb * 8,
+                 seq_len=4096, sp=tp > 1, recompute=recompute, flash=flash)  # fmt: skip
+    st_ = training_step(s, p, _hw(64), congestion=False)
+    assert np.isfinite(st_.time).all() and (st_.time > 0).all()
+    parts = sum(st_.breakdown().values())
+    assert parts == pytest.approx(st_.time[0], rel=1e-9)
+    # hardware FLOPs never undercount the model's
+    assert st_.hw_flops[0] >= 0.9 * st_.model_flops[0]
