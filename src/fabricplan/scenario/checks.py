@@ -179,6 +179,14 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
         problems.append(
             Problem("workload.parallel.pp", f"exceeds {m.id}'s layers ({m.layers})", p.pp)
         )
+    elif p.vp > 1 and (p.pp == 1 or p.pp * p.vp > m.layers):
+        problems.append(
+            Problem(
+                "workload.parallel.vp",
+                f"interleaving needs pp > 1 and pp x vp <= {m.id}'s layers ({m.layers})",
+                p.vp,
+            )
+        )
     if w.precision == "fp8" and s.cluster.gpu in cat.ids("gpu"):
         gpu = cat.gpu(s.cluster.gpu)
         if gpu.fp8_dense_tflops is None:
