@@ -15,12 +15,12 @@ from fabricplan.workload import WorkloadError, evaluate_scenario
 
 _TRAIN_COLS = (
     ("step (s)", "step_time_s", "{:.3f}"),
-    ("tokens/s", "tokens_per_s", "{:,.0f}"),
+    ("tokens/s", "tokens_per_s", "si"),
     ("TFLOP/s", "tflops_per_gpu", "{:.0f}"),
     ("MFU", "mfu", "{:.1%}"),
     ("comm", "comm_exposed_fraction", "{:.1%}"),
     ("days", "time_to_train_days", "{:.1f}"),
-    ("GPU-h", "gpu_hours", "{:,.0f}"),
+    ("GPU-h", "gpu_hours", "si"),
 )
 _SERVE_COLS = (
     ("TTFT (ms)", "ttft_s", "{:.1f}", 1e3),
@@ -29,6 +29,16 @@ _SERVE_COLS = (
     ("network share of ITL", "network_fraction", "{:.2%}", 1.0),
     ("replicas", "replicas", "{:,}", 1),
 )
+
+
+def _cell(spec: str, value: float) -> str:
+    """``si`` gives 3.72M / 573.0k so wide numbers fit an 80-column terminal."""
+    if spec != "si":
+        return spec.format(value)
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f}{unit}"
+    return f"{value:.0f}"
 
 
 def _breakdown_table(results: list[dict[str, Any]]) -> Table:
@@ -81,7 +91,7 @@ def step_cmd(
         for head, *_ in _TRAIN_COLS:
             table.add_column(head, justify="right")
         for r in results:
-            table.add_row(r["fabric"], *(f.format(r[k]) for _, k, f in _TRAIN_COLS))
+            table.add_row(r["fabric"], *(_cell(f, r[k]) for _, k, f in _TRAIN_COLS))
     else:
         for head, *_ in _SERVE_COLS:
             table.add_column(head, justify="right")
