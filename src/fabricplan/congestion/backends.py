@@ -70,9 +70,10 @@ class SimulatedCongestion:
     case: Case = field(default_factory=lambda: Case(seeds=20, jitter_us=0.0))
     name: str = "flow-simulation"
 
-    def _one(self, nodes: int, k: int, m: int, pattern: str) -> float:
+    def factor(self, nodes: int, k: int, m: int, pattern: str) -> float:
+        """Median slowdown of ``pattern`` over ``nodes`` nodes of ``k`` GPUs and ``m`` NICs."""
         c = replace(self.case, gpus=nodes * k, gpus_per_node=k, nics_per_node=m, pattern=pattern)
         return float(np.median(run_case(c).network_slowdowns))
 
     def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
-        return _per_configuration(sa, self._one)
+        return _per_configuration(sa, self.factor)

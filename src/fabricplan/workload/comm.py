@@ -10,7 +10,7 @@ pattern they create across the job's nodes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -21,6 +21,9 @@ from fabricplan.workload.plan import Hardware
 
 # Seeds of the congestion simulation per (fabric, pattern, nodes): enough for a stable median.
 CONGESTION_SEEDS = 5
+# Message size of that simulation: 256 MiB, a gradient bucket's order of magnitude, large enough
+# that the slowdown is the bandwidth regime's (it is applied to the bandwidth term).
+CONGESTION_PROBE_BYTES = float(1 << 28)
 
 
 @dataclass(frozen=True)
@@ -68,14 +71,22 @@ def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
     """Median network slowdown of ``pattern`` over ``nodes`` whole nodes of this cluster."""
     if nodes < 2:
         return 1.0
-    from fabricplan.congestion.simulate import Case, run_case  # heavy: only when needed
+    # heavy imports: only when a group crosses the network
+    from fabricplan.congestion.backends import SimulatedCongestion
+    from fabricplan.congestion.simulate import Case
 
-    case = Case(gpu=hw.gpu.id, gpus=nodes * hw.gpus_per_node, fabric=hw.fabric,
-                design=hw.design, oversubscription=hw.oversubscription,
-                roce_quality=hw.roce_quality, pattern=pattern, seeds=CONGESTION_SEEDS,
-                jitter_us=0.0, gpus_per_node=hw.gpus_per_node,
-                nics_per_node=hw.nics_per_node, size_bytes=float(1 << 28))  # fmt: skip
-    return float(np.median(run_case(case).network_slowdowns))
+    case = Case(
+        gpu=hw.gpu.id,
+        fabric=hw.fabric,
+        design=hw.design,
+        oversubscription=hw.oversubscription,
+        roce_quality=hw.roce_quality,
+        seeds=CONGESTION_SEEDS,
+        jitter_us=0.0,
+        size_bytes=CONGESTION_PROBE_BYTES,
+    )
+    sim = SimulatedCongestion(case=case)
+    return sim.factor(nodes, hw.gpus_per_node, hw.nics_per_node, pattern)
 
 
 Request = tuple[str, np.ndarray, np.ndarray, np.ndarray, str | None]
@@ -137,7 +148,3 @@ def collective_s(
 ) -> np.ndarray:
     """One request of :func:`collectives_s`."""
     return collectives_s(hw, [(op, size, stride, nbytes, pattern)], congestion)[0]
-
-
-def with_fabric(hw: Hardware, fabric: str) -> Hardware:
-    return replace(hw, fabric=fabric)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from fabricplan.catalog import Catalog
 from fabricplan.scenario import Scenario
@@ -148,15 +146,3 @@ def evaluate_scenario(sc: Scenario, cat: Catalog, fabrics: list[str] | None = No
         run = _training if w.kind == "training" else _inference
         out.append(FabricResult(fab, run(s, sc, hw, congestion)))
     return out
-
-
-def baseline_ratio(results: list[FabricResult]) -> list[float]:
-    """Each fabric's throughput relative to the best one."""
-    best = max(r.values["tokens_per_s"] for r in results)
-    return [float(np.float64(r.values["tokens_per_s"]) / best) for r in results]
-
-
-def with_workload(sc: Scenario, **changes: Any) -> Scenario:
-    assert sc.workload is not None
-    return replace(sc) if not changes else sc.model_copy(
-        update={"workload": sc.workload.model_copy(update=changes)})  # fmt: skip

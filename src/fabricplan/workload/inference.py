@@ -15,7 +15,7 @@ import numpy as np
 
 from fabricplan.workload.comm import collective_s
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware
-from fabricplan.workload.shapes import ACT_BYTES, Shape
+from fabricplan.workload.shapes import ACT_BYTES, CAUSAL_FRACTION, TP_COLLECTIVES_PER_LAYER, Shape
 
 # Bytes per weight and per KV element when serving in FP8 (weights and KV cache quantised).
 FP8_BYTES = 1.0
@@ -50,7 +50,7 @@ def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int,
                                   np.array([nbytes]), pattern, congestion)[0])  # fmt: skip
 
     layer_weights = (s.params_active - s.params_embedding) / s.layers * wb
-    ctx = prompt + output / 2
+    ctx = prompt + output / 2  # mean context over the decode steps
     flops = batch * (s.proj_flops + s.score_flops_per_ctx * ctx) / tp
     read = layer_weights / tp + batch * ctx * s.kv_elems * kvb / kv_split
     layer_t = max(flops / peak, read / hbm)
@@ -58,14 +58,19 @@ def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int,
     ar_decode = one("all_reduce", tp, 1, batch * s.hidden * ACT_BYTES, None)
     send_decode = one("sendrecv", 2, tp, batch * s.hidden * ACT_BYTES, None) if pp > 1 else 0.0
     decode_compute = s.layers * layer_t + head_t
-    tp_decode = s.layers * 2 * ar_decode
+    tp_decode = s.layers * TP_COLLECTIVES_PER_LAYER * ar_decode
     pp_decode = (pp - 1) * send_decode
     itl = decode_compute + tp_decode + pp_decode
 
-    pre_flops = prompt * (s.layers * (s.proj_flops + s.score_flops_per_ctx * prompt / 2)
+    pre_ctx = prompt * CAUSAL_FRACTION
+    pre_flops = prompt * (s.layers * (s.proj_flops + s.score_flops_per_ctx * pre_ctx)
                           + s.logits_flops) / tp  # fmt: skip
     prefill = pre_flops / peak
-    tp_prefill = s.layers * 2 * one("all_reduce", tp, 1, prompt * s.hidden * ACT_BYTES, None)
+    tp_prefill = (
+        s.layers
+        * TP_COLLECTIVES_PER_LAYER
+        * one("all_reduce", tp, 1, prompt * s.hidden * ACT_BYTES, None)
+    )
     pp_prefill = (pp - 1) * (one("sendrecv", 2, tp, prompt * s.hidden * ACT_BYTES / tp, None)
                              if pp > 1 else 0.0)  # fmt: skip
     # disaggregated: every GPU of the prefill replica sends its KV shard to its decode peer

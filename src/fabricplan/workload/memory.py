@@ -53,26 +53,13 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     weights = n * WEIGHT_BYTES / np.where(p.zero >= 3, shard, 1)
     grads = n * p.grad_bytes / np.where(p.zero >= 2, shard, 1)
     optim = n * OPTIMIZER_BYTES / np.where(p.zero >= 1, shard, 1)
-    per_token = np.array([activation_bytes_per_token_layer(s, float(sl), int(t), bool(sp),
-                                                           p.recompute, p.flash)
-                          for sl, t, sp in _unique_rows(p)])  # fmt: skip
-    per_token = per_token[_row_index(p)]
+    per_token = activation_bytes_per_token_layer(s, p.seq_len, p.tp, p.sp, p.recompute, p.flash)
     tokens = p.micro_batch * p.seq_len / p.cp
     inflight = np.where(p.pp > 1, p.pp * (1 + (p.pp - 1) / (p.pp * p.vp)), 1.0)
     layers_here = s.layers / p.pp
     acts = per_token * tokens * layers_here * np.minimum(inflight, p.microbatches)
     cap = hw.gpu.memory_gb * 1e9 * USABLE_MEMORY_FRACTION
     return Memory(weights, grads, optim, acts, cap)
-
-
-def _unique_rows(p: Plans) -> list[tuple[float, float, bool]]:
-    return sorted(set(zip(p.seq_len.tolist(), p.tp.tolist(), p.sp.tolist(), strict=True)))
-
-
-def _row_index(p: Plans) -> np.ndarray:
-    keys = {k: i for i, k in enumerate(_unique_rows(p))}
-    return np.array([keys[k] for k in zip(p.seq_len.tolist(), p.tp.tolist(), p.sp.tolist(),
-                                          strict=True)], dtype=int)  # fmt: skip
 
 
 def describe(m: Memory, i: int = 0) -> str:

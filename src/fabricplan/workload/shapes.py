@@ -10,10 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import ArrayLike
+
 from fabricplan.catalog import Model, count_params
 
 # Bytes per activation element in BF16/FP16 training and serving.
 ACT_BYTES = 2
+# Share of the query x key pairs a causal mask keeps: a fused (flash) kernel skips the rest.
+CAUSAL_FRACTION = 0.5
+# Tensor-parallel all-reduces per layer per pass (after attention and after the FFN; Shoeybi et
+# al., Megatron-LM, 2019, Fig. 3).
+TP_COLLECTIVES_PER_LAYER = 2
 
 # Elements each memory-bound op reads + writes per token in a Megatron-style layer (forward),
 # counted from the op graph: LayerNorm reads and writes h (x2 norms = 4h); bias + dropout +
@@ -111,22 +119,24 @@ def shape_of(m: Model) -> Shape:
     )
 
 
-def model_flops_per_token(s: Shape, seq_len: float) -> float:
+def model_flops_per_token(s: Shape, seq_len: ArrayLike) -> np.ndarray:
     """Training FLOPs per token, no recomputation: 6 N plus attention, as PaLM (Chowdhery et
     al. 2022, App. B) counts MFU: 6 x active weights + 6 x layers x scores over the full
     context (not halved for causal masking)."""
-    return 6.0 * s.params_active + 3.0 * s.layers * s.score_flops_per_ctx * seq_len
+    return 6.0 * s.params_active + 3.0 * s.layers * s.score_flops_per_ctx * np.asarray(seq_len)
 
 
-def activation_bytes_per_token_layer(s: Shape, seq_len: float, tp: int, sp: bool,
-                                     recompute: str, flash: bool) -> float:  # fmt: skip
-    """Stored activations per token per layer on one GPU (Korthikanti et al. 2022, Table 2)."""
+def activation_bytes_per_token_layer(s: Shape, seq_len: ArrayLike, tp: ArrayLike, sp: ArrayLike,
+                                     recompute: str, flash: bool) -> np.ndarray:  # fmt: skip
+    """Stored activations per token per layer on one GPU (Korthikanti et al. 2022, Table 2);
+    ``seq_len``, ``tp`` and ``sp`` may be arrays of plans."""
     h = s.hidden
+    tp, sp = np.asarray(tp, dtype=float), np.asarray(sp, dtype=bool)
     if recompute == "full":
-        return ACT_BYTES * h / (tp if sp else 1)  # only the layer input is kept
+        return ACT_BYTES * h / np.where(sp, tp, 1)  # only the layer input is kept
     split = ACT_ATTN_SPLIT_PER_H * h + s.ffn_act_bytes
     replicated = ACT_REPLICATED_PER_H * h
-    per_gpu = (split + replicated) / tp if sp else split / tp + replicated
+    per_gpu = np.where(sp, (split + replicated) / tp, split / tp + replicated)
     if not (flash or recompute == "selective"):
-        per_gpu += ACT_SCORE_BYTES * s.heads * seq_len / tp
+        per_gpu = per_gpu + ACT_SCORE_BYTES * s.heads * np.asarray(seq_len, dtype=float) / tp
     return per_gpu

@@ -27,8 +27,10 @@ from fabricplan.workload.memory import Memory, memory, params_per_gpu
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans
 from fabricplan.workload.shapes import (
     ACT_BYTES,
+    CAUSAL_FRACTION,
     NORM_RESIDUAL_ELEMS_PER_H,
     SOFTMAX_ELEMS_PER_SCORE,
+    TP_COLLECTIVES_PER_LAYER,
     Shape,
     model_flops_per_token,
 )
@@ -85,7 +87,7 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
     hbm = hw.gpu.hbm_TBps * 1e12 * hw.gpu.hbm_efficiency
     h = float(s.hidden)
     tokens = p.micro_batch * p.seq_len / p.cp  # per GPU per micro-batch
-    ctx = p.seq_len * (0.5 if p.flash else 1.0)  # causal: fused kernels skip masked blocks
+    ctx = p.seq_len * (CAUSAL_FRACTION if p.flash else 1.0)
 
     # one layer, one micro-batch, one GPU
     proj = tokens * s.proj_flops / p.tp / peak_proj
@@ -106,7 +108,8 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
 
     # communication: every collective of the step, priced in one batch per op
     act_bytes = tokens * h * ACT_BYTES
-    passes = 4 + 2 * (p.recompute == "full")  # TP/EP collectives: 2 per pass
+    passes = 2 + (p.recompute == "full")  # forward, backward, and the recomputed forward
+    per_layer = TP_COLLECTIVES_PER_LAYER * passes  # TP (and EP) collectives per layer
     one = np.ones(len(p))
     sp_div = np.where(p.sp, p.tp, 1)
     n = params_per_gpu(s, p)
@@ -142,8 +145,8 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
         ("all_gather", z3e, p.tp * p.ep, expert_n * WEIGHT_BYTES, ring),
     ], congestion)  # fmt: skip
 
-    tp_layer = passes * (tp_ar_t + tp_rs_t + tp_ag_t)
-    ep_layer = passes * ep_one
+    tp_layer = per_layer * (tp_ar_t + tp_rs_t + tp_ag_t)
+    ep_layer = per_layer * ep_one
     cp_ring = (p.cp - 1) * kv_one  # K/V blocks go round the ring behind the attention they feed
     cp_layer = np.maximum(cp_ring - score, 0) + np.maximum(2 * cp_ring - 2 * score, 0)
 
@@ -176,9 +179,9 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
     time = (m + bubble_mbs) * per_mb + dp_exposed + optimizer
 
     tok = p.global_batch * p.seq_len
-    model_flops = tok * np.array([model_flops_per_token(s, x) for x in p.seq_len])
+    model_flops = tok * model_flops_per_token(s, p.seq_len)
     layer_fwd = s.proj_flops + s.score_flops_per_ctx * p.seq_len  # full scores, as Megatron
-    rec_passes = np.where(p.recompute == "full", 1.0, 0.0)
+    rec_passes = 1.0 if p.recompute == "full" else 0.0
     hw_flops = tok * (s.layers * layer_fwd * (3 + rec_passes) + 3 * s.logits_flops)
     return Step(
         time=time,
