@@ -56,7 +56,21 @@ def test_validate_training_suite():
     out = json.loads(run("validate", "--suite", "training", "--json").stdout)
     assert out["count"] == 10 and len(out["rows"]) == 10
     for r in out["rows"]:
-        assert r["measured_tflops_per_gpu"] > 100 and abs(r["error"]) < 0.5
+        assert r["metric"] == "hw_tflops_per_gpu" and 130 <= r["measured"] <= 165
+        assert r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1)
+        # the model is within the physically possible: below the A100's 312 TFLOP/s peak
+        assert 0.3 < r["predicted"] / 312 < 0.86
+
+
+def test_validate_held_back_suite():
+    out = json.loads(run("validate", "--suite", "held-back", "--json").stdout)
+    sources = {r["source"] for r in out["rows"]}
+    assert len(sources) >= 4 and out["count"] == len(out["rows"]) >= 20
+    for r in out["rows"]:
+        assert r["metric"] in ("hw_tflops_per_gpu", "model_tflops_per_gpu", "mfu", "step_s")
+        if r["metric"] == "step_s":
+            assert r["error"] == pytest.approx(r["measured"] / r["predicted"] - 1)
+        assert 0 < r["mfu"] < 1
 
 
 def test_validate_claims_suite():

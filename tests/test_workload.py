@@ -123,3 +123,21 @@ def test_any_valid_plan_gives_a_finite_positive_step(tp, pp, mb, zero, recompute
     assert parts == pytest.approx(st_.time[0], rel=1e-9)
     # hardware FLOPs never undercount the model's
     assert st_.hw_flops[0] >= 0.9 * st_.model_flops[0]
+
+
+@pytest.mark.parametrize(
+    ("precision", "per_weight", "passes"), [("bf16", 2 + 2 * 4, 8), ("fp16", 2 + 2 * 2, 7)]
+)
+def test_unfused_gradient_accumulation_costs_its_hbm_traffic(precision, per_weight, passes):
+    """Without accumulation fused into the weight-gradient GEMM each micro-batch reads the new
+    16-bit gradient and reads + writes the accumulator; FP16 autograd skips the first one."""
+    s = shape_of(gpt_model(GPT_18B, COMMON))
+    kw = {"tp": 8, "pp": 1, "dp": 1, "global_batch": 8, "seq_len": 2048, "precision": precision}
+    fused = training_step(s, Plans.of(**kw), _hw(8), congestion=False)
+    unfused = training_step(s, Plans.of(grad_accum_fusion=False, **kw), _hw(8),
+                            congestion=False)  # fmt: skip
+    n = (s.params_total - s.params_embedding) / 8 + s.params_embedding / 8
+    hbm = H100.hbm_TBps * 1e12 * H100.hbm_efficiency
+    expected = passes * n * per_weight / hbm
+    assert unfused.time[0] - fused.time[0] == pytest.approx(expected, rel=1e-6)
+    assert unfused.compute[0] - fused.compute[0] == pytest.approx(expected, rel=1e-6)

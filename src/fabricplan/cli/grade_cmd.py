@@ -146,19 +146,25 @@ def _print_grade(d: dict[str, Any]) -> None:
 
 def validate_cmd(
     suite: str = typer.Option(
-        "nccl-tests", "--suite", help="nccl-tests | training (Megatron SC'21) | claims (seeds)."
+        "nccl-tests",
+        "--suite",
+        help="nccl-tests | training (Megatron SC'21) | held-back (other training runs) | "
+        "claims (seeds).",
     ),
     points: bool = typer.Option(False, "--points", help="Also print every data point."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Rerun every published measurement we compare with: predicted vs measured, and the error."""
-    if suite not in ("nccl-tests", "training", "claims"):
-        fail(f"--suite: {suite!r} is not allowed; use nccl-tests, training or claims",
+    if suite not in ("nccl-tests", "training", "held-back", "claims"):
+        fail(f"--suite: {suite!r} is not allowed; use nccl-tests, training, held-back or claims",
              as_json=as_json)  # fmt: skip
     if suite != "nccl-tests":
         from fabricplan.cli.validate_workload import show_claims, show_training
 
-        (show_training if suite == "training" else show_claims)(as_json)
+        if suite == "claims":
+            show_claims(as_json)
+        else:
+            show_training(as_json, held_back=suite == "held-back")
         return
     checks = check_runs()
     if as_json:

@@ -104,6 +104,9 @@ class Workload(_Strict):
     recompute: Literal["none", "selective", "full"] = "selective"
     flash_attention: bool = Field(default=True, description="fused attention: no s x s tensors")
     overlap_dp: bool = Field(default=True, description="overlap gradient reduction with backward")
+    grad_accum_fusion: bool = Field(
+        default=True, description="gradients accumulate inside the weight-gradient GEMM"
+    )
     serving: Serving = Serving()
 
 

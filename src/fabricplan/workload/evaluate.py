@@ -8,7 +8,7 @@ from typing import Any
 from fabricplan.catalog import Catalog
 from fabricplan.scenario import Scenario
 from fabricplan.workload.inference import serve
-from fabricplan.workload.memory import describe, memory
+from fabricplan.workload.memory import USABLE_MEMORY_FRACTION, describe, memory
 from fabricplan.workload.plan import Hardware, Plans, hardware_from_scenario, plans_from_scenario
 from fabricplan.workload.shapes import Shape, shape_of
 from fabricplan.workload.training import training_step
@@ -103,14 +103,14 @@ def _inference(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[s
     r = serve(s, hw, tp=p.tp, pp=p.pp, prompt=sv.prompt_tokens, output=sv.output_tokens,
               batch=sv.concurrency, disaggregated=sv.disaggregated, precision=w.precision,
               congestion=congestion)  # fmt: skip
-    cap = hw.gpu.memory_gb * 1e9
+    cap = hw.gpu.memory_gb * 1e9 * USABLE_MEMORY_FRACTION  # same headroom as training
     need = r.weights_per_gpu + r.kv_per_gpu
     if need > cap:
         raise WorkloadError(
             f"workload.parallel: one replica (tp {p.tp} x pp {p.pp}) needs "
             f"{need / 1e9:.0f} GB per GPU (weights {r.weights_per_gpu / 1e9:.0f}, KV cache "
-            f"{r.kv_per_gpu / 1e9:.0f}) but {hw.gpu.id} has {cap / 1e9:.0f} GB; raise tp or pp, "
-            f"serve in fp8 or lower serving.concurrency"
+            f"{r.kv_per_gpu / 1e9:.0f}) but {hw.gpu.id} has {cap / 1e9:.0f} GB usable; raise tp "
+            f"or pp, serve in fp8 or lower serving.concurrency"
         )
     replicas = hw.gpus // (p.tp * p.pp)
     tokens_per_s = r.tokens_per_s * replicas

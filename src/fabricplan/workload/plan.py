@@ -24,6 +24,10 @@ WEIGHT_BYTES = 2.0
 # Mixed-precision Adam keeps an FP32 master copy, momentum and variance: 12 bytes per weight
 # (Rajbhandari et al., ZeRO, SC'20, Sec. 3.1: K = 12).
 OPTIMIZER_BYTES = 12.0
+# Gradient accumulation outside the weight-gradient GEMM (before Megatron-LM's
+# --gradient-accumulation-fusion of 2022-02, and in plain PyTorch DDP/FSDP): every micro-batch
+# reads the new 16-bit gradient and reads and writes the accumulator (``GRAD_BYTES`` wide).
+NEW_GRAD_BYTES = 2.0
 
 
 @dataclass(frozen=True)
@@ -63,13 +67,15 @@ class Plans:
     flash: bool = True
     overlap_dp: bool = True
     precision: str = "bf16"  # bf16 | fp8 | fp16
+    grad_accum_fusion: bool = True  # weight-gradient GEMMs accumulate in place
 
     @classmethod
     def of(cls, *, recompute: str = "selective", flash: bool = True, overlap_dp: bool = True,
-           precision: str = "bf16", **arrays: object) -> Plans:  # fmt: skip
+           precision: str = "bf16", grad_accum_fusion: bool = True,
+           **arrays: object) -> Plans:  # fmt: skip
         """Broadcast scalars and arrays (tp=..., pp=..., ...) to one length."""
-        names = [f.name for f in fields(cls) if f.name not in
-                 ("recompute", "flash", "overlap_dp", "precision")]  # fmt: skip
+        flags = ("recompute", "flash", "overlap_dp", "precision", "grad_accum_fusion")
+        names = [f.name for f in fields(cls) if f.name not in flags]
         defaults = {"cp": 1, "ep": 1, "vp": 1, "zero": 1, "micro_batch": 1, "sp": True}
         values = [np.asarray(arrays.get(n, defaults.get(n)))
                   for n in names]  # fmt: skip
@@ -80,7 +86,7 @@ class Plans:
         cols = {n: np.array(v, dtype=bool if n == "sp" else float)
                 for n, v in zip(names, b, strict=True)}  # fmt: skip
         return cls(**cols, recompute=recompute, flash=flash, overlap_dp=overlap_dp,
-                   precision=precision)  # fmt: skip
+                   precision=precision, grad_accum_fusion=grad_accum_fusion)  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -92,6 +98,15 @@ class Plans:
     @property
     def grad_bytes(self) -> float:
         return GRAD_BYTES[self.precision]
+
+    @property
+    def grad_accum_bytes(self) -> float:
+        """HBM bytes per weight per micro-batch spent accumulating gradients outside the GEMM.
+        FP16 autograd keeps the first micro-batch's gradient as is; an FP32 main-gradient
+        buffer is added to on every micro-batch."""
+        if self.grad_accum_fusion:
+            return 0.0
+        return NEW_GRAD_BYTES + 2 * self.grad_bytes
 
 
 def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
@@ -118,5 +133,5 @@ def plans_from_scenario(s: Scenario) -> Plans:
         tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, vp=p.vp, zero=p.zero,
         micro_batch=w.micro_batch, global_batch=w.global_batch, seq_len=w.seq_len,
         sp=p.sequence_parallel and p.tp > 1, recompute=w.recompute, flash=w.flash_attention,
-        overlap_dp=w.overlap_dp, precision=w.precision,
+        overlap_dp=w.overlap_dp, precision=w.precision, grad_accum_fusion=w.grad_accum_fusion,
     )  # fmt: skip

@@ -152,13 +152,16 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
 
     layers_here = s.layers / p.pp
     moe_here = s.moe_layers / p.pp
-    compute_mb = layers_here * (fwd + bwd + recompute) + logits
+    m = p.microbatches
+    # unfused accumulation: FP16 autograd skips it on the first micro-batch, see Plans
+    accum_share = (m - 1) / m if p.precision == "fp16" else 1.0
+    accumulate = accum_share * n * p.grad_accum_bytes / hbm
+    compute_mb = layers_here * (fwd + bwd + recompute) + logits + accumulate
     pp_mb = 2 * p.vp * pp_one
     tp_mb = layers_here * tp_layer
     ep_mb = moe_here * ep_layer
     cp_mb = layers_here * cp_layer
     per_mb = compute_mb + tp_mb + ep_mb + cp_mb + pp_mb
-    m = p.microbatches
     bubble_mbs = (p.pp - 1) / p.vp
 
     grad_t = dp_ar + dp_rs + ex_ar + ex_rs
