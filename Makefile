@@ -18,6 +18,7 @@ demo: $(STAMP)
 	$(BIN)/fabricplan scenario show examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan topology --scenario examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan step examples/llama3-70b-512-h100.yaml
+	$(BIN)/fabricplan advise examples/llama3-70b-512-h100.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -6,11 +6,14 @@ import typer
 
 from fabricplan import __version__
 from fabricplan.cli import (
+    advise_cmd,
     calibrate_cmd,
     catalog_cmd,
     collective_cmd,
     congestion_cmd,
+    cost_cmd,
     grade_cmd,
+    providers_cmd,
     scenario_cmd,
     step_cmd,
     topology_cmd,
@@ -37,6 +40,9 @@ app.command("validate")(grade_cmd.validate_cmd)
 app.command("topology")(topology_cmd.topology)
 app.command("congestion")(congestion_cmd.congestion)
 app.command("step")(step_cmd.step_cmd)
+app.command("cost")(cost_cmd.cost_cmd)
+app.command("advise")(advise_cmd.advise_cmd)
+app.command("providers")(providers_cmd.providers_cmd)
 
 
 @app.command()

@@ -132,6 +132,8 @@ class Costs(_Strict):
     lifecycle_years: float = Field(default=4.0, gt=0, le=15)
     # Assumption: power usage effectiveness of a modern air/liquid-cooled GPU hall.
     pue: float = Field(default=1.3, ge=1.0, le=3.0)
+    # Seed 003: compatible cables and optics cost a fraction of OEM parts.
+    optics: Literal["oem", "compatible"] = "oem"
 
 
 class Scenario(_Strict):

@@ -1,0 +1,76 @@
+"""Reasons for a recommendation, each tied to a number the layers below computed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabricplan.scenario import Scenario
+
+
+def usd(v: float | None) -> str:
+    """Three significant figures: $711M, $53.1M, $1.00B."""
+    if v is None:
+        return "-"
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"${v / scale:.3g}{unit}"
+    return f"${v:,.0f}"
+
+
+def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
+            sens: list[dict[str, Any]], kind: str) -> list[str]:  # fmt: skip
+    b = fabrics[best]
+    out: list[str] = []
+    if other == best:
+        return [f"{b['fabric']} is the only fabric in the scenario"]
+    o = fabrics[other]
+    bn, on = b["fabric"], o["fabric"]
+    gap = o["step_time_s"] / b["step_time_s"] - 1
+    if b["time_to_train_days"] is not None:
+        out.append(
+            f"step time {b['step_time_s']:.3f} s on {bn} vs {o['step_time_s']:.3f} s on {on} "
+            f"({gap:+.1%} for {on}); exposed communication {b['comm_exposed_fraction']:.1%} vs "
+            f"{o['comm_exposed_fraction']:.1%}; the run takes {b['time_to_train_days']:.1f} vs "
+            f"{o['time_to_train_days']:.1f} days"
+        )
+    else:
+        out.append(f"serving throughput {b['tokens_per_s']:,.0f} tokens/s on {bn} vs "
+                   f"{o['tokens_per_s']:,.0f} on {on}")  # fmt: skip
+    if kind == "own":
+        prem = (max(b["capex_network_usd"], o["capex_network_usd"])
+                - min(b["capex_network_usd"], o["capex_network_usd"]))  # fmt: skip
+        dear = bn if b["capex_network_usd"] > o["capex_network_usd"] else on
+        cheap_total = min(b["capex_usd"], o["capex_usd"])
+        out.append(f"network capex {usd(b['capex_network_usd'])} ({bn}) vs "
+                   f"{usd(o['capex_network_usd'])} ({on}): {dear} costs {usd(prem)} more, "
+                   f"{prem / cheap_total:.1%} of the cluster's capex")  # fmt: skip
+        maturity = sc.organization.network_maturity
+        out.append(f"at {maturity} network maturity: {b['staff_fte']:.1f} vs {o['staff_fte']:.1f} "
+                   f"network engineers, {b['stabilisation_weeks']:g} vs "
+                   f"{o['stabilisation_weeks']:g} weeks to stable collectives "
+                   f"({usd(b['stabilisation_usd'])} vs {usd(o['stabilisation_usd'])} of "
+                   f"degraded GPU time)")  # fmt: skip
+    out.append(f"expected fabric-caused interruptions: {b['risk_events_per_year']:.1f} vs "
+               f"{o['risk_events_per_year']:.1f} per year, {usd(b['risk_usd'])} vs "
+               f"{usd(o['risk_usd'])} over the lifecycle")  # fmt: skip
+    for f in (b, o):
+        if f["misses_time_to_production"]:
+            out.append(f"{f['fabric']} needs {f['stabilisation_weeks']:g} weeks to stabilise, "
+                       f"longer than the {sc.organization.time_to_production_weeks:g}-week "
+                       "time-to-production budget")  # fmt: skip
+    margin = o["cost_same_work_usd"] / b["cost_same_work_usd"] - 1
+    what = "run" if kind == "rent-train" else "lifecycle, for the same work"
+    close = ", a close call" if margin < 0.03 else ""
+    line = (
+        f"cost per {what}: {usd(b['cost_same_work_usd'])} on {bn} vs "
+        f"{usd(o['cost_same_work_usd'])} on {on} ({margin:+.1%} for {on}{close})"
+    )
+    if sens:
+        top = sens[0]
+        flip = "would flip the answer" if top["flips"] else "does not flip it"
+        line += (
+            f"; the top driver is {top['label']}: across {top['low']:g}-{top['high']:g}x "
+            f"the margin moves by {usd(top['swing_usd'])} and {flip}"
+        )
+    out.append(line)
+    return out

@@ -1,0 +1,75 @@
+"""``fabricplan advise``: compare the scenario's fabrics end to end and recommend one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from fabricplan.advise.reasons import usd
+from fabricplan.cli.output import console, emit_json, fail
+from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
+from fabricplan.cli.system_opts import CATALOG_OPT, catalog_from
+from fabricplan.cost import CostError
+from fabricplan.workload import WorkloadError
+
+
+def advise_cmd(
+    file: Path = FILE_ARG,
+    set_: list[str] | None = SET_OPT,
+    break_even: bool = typer.Option(
+        True, "--break-even/--no-break-even", help="Re-evaluate at other sizes for break-even."
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, help="Monte Carlo seed."),
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Recommend a fabric: performance, lifecycle cost, risk, sensitivity and the questions
+    to ask a provider. Every price is a labelled assumption."""
+    from fabricplan.advise import advise
+
+    cat = catalog_from(catalog, as_json)
+    sc = load_or_fail(file, set_, as_json, cat)
+    try:
+        a = advise(sc, cat, seed=seed, break_even=break_even)
+    except (WorkloadError, CostError) as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        emit_json(a.to_dict())
+        return
+    r = a.recommendation
+    n = a.uncertainty["samples"]
+    console.print(f"[bold]Recommendation: {r['fabric']}[/] on {r['topology']} "
+                  f"(confidence {r['confidence']}: cheapest in {r['p_cheapest']:.0%} of "
+                  f"{n:,} Monte Carlo samples)", highlight=False)  # fmt: skip
+    for line in r["reasons"]:
+        console.print(f"  • {line}", highlight=False)
+    t = Table(title="Per fabric", title_justify="left", title_style="bold")
+    for col in ("fabric", "step (s)", "days", "capex", "opex/yr", "TCO", "per run", "risk",
+                "same work"):  # fmt: skip
+        t.add_column(col, justify="left" if col == "fabric" else "right")
+    for f in a.fabrics:
+        days = f["time_to_train_days"]
+        t.add_row(f["fabric"], f"{f['step_time_s']:.3f}", "-" if days is None else f"{days:.1f}",
+                  usd(f["capex_usd"]), usd(f["opex_usd_per_year"]), usd(f["tco_usd"]),
+                  usd(f["cost_per_run_usd"]), usd(f["risk_usd"]),
+                  usd(f["cost_same_work_usd"]))  # fmt: skip
+    console.print(t)
+    s = Table(title="What moves the answer (margin of the runner-up over the recommendation)",
+              title_justify="left", title_style="bold")  # fmt: skip
+    for col in ("driver", "range", "margin at low", "margin at high", "flips"):
+        s.add_column(col, justify="left" if col in ("driver", "flips") else "right")
+    for d in a.sensitivity[:5]:
+        s.add_row(d["label"], f"{d['low']:g}-{d['high']:g}", usd(d["margin_at_low_usd"]),
+                  usd(d["margin_at_high_usd"]), "yes" if d["flips"] else "no")  # fmt: skip
+    if a.sensitivity:
+        console.print(s)
+    be = a.break_even_gpus
+    console.print(f"break-even: {be['gpus'] or 'none'} GPUs ({be['note']})", highlight=False)
+    console.print("[bold]Ask the provider:[/]")
+    for q in a.questions:
+        planned = f" [dim](planned: {q['planned']})[/]" if q["planned"] else ""
+        console.print(f"  ? {q['question']}{planned}", highlight=False)
+    console.print("[dim]prices, staffing, stabilisation and risk rates are labelled assumptions "
+                  "(catalog economics/costs.toml)[/]")  # fmt: skip

@@ -1,0 +1,49 @@
+"""``fabricplan cost``: what a run costs and what a network-induced loss wastes."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from fabricplan.cli.output import console, emit_json
+from fabricplan.cli.scenario_cmd import JSON_OPT
+from fabricplan.cost import run_cost
+
+
+def approx_usd(v: float) -> str:
+    """Two significant figures, as people quote budgets: $2.2M, $110k."""
+    if v == 0:
+        return "$0"
+    r = float(f"{v:.2g}")
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if r >= scale:
+            return f"${r / scale:g}{unit}"
+    return f"${r:g}"
+
+
+def cost_cmd(
+    gpus: int = typer.Option(..., "--gpus", min=1, max=1_000_000, help="GPUs in the run."),
+    days: float = typer.Option(..., "--days", min=0.0, max=3650.0, help="Run length in days."),
+    gpu_hour_price: float = typer.Option(
+        3.0, "--gpu-hour-price", min=0.0, max=1000.0, help="$ per GPU-hour (an assumption)."
+    ),
+    loss: float = typer.Option(
+        0.0, "--loss", min=0.0, max=1.0, help="Share of the GPU-hours lost to the network."
+    ),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Cost of a run, and the GPU-hours, dollars and days a network-induced loss wastes."""
+    r = run_cost(gpus, days, gpu_hour_price, loss)
+    if as_json:
+        emit_json(r.to_dict())
+        return
+    t = Table(title=f"{gpus:,} GPUs for {days:g} days at ${gpu_hour_price:g}/GPU-hour",
+              title_justify="left", title_style="bold", show_header=False)  # fmt: skip
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    t.add_row("GPU-hours", f"{r.gpu_hours:,.0f}")
+    t.add_row("compute cost", f"${r.cost_usd:,.0f} (≈ {approx_usd(r.cost_usd)})")
+    t.add_row(f"lost to the network ({loss:.1%})", f"{r.wasted_gpu_hours:,.0f} GPU-hours")
+    t.add_row("wasted", f"${r.wasted_usd:,.0f} (≈ {approx_usd(r.wasted_usd)})")
+    t.add_row("extra schedule", f"{r.extra_days:.2f} days")
+    console.print(t)

@@ -1,0 +1,79 @@
+"""The labelled cost and risk assumptions, typed (``catalog/data/economics/costs.toml``)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+HOURS_PER_YEAR = 8760.0
+HOURS_PER_WEEK = 168.0
+
+
+@dataclass(frozen=True)
+class CostAssumptions:
+    raw: dict[str, Any]
+
+    def _by(self, table: str, key: str, family: str) -> Any:
+        values = self.raw[table][key]
+        return values.get(family, values.get("roce"))  # a new family prices like RoCE
+
+    def server_usd_per_gpu(self, gpu: str) -> float:
+        return float(self.raw["gpu_server"]["usd_per_gpu"][gpu])
+
+    @property
+    def server_spread(self) -> float:
+        return float(self.raw["gpu_server"]["spread"])
+
+    @property
+    def tdp_multiplier(self) -> float:
+        return float(self.raw["node_power"]["tdp_multiplier"])
+
+    @property
+    def usd_per_fte_year(self) -> float:
+        return float(self.raw["staff"]["usd_per_fte_year"])
+
+    def staff_fte(self, family: str, maturity: str, gpus: int) -> float:
+        base, per_1k = self._by("staff", "fte", family)[maturity]
+        return float(base + per_1k * gpus / 1000)
+
+    def support_share(self, family: str) -> float:
+        return float(self._by("support", "share_of_network_capex", family))
+
+    def stabilisation_weeks(self, family: str, maturity: str) -> float:
+        return float(self._by("stabilisation", "weeks", family)[maturity])
+
+    @property
+    def degraded_share(self) -> float:
+        return float(self.raw["stabilisation"]["degraded_share"])
+
+    def events_per_year(self, family: str, maturity: str, gpus: int) -> float:
+        r = self.raw["risk"]
+        mult = self._by("risk", "misconfig_multiplier", family)[maturity]
+        return float(r["events_per_1k_gpu_year"]) * gpus / 1000 * float(mult)
+
+    @property
+    def hours_lost_per_event(self) -> float:
+        """Per GPU of the job: half a checkpoint interval of work plus detection and restart."""
+        r = self.raw["risk"]
+        return float(r["checkpoint_interval_h"]) / 2 + float(r["restart_h"])
+
+    def rent_factor(self, family: str) -> float:
+        """Price of a GPU-hour on this family relative to the scenario's ``gpu_hour_price``."""
+        r = self.raw["rent"]
+        if family == "infiniband":
+            return 1.0 + float(r["ib_premium_share"])
+        if family == "tcp":
+            return 1.0 - float(r["tcp_discount_share"])
+        return 1.0
+
+    def basis(self) -> dict[str, str]:
+        return {k: str(v.get("basis", "")) for k, v in self.raw.items() if isinstance(v, dict)}
+
+
+@cache
+def load_assumptions() -> CostAssumptions:
+    path = resources.files("fabricplan.catalog") / "data" / "economics" / "costs.toml"
+    return CostAssumptions(tomllib.loads(path.read_text(encoding="utf-8")))

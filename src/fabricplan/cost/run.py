@@ -1,0 +1,38 @@
+"""The cost of one run and of the share of it a fabric wastes (seed 001's arithmetic)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+HOURS_PER_DAY = 24.0
+
+
+@dataclass(frozen=True)
+class RunCost:
+    gpus: int
+    days: float
+    gpu_hour_price: float
+    loss: float  # share of the run's GPU-hours lost to the network
+    gpu_hours: float
+    cost_usd: float
+    wasted_gpu_hours: float
+    wasted_usd: float
+    extra_days: float  # the lost share, made up at the end of the schedule
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def run_cost(gpus: int, days: float, gpu_hour_price: float, loss: float = 0.0) -> RunCost:
+    """``gpus`` busy for ``days`` at ``gpu_hour_price``; ``loss`` of those GPU-hours wasted.
+
+    The waste is a share of the run as booked (seed 001: 5 % of 737,280 GPU-hours is 36,864),
+    and making it up takes the same share of the schedule again.
+    """
+    gpu_hours = gpus * days * HOURS_PER_DAY
+    wasted = gpu_hours * loss
+    return RunCost(
+        gpus=gpus, days=days, gpu_hour_price=gpu_hour_price, loss=loss, gpu_hours=gpu_hours,
+        cost_usd=gpu_hours * gpu_hour_price, wasted_gpu_hours=wasted,
+        wasted_usd=wasted * gpu_hour_price, extra_days=days * loss,
+    )  # fmt: skip

@@ -1,0 +1,125 @@
+"""Lifecycle cost of one fabric for a scenario's cluster, and what one run costs on it.
+
+Owned: capex (the topology's bill of materials plus GPU servers), yearly power (with PUE), staff
+and support, the GPU time lost while the fabric is stabilised, and the expected run-loss events
+over the lifecycle. Rented: GPU-hours at the provider's price for that fabric tier, plus the
+same run-loss risk. Each part is kept separately so that sensitivity and Monte Carlo can scale
+it without recomputing the layers below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from fabricplan.catalog import Catalog
+from fabricplan.cost.assumptions import HOURS_PER_WEEK, HOURS_PER_YEAR, CostAssumptions
+from fabricplan.scenario import Scenario
+from fabricplan.topology.bom import design_fabric
+from fabricplan.topology.layout import TopologyError
+
+DAYS_PER_YEAR = 365.0
+
+
+class CostError(ValueError):
+    """A cost that cannot be computed (e.g. the fabric cannot be built at this size)."""
+
+
+@dataclass(frozen=True)
+class FabricCost:
+    fabric: str
+    family: str
+    mode: str
+    gpus: int
+    lifecycle_years: float
+    capex_network_usd: float
+    capex_servers_usd: float
+    power_kw: float  # IT load: GPU nodes and the fabric
+    power_usd_per_year: float
+    staff_fte: float
+    staff_usd_per_year: float
+    support_usd_per_year: float
+    gpu_hour_cost_usd: float  # owning (or renting) one GPU for an hour, before risk
+    stabilisation_weeks: float
+    stabilisation_usd: float
+    risk_events_per_year: float
+    risk_usd_per_year: float
+    run_gpu_hours: float | None  # the scenario's run on this fabric (training)
+    run_days: float | None
+
+    @property
+    def capex_usd(self) -> float:
+        return self.capex_network_usd + self.capex_servers_usd if self.mode == "own" else 0.0
+
+    @property
+    def opex_usd_per_year(self) -> float:
+        if self.mode == "rent":
+            return self.gpus * HOURS_PER_YEAR * self.gpu_hour_cost_usd
+        return self.power_usd_per_year + self.staff_usd_per_year + self.support_usd_per_year
+
+    @property
+    def tco_usd(self) -> float:
+        years = self.lifecycle_years
+        return (self.capex_usd + years * (self.opex_usd_per_year + self.risk_usd_per_year)
+                + self.stabilisation_usd)  # fmt: skip
+
+    @property
+    def risk_per_run_usd(self) -> float | None:
+        if self.run_days is None:
+            return None
+        return self.risk_usd_per_year * self.run_days / DAYS_PER_YEAR
+
+    @property
+    def cost_per_run_usd(self) -> float | None:
+        if self.run_gpu_hours is None or self.risk_per_run_usd is None:
+            return None
+        return self.run_gpu_hours * self.gpu_hour_cost_usd + self.risk_per_run_usd
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "capex_usd": self.capex_usd,
+                "opex_usd_per_year": self.opex_usd_per_year, "tco_usd": self.tco_usd,
+                "risk_per_run_usd": self.risk_per_run_usd,
+                "cost_per_run_usd": self.cost_per_run_usd}  # fmt: skip
+
+
+def fabric_cost(sc: Scenario, cat: Catalog, a: CostAssumptions, fabric: str, *,
+                run_gpu_hours: float | None = None, run_days: float | None = None
+                ) -> FabricCost:  # fmt: skip
+    """Cost of ``fabric`` for the scenario's cluster; ``run_*`` come from the workload layer."""
+    c, k, org = sc.cluster, sc.costs, sc.organization
+    fam = cat.fabric(fabric).family
+    maturity = org.network_maturity
+    try:
+        bom = design_fabric(c.gpus, c.topology.design, fabric, gpu=c.gpu,
+                            oversubscription=c.topology.oversubscription,
+                            gpus_per_node=c.gpus_per_node, nics_per_node=c.nics_per_node,
+                            optics=k.optics, catalog=cat)  # fmt: skip
+    except TopologyError as exc:
+        raise CostError(f"cluster.topology: cannot price {fabric}: {exc}") from None
+    net_capex = bom.cost_usd["total"]
+    servers = c.gpus * a.server_usd_per_gpu(c.gpu)
+    node_kw = c.gpus * cat.gpu(c.gpu).tdp_w * a.tdp_multiplier / 1000
+    it_kw = node_kw + bom.power_w["total"] / 1000
+    power_year = it_kw * k.pue * HOURS_PER_YEAR * k.power_price_kwh
+    fte = a.staff_fte(fam, maturity, c.gpus)
+    staff_year = fte * a.usd_per_fte_year
+    support_year = a.support_share(fam) * net_capex
+    years = k.lifecycle_years
+    if k.mode == "own":
+        owned = net_capex + servers + years * (power_year + staff_year + support_year)
+        hour_cost = owned / (c.gpus * years * HOURS_PER_YEAR)
+        weeks = a.stabilisation_weeks(fam, maturity)
+    else:
+        hour_cost = k.gpu_hour_price * a.rent_factor(fam)
+        weeks = 0.0  # a provider's fabric is already in service; ask who tunes it
+    stabilisation = weeks * HOURS_PER_WEEK * c.gpus * a.degraded_share * hour_cost
+    events = a.events_per_year(fam, maturity, c.gpus)
+    risk_year = events * c.gpus * a.hours_lost_per_event * hour_cost
+    return FabricCost(
+        fabric=fabric, family=fam, mode=k.mode, gpus=c.gpus, lifecycle_years=years,
+        capex_network_usd=net_capex, capex_servers_usd=servers, power_kw=it_kw,
+        power_usd_per_year=power_year, staff_fte=fte, staff_usd_per_year=staff_year,
+        support_usd_per_year=support_year, gpu_hour_cost_usd=hour_cost,
+        stabilisation_weeks=weeks, stabilisation_usd=stabilisation,
+        risk_events_per_year=events, risk_usd_per_year=risk_year,
+        run_gpu_hours=run_gpu_hours, run_days=run_days,
+    )  # fmt: skip

@@ -1,0 +1,142 @@
+"""Cost layer and advise: seed 001's arithmetic exactly, TCO parts, the recommendation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fabricplan.catalog import default_catalog
+from fabricplan.cost import fabric_cost, load_assumptions, run_cost
+from fabricplan.scenario import load_scenario
+from test_cli import run
+
+CAT = default_catalog()
+
+
+def test_seed_001_run_cost_example_exactly():
+    """1,024 GPUs x 30 days at $3: ~$2.2M; 5 % loss = 36,864 GPU-hours, ~$110k, 1.5 days."""
+    r = run_cost(1024, 30, 3.0, 0.05)
+    assert r.gpu_hours == 737_280
+    assert r.cost_usd == 2_211_840
+    assert r.wasted_gpu_hours == 36_864
+    assert r.wasted_usd == pytest.approx(110_592)
+    assert r.extra_days == pytest.approx(1.5)
+
+
+def test_cost_command_prints_the_seed_figures():
+    out = run("cost", "--gpus", "1024", "--days", "30", "--gpu-hour-price", "3", "--loss",
+              "0.05")  # fmt: skip
+    assert out.returncode == 0
+    for text in ("737,280", "$2.2M", "36,864", "$110k", "1.50 days"):
+        assert text in out.stdout
+    js = json.loads(run("cost", "--gpus", "1024", "--days", "30", "--loss", "0.05",
+                        "--json").stdout)  # fmt: skip
+    assert js["wasted_gpu_hours"] == 36_864
+    assert run("cost", "--gpus", "1024", "--days", "30", "--loss", "1.5").returncode == 2
+
+
+@given(st.integers(1, 100_000), st.floats(0.1, 365), st.floats(0, 20), st.floats(0, 1))
+def test_run_cost_is_linear(gpus, days, price, loss):
+    r = run_cost(gpus, days, price, loss)
+    assert r.cost_usd == pytest.approx(gpus * days * 24 * price)
+    assert r.wasted_usd == pytest.approx(r.cost_usd * loss)
+    assert r.extra_days == pytest.approx(days * loss)
+
+
+def test_owned_tco_adds_up_its_parts():
+    sc = load_scenario("examples/16k-gpu-frontier.yaml", catalog=CAT)
+    a = load_assumptions()
+    c = fabric_cost(sc, CAT, a, "ib-ndr", run_gpu_hours=1e6, run_days=30)
+    years = sc.costs.lifecycle_years
+    assert c.capex_servers_usd == 16384 * a.server_usd_per_gpu("h100")
+    expected = (c.capex_network_usd + c.capex_servers_usd
+                + years * (c.power_usd_per_year + c.staff_usd_per_year + c.support_usd_per_year
+                           + c.risk_usd_per_year) + c.stabilisation_usd)  # fmt: skip
+    assert c.tco_usd == pytest.approx(expected)
+    # power: GPUs at node power (DGX H100: 10.2 kW per 8 x 700 W) plus the fabric, times PUE
+    assert c.power_kw > 16384 * 0.7 * 1.8
+    # risk: Llama 3's 14.4 network interruptions per 1,000 GPUs per year at high maturity
+    assert c.risk_events_per_year == pytest.approx(14.4 * 16.384)
+    assert c.cost_per_run_usd == pytest.approx(1e6 * c.gpu_hour_cost_usd + c.risk_per_run_usd)
+
+
+def test_roce_costs_more_staff_and_stabilisation_at_low_maturity():
+    sc = load_scenario("examples/16k-gpu-frontier.yaml", catalog=CAT,
+                       overrides=["organization.network_maturity=low"])  # fmt: skip
+    a = load_assumptions()
+    ib = fabric_cost(sc, CAT, a, "ib-ndr")
+    roce = fabric_cost(sc, CAT, a, "roce-400g")
+    assert roce.staff_fte > ib.staff_fte
+    assert roce.stabilisation_weeks > ib.stabilisation_weeks
+    assert roce.risk_events_per_year == pytest.approx(3 * ib.risk_events_per_year)
+    assert roce.capex_network_usd < ib.capex_network_usd
+
+
+def test_advise_json_has_the_documented_shape():
+    out = run("advise", "examples/64-gpu-70b-training.yaml", "--json")
+    assert out.returncode == 0, out.stderr
+    js = json.loads(out.stdout)
+    assert set(js) >= {"recommendation", "fabrics", "break_even_gpus", "sensitivity",
+                       "questions"}  # fmt: skip
+    rec = js["recommendation"]
+    assert rec["fabric"] in {f["fabric"] for f in js["fabrics"]}
+    assert rec["confidence"] in {"high", "medium", "low"} and rec["reasons"]
+    for f in js["fabrics"]:
+        for key in (
+            "step_time_s",
+            "time_to_train_days",
+            "gpu_hours",
+            "capex_usd",
+            "opex_usd_per_year",
+            "tco_usd",
+            "cost_per_run_usd",
+            "risk_usd",
+        ):
+            assert isinstance(f[key], float) and f[key] > 0
+    best = min(js["fabrics"], key=lambda f: f["cost_same_work_usd"])
+    assert best["fabric"] == rec["fabric"] or best["misses_time_to_production"]
+    assert len(js["questions"]) == 6
+    assert sum(js["uncertainty"]["p_cheapest"].values()) == pytest.approx(1.0)
+    swings = [d["swing_usd"] for d in js["sensitivity"]]
+    assert swings == sorted(swings, reverse=True)
+
+
+def test_advise_flips_with_maturity_and_price():
+    """Same cluster, two organisations: the answer follows the inputs, not a fixed rule."""
+    low = json.loads(
+        run(
+            "advise",
+            "examples/64-gpu-70b-training.yaml",
+            "--no-break-even",
+            "--set",
+            "organization.network_maturity=low",
+            "--json",
+        ).stdout
+    )
+    high = json.loads(
+        run(
+            "advise",
+            "examples/64-gpu-70b-training.yaml",
+            "--no-break-even",
+            "--set",
+            "organization.network_maturity=high",
+            "--json",
+        ).stdout
+    )
+    margin = lambda js, fab: next(f["cost_same_work_usd"] for f in js["fabrics"]  # noqa: E731
+                                  if f["fabric"] == fab)  # fmt: skip
+    gap_low = margin(low, "roce-400g") - margin(low, "ib-ndr")
+    gap_high = margin(high, "roce-400g") - margin(high, "ib-ndr")
+    assert gap_low > gap_high  # RoCE's staffing and stabilisation weigh more in a low-maturity team
+    assert (
+        run(
+            "advise",
+            "examples/64-gpu-70b-training.yaml",
+            "--set",
+            "organization.network_maturity=expert",
+        ).returncode
+        == 2
+    )
