@@ -6,6 +6,10 @@ from typing import Any
 
 from fabricplan.scenario import Scenario
 
+# Margins below this share are called close: the held-back training runs put the step-time
+# model's own error at several percent, more than such a margin.
+CLOSE_CALL_SHARE = 0.03
+
 
 def usd(v: float | None) -> str:
     """Three significant figures: $711M, $53.1M, $1.00B."""
@@ -60,7 +64,7 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
                        "time-to-production budget")  # fmt: skip
     margin = o["cost_same_work_usd"] / b["cost_same_work_usd"] - 1
     what = "run" if kind == "rent-train" else "lifecycle, for the same work"
-    close = ", a close call" if margin < 0.03 else ""
+    close = ", a close call" if margin < CLOSE_CALL_SHARE else ""
     line = (
         f"cost per {what}: {usd(b['cost_same_work_usd'])} on {bn} vs "
         f"{usd(o['cost_same_work_usd'])} on {on} ({margin:+.1%} for {on}{close})"

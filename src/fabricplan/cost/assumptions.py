@@ -8,9 +8,6 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-HOURS_PER_YEAR = 8760.0
-HOURS_PER_WEEK = 168.0
-
 
 @dataclass(frozen=True)
 class CostAssumptions:
@@ -18,7 +15,9 @@ class CostAssumptions:
 
     def _by(self, table: str, key: str, family: str) -> Any:
         values = self.raw[table][key]
-        return values.get(family, values.get("roce"))  # a new family prices like RoCE
+        if family not in values:
+            raise KeyError(f"costs.toml: [{table}] {key} has no entry for fabric family {family!r}")
+        return values[family]
 
     def server_usd_per_gpu(self, gpu: str) -> float:
         return float(self.raw["gpu_server"]["usd_per_gpu"][gpu])

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 HOURS_PER_DAY = 24.0
+DAYS_PER_YEAR = 365.0
+HOURS_PER_WEEK = 7 * HOURS_PER_DAY
+HOURS_PER_YEAR = DAYS_PER_YEAR * HOURS_PER_DAY
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from fabricplan.catalog import Catalog
-from fabricplan.cost.assumptions import HOURS_PER_WEEK, HOURS_PER_YEAR, CostAssumptions
+from fabricplan.cost.assumptions import CostAssumptions
+from fabricplan.cost.run import DAYS_PER_YEAR, HOURS_PER_WEEK, HOURS_PER_YEAR
 from fabricplan.scenario import Scenario
 from fabricplan.topology.bom import design_fabric
 from fabricplan.topology.layout import TopologyError
-
-DAYS_PER_YEAR = 365.0
 
 
 class CostError(ValueError):

@@ -1,0 +1,132 @@
+"""The score every fabric is compared on, built once per scenario from the layers below.
+
+The score is the cost of doing the same work:
+- owned clusters: the lifecycle TCO scaled by step time relative to the fastest fabric;
+- rented training: the cost of the scenario's run, including its expected run-loss risk;
+- rented serving: the lifecycle rent scaled by throughput.
+
+Each cost part is kept apart so that multipliers (sensitivity, Monte Carlo) scale it without
+re-running the workload, topology or congestion layers. Second-order effects are ignored: e.g. a
+dearer server also makes a lost GPU-hour dearer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fabricplan.catalog import Catalog
+from fabricplan.cost import FabricCost, fabric_cost, load_assumptions
+from fabricplan.scenario import Scenario
+from fabricplan.workload import evaluate_scenario
+
+# Monte Carlo ranges (uniform multipliers, low-high). Assumptions, written next to the driver
+# they move; the server spread comes from the cost assumptions file.
+DRIVERS: dict[str, tuple[str, float, float]] = {
+    "server": ("GPU server price", 0.8, 1.2),
+    "network": ("network gear price (switches, NICs, optics)", 0.75, 1.25),
+    "power": ("electricity price", 0.7, 1.3),
+    "staff": ("network staff cost and headcount", 0.7, 1.5),
+    "stabilisation": ("weeks to stable collectives", 0.5, 2.0),
+    "risk": ("fabric-caused interruptions per year", 0.5, 2.0),
+    "price": ("rented GPU-hour price", 0.8, 1.2),
+    # position within each fabric's catalog RDMA latency range (0 = low, 1 = high)
+    "latency": ("fabric latency within the catalog range", 0.0, 1.0),
+}
+# The latency driver's nominal value: each fabric's catalog ``typical`` is taken as mid-range.
+NOMINAL_LATENCY_POSITION = 0.5
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Per fabric (arrays of shape (F,)), the pieces the score is built from."""
+
+    kind: str  # own | rent-train | rent-serve
+    years: float
+    servers: np.ndarray
+    network: np.ndarray
+    power: np.ndarray
+    staff: np.ndarray
+    support: np.ndarray
+    stabilisation: np.ndarray
+    risk: np.ndarray  # per year
+    rent: np.ndarray  # per year (rented)
+    run_rent: np.ndarray  # the run's GPU-hours at the tier price (rented training)
+    run_risk: np.ndarray
+    time: np.ndarray  # step time (training) or 1 / throughput (serving)
+    comm_share: np.ndarray
+    lat_lo: np.ndarray  # catalog latency range relative to typical
+    lat_hi: np.ndarray
+
+    def scores(self, m: dict[str, np.ndarray]) -> np.ndarray:
+        """Cost for the same work, shape (F, S) for S samples of multipliers ``m``."""
+        col = lambda a: a[:, None]  # noqa: E731
+        lat = col(self.lat_lo) + m["latency"][None, :] * col(self.lat_hi - self.lat_lo)
+        t = col(self.time) * (1 + col(self.comm_share) * (lat - 1))
+        rel = t / t.min(axis=0, keepdims=True)
+        if self.kind == "rent-train":
+            return (m["price"] * col(self.run_rent) * t / col(self.time)
+                    + m["risk"] * col(self.run_risk))  # fmt: skip
+        y = self.years
+        base = (m["stabilisation"] * col(self.stabilisation)
+                + y * m["risk"] * col(self.risk))  # fmt: skip
+        if self.kind == "rent-serve":
+            return (y * m["price"] * col(self.rent) + base) * rel
+        return (m["server"] * col(self.servers) + m["network"] * col(self.network)
+                + y * (m["power"] * col(self.power) + m["staff"] * col(self.staff)
+                       + m["network"] * col(self.support)) + base) * rel  # fmt: skip
+
+
+def nominal_multipliers(n: int) -> dict[str, np.ndarray]:
+    m = {k: np.ones(n) for k in DRIVERS}
+    m["latency"] = np.full(n, NOMINAL_LATENCY_POSITION)
+    return m
+
+
+def _network_share(sc: Scenario, p: dict[str, Any]) -> float:
+    """Share of the step spent in exposed communication that crosses the fabric (TP only when
+    it spans nodes). The latency driver scales all of it: an upper bound, since much of it is
+    bandwidth-bound."""
+    if p["kind"] != "training":
+        return float(p["network_fraction"])
+    b = p["breakdown"]
+    w = sc.workload
+    assert w is not None and sc.cluster.gpus_per_node is not None
+    spans = w.parallel.tp > sc.cluster.gpus_per_node
+    net = b["pp_comm_s"] + b["ep_comm_s"] + b["cp_comm_s"] + b["dp_comm_s"]
+    return (net + (b["tp_comm_s"] if spans else 0.0)) / p["step_time_s"]
+
+
+def build_parts(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
+                costs: list[FabricCost]) -> Parts:  # fmt: skip
+    training = perf[0]["kind"] == "training"
+    kind = "own" if sc.costs.mode == "own" else ("rent-train" if training else "rent-serve")
+    arr = lambda f: np.array([f(p, c) for p, c in zip(perf, costs, strict=True)])  # noqa: E731
+    lat = [cat.fabric(p["fabric"]).rdma_latency_us for p in perf]
+    return Parts(
+        kind=kind, years=sc.costs.lifecycle_years,
+        servers=arr(lambda p, c: c.capex_servers_usd),
+        network=arr(lambda p, c: c.capex_network_usd),
+        power=arr(lambda p, c: c.power_usd_per_year), staff=arr(lambda p, c: c.staff_usd_per_year),
+        support=arr(lambda p, c: c.support_usd_per_year),
+        stabilisation=arr(lambda p, c: c.stabilisation_usd),
+        risk=arr(lambda p, c: c.risk_usd_per_year),
+        rent=arr(lambda p, c: c.opex_usd_per_year if c.mode == "rent" else 0.0),
+        run_rent=arr(lambda p, c: (c.run_gpu_hours or 0.0) * c.gpu_hour_cost_usd),
+        run_risk=arr(lambda p, c: c.risk_per_run_usd or 0.0),
+        time=arr(lambda p, c: p["step_time_s"] if training else 1.0 / p["tokens_per_s"]),
+        comm_share=arr(lambda p, c: _network_share(sc, p)),
+        lat_lo=np.array([r.low / r.nominal for r in lat]),
+        lat_hi=np.array([r.high / r.nominal for r in lat]),
+    )  # fmt: skip
+
+
+def evaluate(sc: Scenario, cat: Catalog, congestion: bool
+             ) -> tuple[list[dict[str, Any]], list[FabricCost]]:  # fmt: skip
+    a = load_assumptions()
+    perf = [r.to_dict() for r in evaluate_scenario(sc, cat, congestion=congestion)]
+    costs = [fabric_cost(sc, cat, a, p["fabric"], run_gpu_hours=p.get("gpu_hours"),
+                         run_days=p.get("time_to_train_days")) for p in perf]  # fmt: skip
+    return perf, costs
