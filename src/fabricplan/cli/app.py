@@ -9,6 +9,7 @@ from fabricplan.cli import (
     advise_cmd,
     calibrate_cmd,
     catalog_cmd,
+    claims_cmd,
     collective_cmd,
     congestion_cmd,
     cost_cmd,
@@ -43,6 +44,7 @@ app.command("step")(step_cmd.step_cmd)
 app.command("cost")(cost_cmd.cost_cmd)
 app.command("advise")(advise_cmd.advise_cmd)
 app.command("providers")(providers_cmd.providers_cmd)
+app.command("claims")(claims_cmd.claims_cmd)
 
 
 @app.command()

@@ -149,7 +149,7 @@ def validate_cmd(
         "nccl-tests",
         "--suite",
         help="nccl-tests | training (Megatron SC'21) | held-back (other training runs) | "
-        "claims (seeds).",
+        "claims (the seeds' claims, as `fabricplan claims`).",
     ),
     points: bool = typer.Option(False, "--points", help="Also print every data point."),
     as_json: bool = JSON_OPT,
@@ -159,10 +159,11 @@ def validate_cmd(
         fail(f"--suite: {suite!r} is not allowed; use nccl-tests, training, held-back or claims",
              as_json=as_json)  # fmt: skip
     if suite != "nccl-tests":
-        from fabricplan.cli.validate_workload import show_claims, show_training
+        from fabricplan.cli.claims_cmd import claims_cmd
+        from fabricplan.cli.validate_workload import show_training
 
         if suite == "claims":
-            show_claims(as_json)
+            claims_cmd(group=None, claim_id=None, as_json=as_json)
         else:
             show_training(as_json, held_back=suite == "held-back")
         return

@@ -1,12 +1,11 @@
-"""``fabricplan validate --suite training|held-back|claims``: the workload model against
-published runs, and the seeds' scale claims recomputed."""
+"""``fabricplan validate --suite training|held-back``: the workload model against published
+runs."""
 
 from __future__ import annotations
 
 from rich.table import Table
 
 from fabricplan.cli.output import console, emit_json
-from fabricplan.validation.seed_claims import check_claims
 from fabricplan.validation.training_runs import (
     TFLOPS_TOLERANCE,
     TrainingCheck,
@@ -55,21 +54,3 @@ def show_training(as_json: bool, held_back: bool = False) -> None:
     console.print(f"rows within 10 %: {within}/{len(checks)}. Error = predicted / measured "
                   "throughput - 1: positive means the model is faster than the run.",
                   highlight=False)  # fmt: skip
-
-
-def show_claims(as_json: bool) -> None:
-    checks = check_claims()
-    if as_json:
-        emit_json([c.to_dict() for c in checks])
-        return
-    t = Table(title="The seeds' scale claims, recomputed (IB NDR vs RoCE 400G)",
-              title_justify="left", title_style="bold")  # fmt: skip
-    for col in ("claim", "RoCE quality", "topology", "fabricplan", "claimed", "holds"):
-        t.add_column(col)
-    for c in checks:
-        gain = c.claim.quantity == "ib_gain"
-        val = f"{c.value:+.1%}" if gain else f"{c.value:.1%}"
-        claimed = f"{c.claim.low:.0%}-{c.claim.high:.0%}" + (" IB gain" if gain else "")
-        t.add_row(c.claim.text, c.roce_quality, c.design, val, claimed,
-                  "[green]yes[/]" if c.holds else "[red]no[/]")  # fmt: skip
-    console.print(t)

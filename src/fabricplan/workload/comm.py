@@ -40,6 +40,8 @@ class ConstantSlowdown:
 @lru_cache(maxsize=64)
 def base_system(hw: Hardware) -> CommSystem:
     """The whole cluster as one communicator: NIC goodput, NVLink, per-step latency, hops."""
+    if hw.system is not None:
+        return hw.system
     return build_system(hw.gpu.id, max(hw.nodes, 1), hw.fabric, gpus_per_node=hw.gpus_per_node,
                         nics_per_node=hw.nics_per_node)  # fmt: skip
 

@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from fabricplan.catalog import Catalog, Gpu
+from fabricplan.collectives import CommSystem, build_system
 from fabricplan.scenario import Scenario
 
 # Bytes per gradient element in the data-parallel reduction. Megatron-LM requires
@@ -42,6 +43,9 @@ class Hardware:
     design: str = "rail-optimized"
     oversubscription: float = 1.0
     roce_quality: str = "tuned"
+    # The whole cluster for the collective model, built from the scenario's catalog; None
+    # builds it from the default catalog.
+    system: CommSystem | None = None
 
     @property
     def nodes(self) -> int:
@@ -121,6 +125,14 @@ def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
         design=c.topology.design,
         oversubscription=c.topology.oversubscription,
         roce_quality=c.roce_quality,
+        system=build_system(
+            c.gpu,
+            max(c.nodes, 1),
+            fabric,
+            gpus_per_node=c.gpus_per_node,
+            nics_per_node=c.nics_per_node,
+            catalog=cat,
+        ),
     )
 
 

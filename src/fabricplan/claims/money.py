@@ -1,0 +1,202 @@
+"""Money claims: seed 001's run-cost example, the InfiniBand premium, whether InfiniBand pays
+for itself at a scale, and whether one fabric fault can cost more than the fabric difference.
+
+Capex comes from the topology layer's bill of materials at catalog prices, which are labelled
+assumptions (+/- 50 %); the verdicts say what they rest on.
+"""
+
+from __future__ import annotations
+
+from fabricplan.advise.scoring import build_parts, evaluate, nominal_multipliers
+from fabricplan.catalog import Catalog
+from fabricplan.claims.result import Case, ClaimResult, in_range, near, source
+from fabricplan.claims.scale import EXAMPLES, IB, ROCE
+from fabricplan.cost import CostError, FabricCost, fabric_cost, load_assumptions, run_cost
+from fabricplan.scenario import ScenarioError, load_scenario, scenario_from_data
+
+# "approximately $2.2 million": the seeds round to two significant figures
+ROUNDING_TOLERANCE = 0.05
+PREMIUM_SIZES = (16, 64, 256, 1024, 16384)
+MATURITIES = ("low", "medium", "high")
+# Hours a fault could waste on the whole cluster: the cost model's own figure (half an hourly
+# checkpoint interval plus restart), a degraded run found after a day, and after three days.
+UNDETECTED_HOURS = (None, 24.0, 72.0)
+
+
+def run_cost_claim() -> ClaimResult:
+    r = run_cost(1024, 30, 3.0, 0.05)
+    checks = {"cost_usd": near(r.cost_usd, 2.2e6, ROUNDING_TOLERANCE),
+              "wasted_gpu_hours": r.wasted_gpu_hours == 36_864,
+              "wasted_usd": near(r.wasted_usd, 110_000, ROUNDING_TOLERANCE),
+              "extra_days": near(r.extra_days, 1.5, ROUNDING_TOLERANCE)}  # fmt: skip
+    return ClaimResult(
+        id="run-cost-1024-gpus-30-days", source=source("001"),
+        claim="1,024 GPUs for 30 days at $3/GPU-hour cost about $2.2M; a 5 % network-induced "
+        "loss wastes 36,864 GPU-hours, about $110,000, and adds about 1.5 days",
+        conditions={"gpus": 1024, "days": 30, "gpu_hour_price": 3.0, "loss": 0.05},
+        claimed={"cost_usd": 2.2e6, "wasted_gpu_hours": 36_864, "wasted_usd": 110_000,
+                 "extra_days": 1.5},
+        computed={**r.to_dict(), "summary": f"${r.cost_usd:,.0f}; {r.wasted_gpu_hours:,.0f} "
+                  f"GPU-hours = ${r.wasted_usd:,.0f}; {r.extra_days:.2f} days "
+                  "(fabricplan cost --gpus 1024 --days 30 --gpu-hour-price 3 --loss 0.05)"},
+        holds=all(checks.values()), basis="arithmetic",
+        cases=(Case({"as stated": True}, r.wasted_usd, all(checks.values())),),
+    )  # fmt: skip
+
+
+def _pair(cat: Catalog, gpus: int, optics: str) -> tuple[FabricCost, FabricCost]:
+    sc = scenario_from_data({"cluster": {"gpu": "h100", "gpus": gpus, "fabric": [IB, ROCE]},
+                             "costs": {"optics": optics}}, catalog=cat)  # fmt: skip
+    a = load_assumptions()
+    return fabric_cost(sc, cat, a, IB), fabric_cost(sc, cat, a, ROCE)
+
+
+def _premium_cases(cat: Catalog, low: float, high: float, sizes: tuple[int, ...]
+                   ) -> list[Case]:  # fmt: skip
+    cases = []
+    for gpus in sizes:
+        for optics in ("oem", "compatible"):
+            ib, roce = _pair(cat, gpus, optics)
+            net = ib.capex_network_usd / roce.capex_network_usd - 1
+            total = ib.capex_usd / roce.capex_usd - 1
+            share = roce.capex_network_usd / roce.capex_usd
+            for basis, v in (("cluster capex", total), ("network capex", net)):
+                note = f"network is {share:.1%} of the RoCE cluster's capex"
+                cond = {"gpus": gpus, "optics": optics, "premium_of": basis}
+                cases.append(Case(cond, v, in_range(v, low, high), note))
+    return cases
+
+
+def premium_claims(cat: Catalog) -> list[ClaimResult]:
+    out = []
+    for cid, seed, text, low, high, own in (
+        ("ib-premium-16-gpus-15-20pct", "000",
+         "At 16 GPUs InfiniBand adds roughly 15-20 % to the total cluster cost", 0.15, 0.20,
+         {"gpus": 16, "optics": "oem", "premium_of": "cluster capex"}),
+        ("ib-premium-15-30pct", "002",
+         "InfiniBand typically carries a 15-30 % premium (HCAs, cables, proprietary switches)",
+         0.15, 0.30, {"gpus": 1024, "optics": "oem", "premium_of": "network capex"}),
+    ):  # fmt: skip
+        cases = _premium_cases(cat, low, high, PREMIUM_SIZES)
+        first = next(c for c in cases if c.conditions == own)
+        cases.remove(first)
+        cases.insert(0, first)
+        vals = [c.value or 0.0 for c in cases]
+        out.append(ClaimResult(
+            id=cid, claim=text, source=source(seed),
+            conditions={**own, "topology": "rail-optimized, non-blocking",
+                        "prices": "catalog street prices, labelled assumptions (+/- 50 %)"},
+            claimed={"low": low, "high": high, "unit": "IB capex / RoCE capex - 1"},
+            computed={"value": first.value, "unit": "IB capex / RoCE capex - 1",
+                      "summary": f"{first.value:+.1%} under the claim's own conditions "
+                      f"({first.note}); {min(vals):+.1%} to {max(vals):+.1%} over sizes "
+                      "16-16,384, OEM or compatible optics, network or cluster basis"},
+            holds=first.holds, basis="model", cases=tuple(cases),
+        ))  # fmt: skip
+    return out
+
+
+# Operating costs the seeds' "pays for itself in GPU-hours" argument leaves out: scoring
+# without them leaves hardware, power and GPU-hours (or the rented run) against the premium.
+OPERATING = ("staff", "stabilisation", "risk")
+
+
+def _scores(cat: Catalog, scenario: str, overrides: list[str]
+            ) -> tuple[float, float, float, float, float] | str:  # fmt: skip
+    """IB and RoCE cost for the same work on hardware and GPU-hours alone, then with operating
+    costs, and RoCE's step time relative to IB's."""
+    try:
+        sc = load_scenario(EXAMPLES / scenario, catalog=cat, overrides=overrides)
+        perf, costs = evaluate(sc, cat, True)
+    except (ScenarioError, CostError, ValueError) as exc:
+        return str(exc).splitlines()[0]
+    parts = build_parts(sc, cat, perf, costs)
+    m = nominal_multipliers(1)
+    full = parts.scores(m)[:, 0]
+    bare = parts.scores({**m, **{k: m[k] * 0 for k in OPERATING}})[:, 0]
+    step = parts.time[1] / parts.time[0] - 1
+    return float(bare[0]), float(bare[1]), float(full[0]), float(full[1]), float(step)
+
+
+UNIT = "RoCE / IB cost of the same work - 1 (hardware, power, GPU-hours)"
+
+
+def pays_claims(cat: Catalog) -> list[ClaimResult]:
+    """Seed 000's rules: InfiniBand does not pay at 16 GPUs, pays at 64, is the only sane choice
+    at 256, all through GPU-hours. Judged on fabricplan's cost of the same work (owned TCO
+    scaled by step time, or the rented run's cost) on hardware, power and GPU-hours, the
+    argument the seed makes; the cost with staff, stabilisation and risk is shown beside it."""
+    out = []
+    for cid, text, scenario, ib_should_win in (
+        ("16-gpu-ib-does-not-pay", "At 16 GPUs the InfiniBand premium does not pay for itself; "
+         "spend the savings on compute", "16-gpu-llama3-8b.yaml", False),
+        ("64-gpu-ib-pays-for-itself", "At 64 GPUs and above (models over 30B) InfiniBand pays "
+         "for itself in reduced GPU-hours", "64-gpu-llama3-70b.yaml", True),
+        ("256-gpu-ethernet-false-economy", "At 256 GPUs Ethernet is a false economy for "
+         "training", "256-gpu-mixtral.yaml", True),
+    ):  # fmt: skip
+        cases = []
+        for mode in ("own", "rent"):
+            for maturity in MATURITIES:
+                cond = {"costs.mode": mode, "organization.network_maturity": maturity}
+                r = _scores(cat, scenario, [f"{k}={v}" for k, v in cond.items()])
+                if isinstance(r, str):
+                    cases.append(Case(cond, None, None, f"not evaluable: {r}"))
+                    continue
+                margin = r[1] / r[0] - 1  # > 0: RoCE costs more for the same work
+                note = (
+                    f"IB ${r[0]:,.0f} vs RoCE ${r[1]:,.0f}; RoCE step time {r[4]:+.1%}; "
+                    f"with staff, stabilisation and risk: RoCE {r[3] / r[2] - 1:+.1%}"
+                )
+                cases.append(Case(cond, margin, (margin >= 0) == ib_should_win, note))
+        own = next(c for c in cases if c.conditions["organization.network_maturity"] == "medium")
+        cases.remove(own)
+        cases.insert(0, own)
+        n_ok = sum(bool(c.holds) for c in cases)
+        out.append(ClaimResult(
+            id=cid, claim=text, source=source("000"),
+            conditions={"scenario": scenario, "fabrics": [IB, ROCE], "roce_quality": "tuned",
+                        "costs.mode": "own", "organization.network_maturity": "medium"},
+            claimed={"cheaper": IB if ib_should_win else ROCE, "unit": UNIT},
+            computed={"value": own.value, "unit": UNIT,
+                      "summary": f"{(own.value or 0):+.1%} ({own.note}); the claim holds in "
+                      f"{n_ok} of {len(cases)} maturity x ownership cases"},
+            holds=own.holds, basis="model", cases=tuple(cases),
+        ))  # fmt: skip
+    return out
+
+
+def fault_claim(cat: Catalog) -> ClaimResult:
+    a = load_assumptions()
+    cases = []
+    for gpus in (1024, 4096, 16384):
+        ib, roce = _pair(cat, gpus, "oem")
+        diff = abs(ib.capex_usd - roce.capex_usd)
+        for hours in UNDETECTED_HOURS:
+            h = a.hours_lost_per_event if hours is None else hours
+            event = gpus * h * roce.gpu_hour_cost_usd
+            label = (f"{h:g} h (cost model: half a checkpoint interval + restart)"
+                     if hours is None else f"{h:g} h undetected")  # fmt: skip
+            cases.append(Case({"gpus": gpus, "whole_cluster_hours_lost": label}, event / diff,
+                              event >= diff, f"event ${event:,.0f} vs capex difference "
+                              f"${diff:,.0f}; {diff / (gpus * roce.gpu_hour_cost_usd):.0f} h of "
+                              "the whole cluster needed to match it"))  # fmt: skip
+    first = cases[0]
+    return ClaimResult(
+        id="one-fault-exceeds-capex-difference", source=source("001"),
+        claim="In a large cluster a single RoCE misconfiguration event can exceed the capital "
+        "cost difference between the two fabrics",
+        conditions={"gpus": 1024, "optics": "oem", "event": "a stall found at the next "
+                    "checkpoint, as the cost model prices it"},
+        claimed={"value": 1.0, "unit": "x the capex difference (event cost, at least)"},
+        computed={"value": first.value, "unit": "event cost / capex difference",
+                  "summary": f"{first.note}"},
+        holds=first.holds, basis="model", cases=tuple(cases),
+    )  # fmt: skip
+
+
+def money_claims(cat: Catalog) -> list[ClaimResult]:
+    return [run_cost_claim(), *premium_claims(cat), *pays_claims(cat), fault_claim(cat)]
+
+
+__all__ = ["money_claims"]

@@ -1,0 +1,117 @@
+"""The seeds' claims: the arithmetic behind each verdict, and the command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fabricplan.catalog import default_catalog
+from fabricplan.claims import check_claims
+from fabricplan.claims.latency import (
+    _with_latency,
+    latency_for_time,
+    path_latency_us,
+    small_all_reduce_us,
+)
+from fabricplan.claims.money import _pair, run_cost_claim
+from fabricplan.claims.result import in_range, near
+from fabricplan.claims.scale import EXAMPLES, catalog_with_latency
+from fabricplan.collectives import build_system
+from fabricplan.scenario import load_scenario
+from fabricplan.workload import evaluate_scenario
+from test_cli import run
+
+CAT = default_catalog()
+
+
+def test_path_latency_adds_each_further_switch():
+    base = CAT.fabric("ib-ndr").rdma_latency_us.nominal
+    hop = CAT.switch("qm9700").port_to_port_latency_ns.nominal / 1000
+    assert path_latency_us(CAT, "ib-ndr", ()) == pytest.approx(base)
+    assert path_latency_us(CAT, "ib-ndr", ("qm9700", "qm9700")) == pytest.approx(base + 2 * hop)
+
+
+def test_solved_latency_reproduces_the_target_time():
+    roce = build_system("h100", 64, "roce-400g", catalog=CAT)
+    lat = latency_for_time(CAT, roce, "roce-400g", 210.0)
+    assert lat is not None and lat > CAT.fabric("roce-400g").rdma_latency_us.nominal
+    base = CAT.fabric("roce-400g").rdma_latency_us.nominal
+    assert small_all_reduce_us(_with_latency(roce, lat, base)) == pytest.approx(210.0, rel=1e-6)
+    # a target below the zero-latency time has no solution
+    assert latency_for_time(CAT, roce, "roce-400g", 1.0) is None
+
+
+def test_catalog_latency_reaches_the_workload():
+    high = catalog_with_latency(CAT, "roce-400g", "high")
+    assert high.fabric("roce-400g").rdma_latency_us.nominal == 10.0
+    assert high.fabric("ib-ndr") == CAT.fabric("ib-ndr")
+    sc = load_scenario(EXAMPLES / "256-gpu-mixtral.yaml", catalog=CAT)
+    t = [evaluate_scenario(sc, c, ["roce-400g"], congestion=False)[0].values["step_time_s"]
+         for c in (CAT, high)]  # fmt: skip
+    assert t[1] > t[0]
+
+
+def test_run_cost_claim_is_exact():
+    c = run_cost_claim()
+    assert c.holds is True
+    assert c.computed["wasted_gpu_hours"] == 36_864
+    assert c.computed["wasted_usd"] == pytest.approx(110_592)
+    assert c.computed["cost_usd"] == pytest.approx(2_211_840)
+
+
+def test_judging_helpers():
+    assert in_range(0.2, 0.15, 0.25) and not in_range(0.26, 0.15, 0.25)
+    assert near(1.1, 1.0) and near(0.8, 1.0) and not near(0.79, 1.0)
+
+
+@pytest.fixture(scope="module")
+def money():
+    return {c.id: c for c in check_claims(groups=("money",))}
+
+
+def test_premium_is_the_capex_ratio(money):
+    ib, roce = _pair(CAT, 1024, "oem")
+    c = money["ib-premium-15-30pct"]
+    assert c.conditions["gpus"] == 1024 and c.conditions["premium_of"] == "network capex"
+    assert c.computed["value"] == pytest.approx(ib.capex_network_usd / roce.capex_network_usd - 1)
+    assert c.holds == in_range(c.computed["value"], 0.15, 0.30)
+
+
+def test_pays_verdicts_follow_the_sign(money):
+    for cid, ib_should_win in (("16-gpu-ib-does-not-pay", False),
+                               ("64-gpu-ib-pays-for-itself", True)):  # fmt: skip
+        c = money[cid]
+        for case in c.cases:
+            assert case.holds == ((case.value >= 0) == ib_should_win)
+        assert c.holds == c.cases[0].holds
+
+
+def test_fault_claim_compares_event_with_capex_difference(money):
+    c = money["one-fault-exceeds-capex-difference"]
+    ib, roce = _pair(CAT, 1024, "oem")
+    diff = abs(ib.capex_usd - roce.capex_usd)
+    first = c.cases[0]
+    assert first.holds == (first.value >= 1)
+    assert first.value * diff == pytest.approx(1024 * 1.0 * roce.gpu_hour_cost_usd)
+
+
+def test_claims_command_json():
+    out = json.loads(run("claims", "--group", "latency,hardware,outside", "--json").stdout)
+    assert len(out) >= 10
+    for d in out:
+        assert {"claim", "source", "conditions", "computed", "holds"} <= set(d)
+        assert d["source"].startswith("seed 00")
+    by = {d["id"]: d for d in out}
+    assert by["h100-fp8-1979-tflops"]["holds"] is True
+    assert by["mellanox-6.9b"]["holds"] is None
+    ar = by["allreduce-512-h100-47-vs-210us"]
+    assert ar["holds"] is False and 1.0 < ar["computed"]["value"] < 4.5 / 1.2
+
+
+def test_claims_command_errors_and_one_claim():
+    assert run("claims", "--group", "nope").returncode == 2
+    assert run("claims", "--group", "latency", "--id", "nope").returncode == 2
+    proc = run("claims", "--group", "latency", "--id", "roce-latency-7-10us")
+    assert proc.returncode == 0
+    assert "deep-buffer" in proc.stdout
