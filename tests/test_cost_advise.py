@@ -140,3 +140,28 @@ def test_advise_flips_with_maturity_and_price():
         ).returncode
         == 2
     )
+
+
+def test_break_even_stays_cheaper_from_the_smallest_size_on():
+    from fabricplan.advise.break_even import _stays_cheaper
+
+    def rows(flags: list[bool]) -> list[dict[str, object]]:
+        return [{"gpus": 16 * 2**i, "ib_cheaper": f} for i, f in enumerate(flags)]
+
+    assert _stays_cheaper(rows([False, True, True])) == 32
+    assert _stays_cheaper(rows([True, False, True])) == 64
+    assert _stays_cheaper(rows([True, True, False])) is None
+    assert _stays_cheaper([]) is None
+
+
+def test_break_even_by_maturity_orders_with_roce_operating_cost():
+    """Lower maturity makes RoCE dearer to run, never cheaper: its break-even comes no later."""
+    from fabricplan.advise.break_even import MATURITIES, break_even_gpus
+
+    cat = default_catalog()
+    sc = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat)
+    be = break_even_gpus(sc, cat)
+    assert set(be["by_maturity"]) == set(MATURITIES)
+    assert be["gpus"] == be["by_maturity"][sc.organization.network_maturity]
+    order = [be["by_maturity"][m] or float("inf") for m in MATURITIES]
+    assert order == sorted(order)

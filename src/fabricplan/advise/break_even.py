@@ -1,23 +1,26 @@
-"""Break-even: the cluster size at which InfiniBand's shorter runs repay its premium over RoCE.
+"""Break-even: the cluster size at which InfiniBand's shorter runs repay its premium over RoCE,
+per organisation maturity.
 
 The scenario is re-evaluated at node-count doublings up to ``MAX_SCALE`` times its size, with
 the same model, plan (``dp`` refilled) and organisation; sizes the plan cannot divide are
-skipped.
+skipped. Step times do not depend on maturity, so each size's workload is evaluated once and
+only the costs are redone per maturity.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fabricplan.advise.scoring import build_parts, evaluate, nominal_multipliers
+from fabricplan.advise.scoring import build_parts, nominal_multipliers
 from fabricplan.catalog import Catalog
-from fabricplan.cost import CostError
+from fabricplan.cost import CostError, fabric_cost, load_assumptions
 from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
-from fabricplan.workload import WorkloadError
+from fabricplan.workload import WorkloadError, evaluate_scenario
 
 MAX_SIZES = 6  # evaluations: each re-runs the workload and congestion layers
 MAX_SCALE = 2  # largest size evaluated, relative to the scenario's
 MIN_NODES = 2  # below two nodes no traffic crosses the fabric
+MATURITIES = ("low", "medium", "high")
 
 
 def _sizes(sc: Scenario) -> list[int]:
@@ -30,38 +33,65 @@ def _sizes(sc: Scenario) -> list[int]:
     return out[-MAX_SIZES:]
 
 
+def _stays_cheaper(rows: list[dict[str, Any]]) -> int | None:
+    """The smallest size from which InfiniBand is no dearer at every larger size evaluated."""
+    out = None
+    for r in reversed(rows):
+        if not r["ib_cheaper"]:
+            break
+        out = r["gpus"]
+    return out
+
+
+def _with_maturity(sc: Scenario, maturity: str) -> Scenario:
+    org = sc.organization.model_copy(update={"network_maturity": maturity})
+    return sc.model_copy(update={"organization": org})
+
+
+def _scores(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> tuple[float, float]:
+    a = load_assumptions()
+    costs = [fabric_cost(sc, cat, a, p["fabric"], run_gpu_hours=p.get("gpu_hours"),
+                         run_days=p.get("time_to_train_days")) for p in perf]  # fmt: skip
+    ib, roce = build_parts(sc, cat, perf, costs).scores(nominal_multipliers(1))[:, 0]
+    return float(ib), float(roce)
+
+
 def break_even_gpus(sc: Scenario, cat: Catalog, congestion: bool = True,
-                    known: dict[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
-    """``known``: the scenario's own nominal scores per fabric, reused at its own size when its
-    fabrics are exactly the InfiniBand and RoCE pair compared here."""
+                    known: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """``known``: the scenario's own per-fabric workload results, reused at its own size."""
     fams = {f: cat.fabric(f).family for f in sc.cluster.fabrics}
     ib = next((f for f, fam in fams.items() if fam == "infiniband"), None)
     roce = next((f for f, fam in fams.items() if fam == "roce"), None)
     if ib is None or roce is None or sc.workload is None:
         return {"gpus": None, "note": "needs an InfiniBand and a RoCE fabric in the scenario"}
-    reuse = known if known is not None and set(fams) == {ib, roce} else None
     data = sc.model_dump(mode="json", exclude_none=True)
     data["cluster"]["fabric"] = [ib, roce]
-    rows = []
+    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in MATURITIES}
     for n in _sizes(sc):
-        if reuse is not None and n == sc.cluster.gpus:
-            score = [reuse[ib], reuse[roce]]
-        else:
-            d = {**data, "cluster": {**data["cluster"], "gpus": n}}
-            d["workload"] = {**d["workload"],
-                             "parallel": {**d["workload"]["parallel"], "dp": "auto"}}  # fmt: skip
-            try:
-                s = scenario_from_data(d, catalog=cat)
-                perf, costs = evaluate(s, cat, congestion)
-            except (ScenarioError, WorkloadError, CostError):
-                continue
-            score = list(build_parts(s, cat, perf, costs).scores(nominal_multipliers(1))[:, 0])
-        rows.append({"gpus": n, f"{ib}_usd": float(score[0]), f"{roce}_usd": float(score[1]),
-                     "ib_cheaper": bool(score[0] <= score[1])})  # fmt: skip
-    found = next((r["gpus"] for r in rows if r["ib_cheaper"]), None)
-    note = (
-        "smallest size where InfiniBand costs no more for the same work"
-        if found
-        else "InfiniBand does not repay its premium at any size evaluated"
-    )
-    return {"gpus": found, "ib": ib, "roce": roce, "note": note, "sizes": rows}
+        d = {**data, "cluster": {**data["cluster"], "gpus": n}}
+        d["workload"] = {**d["workload"], "parallel": {**d["workload"]["parallel"], "dp": "auto"}}
+        try:
+            s = scenario_from_data(d, catalog=cat)
+            if known is not None and n == sc.cluster.gpus:
+                by = {p["fabric"]: p for p in known}
+                perf = [by[ib], by[roce]]
+            else:
+                perf = [r.to_dict() for r in evaluate_scenario(s, cat, congestion=congestion)]
+            for m in MATURITIES:
+                i, r = _scores(_with_maturity(s, m), cat, perf)
+                rows[m].append({"gpus": n, f"{ib}_usd": i, f"{roce}_usd": r,
+                                "ib_cheaper": bool(i <= r)})  # fmt: skip
+        except (ScenarioError, WorkloadError, CostError):
+            continue
+    found = {m: _stays_cheaper(rows[m]) for m in MATURITIES}
+    own = sc.organization.network_maturity
+    cheaper = [r["gpus"] for r in rows[own] if r["ib_cheaper"]]
+    if found[own]:
+        note = "smallest size from which InfiniBand costs no more for the same work"
+    elif cheaper:
+        note = (f"InfiniBand costs no more at {', '.join(map(str, cheaper))} GPUs but not at "
+                "every larger size evaluated")  # fmt: skip
+    else:
+        note = "InfiniBand does not repay its premium at any size evaluated"
+    return {"gpus": found[own], "ib": ib, "roce": roce, "note": note, "sizes": rows[own],
+            "by_maturity": found}  # fmt: skip

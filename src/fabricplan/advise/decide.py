@@ -116,7 +116,7 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         "reasons": reasons(sc, fabrics, best, other, sens, parts.kind),
     }  # fmt: skip
     if break_even:
-        be = break_even_gpus(sc, cat, congestion, known=dict(zip(names, nominal, strict=True)))
+        be = break_even_gpus(sc, cat, congestion, known=perf)
     else:
         be = {"gpus": None, "note": "not computed"}
     notes = ["every price and risk rate is a labelled assumption (catalog economics/costs.toml)"]

@@ -67,6 +67,9 @@ def advise_cmd(
         console.print(s)
     be = a.break_even_gpus
     console.print(f"break-even: {be['gpus'] or 'none'} GPUs ({be['note']})", highlight=False)
+    if be.get("by_maturity"):
+        per = ", ".join(f"{m} {n or 'none'}" for m, n in be["by_maturity"].items())
+        console.print(f"break-even by network maturity: {per}", highlight=False)
     console.print("[bold]Ask the provider:[/]")
     for q in a.questions:
         planned = f" [dim](planned: {q['planned']})[/]" if q["planned"] else ""
