@@ -165,3 +165,30 @@ def test_break_even_by_maturity_orders_with_roce_operating_cost():
     assert be["gpus"] == be["by_maturity"][sc.organization.network_maturity]
     order = [be["by_maturity"][m] or float("inf") for m in MATURITIES]
     assert order == sorted(order)
+
+
+def test_growth_target_is_evaluated_and_followed():
+    from fabricplan.advise import advise
+    from fabricplan.advise.growth import growth_check
+
+    cat = default_catalog()
+    plain = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat)
+    assert growth_check(plain, cat) is None
+    grow = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
+    g = growth_check(grow, cat)
+    assert g is not None and g["target_gpus"] == grow.organization.growth.target_gpus
+    scores = g["cost_same_work_usd"]
+    assert g["cheapest"] == min(scores, key=scores.get)
+    assert g["margin"] == pytest.approx(sorted(scores.values())[1] / min(scores.values()) - 1)
+    a = advise(grow, cat, break_even=False)
+    assert a.recommendation["fabric"] == g["cheapest"]  # within the lifecycle: follow the target
+    assert a.recommendation["growth"]["target_gpus"] == g["target_gpus"]
+    assert any(r.startswith("growth to") for r in a.recommendation["reasons"])
+    late = grow.model_copy(
+        update={
+            "organization": grow.organization.model_copy(
+                update={"growth": grow.organization.growth.model_copy(update={"months": 120})}
+            )
+        }
+    )
+    assert growth_check(late, cat)["within_lifecycle"] is False

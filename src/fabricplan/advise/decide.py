@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from fabricplan.advise.break_even import break_even_gpus
+from fabricplan.advise.growth import growth_check, growth_reason
 from fabricplan.advise.questions import provider_questions
 from fabricplan.advise.reasons import reasons
 from fabricplan.advise.scoring import DRIVERS, Parts, build_parts, evaluate, nominal_multipliers
@@ -90,6 +91,12 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         and nominal[other] <= nominal[best] * (1 + DEADLINE_TIE_SHARE)
     ):
         best, other = other, best
+    # lock-in: a cluster that grows within its lifecycle keeps the fabric it starts with, so the
+    # fabric that is cheapest at the target size is the one to build (seed 001)
+    growth = growth_check(sc, cat, congestion)
+    now_best = names[best]
+    if growth and growth["within_lifecycle"] and growth["cheapest"] not in (None, now_best):
+        other, best = best, names.index(growth["cheapest"])
     mc = _monte_carlo(parts, names, seed)
     p_best = mc["p_cheapest"][names[best]]
     confidence = next(label for bound, label in CONFIDENCE if p_best >= bound)
@@ -115,6 +122,9 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         "p_cheapest": p_best,
         "reasons": reasons(sc, fabrics, best, other, sens, parts.kind),
     }  # fmt: skip
+    if growth:
+        rec["reasons"].append(growth_reason(growth, now_best))
+        rec["growth"] = growth
     if break_even:
         be = break_even_gpus(sc, cat, congestion, known=perf)
     else:

@@ -1,0 +1,58 @@
+"""Scale trajectory (seed 001): a fabric is hard to change once built, so a cluster that will
+grow should be judged at its target size too. The scenario is re-evaluated at
+``organization.growth.target_gpus`` with the same model, plan (``dp`` refilled) and money."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fabricplan.advise.scoring import build_parts, evaluate, nominal_multipliers
+from fabricplan.catalog import Catalog
+from fabricplan.cost import CostError
+from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
+from fabricplan.workload import WorkloadError
+
+MONTHS_PER_YEAR = 12
+
+
+def growth_check(sc: Scenario, cat: Catalog, congestion: bool = True) -> dict[str, Any] | None:
+    """The cheapest fabric at the growth target, or None when the scenario plans no growth."""
+    g = sc.organization.growth
+    if g is None or g.target_gpus == sc.cluster.gpus:
+        return None
+    within = g.months <= sc.costs.lifecycle_years * MONTHS_PER_YEAR
+    out: dict[str, Any] = {"target_gpus": g.target_gpus, "months": g.months,
+                           "within_lifecycle": within}  # fmt: skip
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["cluster"] = {**data["cluster"], "gpus": g.target_gpus}
+    if "workload" in data and "parallel" in data["workload"]:
+        data["workload"]["parallel"] = {**data["workload"]["parallel"], "dp": "auto"}
+    try:
+        s = scenario_from_data(data, catalog=cat)
+        perf, costs = evaluate(s, cat, congestion)
+    except (ScenarioError, WorkloadError, CostError) as exc:
+        return {**out, "cheapest": None, "note": f"cannot evaluate the target: {exc}"}
+    scores = build_parts(s, cat, perf, costs).scores(nominal_multipliers(1))[:, 0]
+    order = np.argsort(scores)
+    names = [p["fabric"] for p in perf]
+    best = names[int(order[0])]
+    margin = float(scores[order[1]] / scores[order[0]] - 1) if len(order) > 1 else 0.0
+    return {**out, "cheapest": best, "margin": margin,
+            "cost_same_work_usd": dict(zip(names, map(float, scores), strict=True))}  # fmt: skip
+
+
+def growth_reason(growth: dict[str, Any], now_best: str) -> str:
+    head = f"growth to {growth['target_gpus']:,} GPUs in {growth['months']:g} months: "
+    if growth["cheapest"] is None:
+        return head + growth["note"]
+    at = f"{growth['cheapest']} is cheapest at the target ({growth['margin']:+.1%} margin)"
+    if growth["cheapest"] == now_best:
+        return head + at + ", as it is now"
+    if not growth["within_lifecycle"]:
+        return head + at + ", but the target lies beyond the cluster's lifecycle"
+    return (
+        head + at + f", while {now_best} is cheapest at today's size; the fabric is hard "
+        "to change once built, so the recommendation follows the target"
+    )
