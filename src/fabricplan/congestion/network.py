@@ -21,8 +21,8 @@ from functools import cached_property
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
+from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.graph import E_NODE_LEAF, E_NVLINK, E_PCIE, LEAF, FabricGraph
 
 ROUTINGS = ("ecmp", "adaptive", "spray")
@@ -137,15 +137,28 @@ class Network:
         heads = np.where(out >= 0, self.head[np.maximum(out, 0)] - sw0, -1)
         return sw0, out, heads
 
+    @cached_property
+    def _switch_neighbours(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR neighbour lists of the switches (local numbers), one entry per lane."""
+        _, _, heads = self.switch_table
+        keep = heads >= 0
+        return np.concatenate([[0], np.cumsum(keep.sum(1))]), heads[keep]
+
+    @cached_property
+    def _distance_rows(self) -> dict[int, np.ndarray]:
+        # Hops to each target switch, kept for the network's lifetime: every seed of a case
+        # routes towards the same leaves, and the search is most of a routing call's cost.
+        return {}
+
     def _distances(self, targets: np.ndarray) -> np.ndarray:
         """Switch hops from every switch to each target switch (local numbers), (T, S)."""
-        _, out, heads = self.switch_table
-        n_sw = out.shape[0]
-        rows = np.repeat(np.arange(n_sw), out.shape[1])
-        keep = heads.ravel() >= 0
-        adj = csr_matrix((np.ones(keep.sum()), (rows[keep], heads.ravel()[keep])),
-                         shape=(n_sw, n_sw))  # fmt: skip
-        return shortest_path(adj, unweighted=True, indices=targets, directed=True)
+        rows = self._distance_rows
+        wanted = [int(t) for t in targets]
+        missing = [t for t in dict.fromkeys(wanted) if t not in rows]
+        if missing:
+            found = hop_distances(*self._switch_neighbours, np.array(missing))
+            rows.update(zip(missing, found, strict=True))
+        return np.stack([rows[t] for t in wanted])
 
     def route(
         self,
