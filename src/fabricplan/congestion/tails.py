@@ -43,22 +43,45 @@ def latency_under_load(
     flow_sorted = routed.flow[order]
     lo = np.searchsorted(flow_sorted, pick, "left")
     hi = np.searchsorted(flow_sorted, pick, "right")
-    mtu_s = fab.mtu_bytes / (net.capacity * 1e3)  # us per packet per lane
+    # Every probe's hop lanes (its flow's, in routing order) in one flat array; the loop below
+    # needs only the switch output lanes, as plain Python numbers: numpy calls on a handful of
+    # elements per probe would cost more than the probe's arithmetic.
+    count = hi - lo
+    flat = order[np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(count.sum())]
+    lanes = routed.lane[flat]
+    at_switch = np.flatnonzero(net.graph.vertex_kind[net.tail[lanes]] >= LEAF)
+    probe_of = np.repeat(np.arange(probes), count)[at_switch]
+    ends = np.searchsorted(probe_of, np.arange(probes), "right").tolist()
+    position = (at_switch - np.repeat(np.cumsum(count) - count, count)[at_switch]).tolist()
+    weight = routed.weight[flat][at_switch].tolist()
+    lane_at = lanes[at_switch].tolist()
+    capacity = net.capacity.tolist()
+    mtu_s = (fab.mtu_bytes / (net.capacity * 1e3)).tolist()  # us per packet per lane
+    rho_of = np.minimum(util, MAX_RHO).tolist()
+    base_us: dict[int, float] = {}  # by switch hops
     out = np.empty(probes)
-    switch_out = net.graph.vertex_kind[net.tail] >= LEAF
-    for i in range(probes):
-        idx = order[lo[i] : hi[i]]
-        lanes, w = routed.lane[idx], routed.weight[idx]
-        taken = lanes[rng.random(len(lanes)) < w]  # each hop's lanes share the flow's weight
-        hops = int(np.count_nonzero(switch_out[taken]))
+    start = 0
+    # The random draws are those of a per-probe loop, in the same order: the hop lanes'
+    # weights, then each taken switch lane's queue draw.
+    for i, n in enumerate(count.tolist()):
+        draw = rng.random(n).tolist()  # each hop's lanes share the flow's weight
+        hops = 0
         wait = 0.0
-        for lane in taken[switch_out[taken]]:
-            samples = queue_kb.get(int(lane))
-            if samples:
-                wait += samples[rng.integers(len(samples))] * 1024 / (net.capacity[lane] * 1e3)
+        for k in range(start, ends[i]):
+            if not draw[position[k]] < weight[k]:
                 continue
-            rho = min(util[lane], MAX_RHO)
+            hops += 1
+            lane = lane_at[k]
+            samples = queue_kb.get(lane)
+            if samples:
+                wait += samples[rng.integers(len(samples))] * 1024 / (capacity[lane] * 1e3)
+                continue
+            rho = rho_of[lane]
             if rng.random() < rho:
                 wait += rng.exponential(rho * mtu_s[lane] / (2 * (1 - rho)))
-        out[i] = p2p_latency_us(fab, max(hops, 1), switch_latency_ns) + wait
+        start = ends[i]
+        hops = max(hops, 1)
+        if hops not in base_us:
+            base_us[hops] = p2p_latency_us(fab, hops, switch_latency_ns)
+        out[i] = base_us[hops] + wait
     return out
