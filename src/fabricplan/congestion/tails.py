@@ -24,6 +24,26 @@ PROBES_MIN = 50
 MAX_RHO = 0.98
 
 
+def _switch_lanes(net: Network, routed: Routed, pick: np.ndarray
+                  ) -> tuple[list[int], list[int], list[int], list[float], list[int]]:  # fmt: skip
+    """For the flows ``pick``, in one pass: each one's hop lanes (``count``), and over all of
+    them the switch output lanes in routing order: where each probe's end (``ends``), their
+    position among their flow's lanes, weight and lane."""
+    order = np.argsort(routed.flow, kind="stable")
+    flow_sorted = routed.flow[order]
+    lo = np.searchsorted(flow_sorted, pick, "left")
+    count = np.searchsorted(flow_sorted, pick, "right") - lo
+    first = np.cumsum(count) - count
+    flat = order[np.repeat(lo - first, count) + np.arange(count.sum())]
+    lanes = routed.lane[flat]
+    at_switch = np.flatnonzero(net.graph.vertex_kind[net.tail[lanes]] >= LEAF)
+    probe_of = np.repeat(np.arange(len(pick)), count)[at_switch]
+    ends = np.searchsorted(probe_of, np.arange(len(pick)), "right")
+    position = at_switch - np.repeat(first, count)[at_switch]
+    return (count.tolist(), ends.tolist(), position.tolist(),
+            routed.weight[flat][at_switch].tolist(), lanes[at_switch].tolist())  # fmt: skip
+
+
 def latency_under_load(
     net: Network,
     routed: Routed,
@@ -35,53 +55,58 @@ def latency_under_load(
     rng: np.random.Generator,
     probes: int = PROBES_MIN,
 ) -> np.ndarray:
-    """Latency samples (us) of small messages between the job's NICs under this load."""
+    """Latency samples (us) of small messages between the job's NICs under this load.
+
+    Per probe, in this order: one uniform per hop lane of its flow (each hop's lanes share the
+    flow's weight), then per switch output lane taken a queue draw: a sample of a hot lane's
+    queue, or a uniform against the utilisation and, if under it, an exponential wait. The
+    loop runs on plain Python numbers (numpy on a handful of elements per probe costs more than
+    the probe's arithmetic) and draws exactly that sequence, merging two uniforms in one call
+    where they are adjacent: a lane of full weight is always taken, so when the first switch
+    lane is one, its uniform directly follows the hop lanes'."""
     if len(job_hops) == 0:
         return np.zeros(0)
     pick = rng.choice(job_hops, probes)
-    order = np.argsort(routed.flow, kind="stable")
-    flow_sorted = routed.flow[order]
-    lo = np.searchsorted(flow_sorted, pick, "left")
-    hi = np.searchsorted(flow_sorted, pick, "right")
-    # Every probe's hop lanes (its flow's, in routing order) in one flat array; the loop below
-    # needs only the switch output lanes, as plain Python numbers: numpy calls on a handful of
-    # elements per probe would cost more than the probe's arithmetic.
-    count = hi - lo
-    flat = order[np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(count.sum())]
-    lanes = routed.lane[flat]
-    at_switch = np.flatnonzero(net.graph.vertex_kind[net.tail[lanes]] >= LEAF)
-    probe_of = np.repeat(np.arange(probes), count)[at_switch]
-    ends = np.searchsorted(probe_of, np.arange(probes), "right").tolist()
-    position = (at_switch - np.repeat(np.cumsum(count) - count, count)[at_switch]).tolist()
-    weight = routed.weight[flat][at_switch].tolist()
-    lane_at = lanes[at_switch].tolist()
+    count, ends, position, weight, lane_at = _switch_lanes(net, routed, pick)
     capacity = net.capacity.tolist()
-    mtu_s = (fab.mtu_bytes / (net.capacity * 1e3)).tolist()  # us per packet per lane
-    rho_of = np.minimum(util, MAX_RHO).tolist()
+    rho = np.minimum(util, MAX_RHO)
+    mtu_us = fab.mtu_bytes / (net.capacity * 1e3)  # per packet per lane
+    rho_of = rho.tolist()
+    mean_of = (rho * mtu_us / (2 * (1 - rho))).tolist()  # M/D/1 mean wait
+    one_switch_us = p2p_latency_us(fab, 1, switch_latency_ns)
     base_us: dict[int, float] = {}  # by switch hops
-    out = np.empty(probes)
-    start = 0
-    # The random draws are those of a per-probe loop, in the same order: the hop lanes'
-    # weights, then each taken switch lane's queue draw.
-    for i, n in enumerate(count.tolist()):
-        draw = rng.random(n).tolist()  # each hop's lanes share the flow's weight
-        hops = 0
+    random, exponential = rng.random, rng.exponential
+    out = []
+    k = 0
+    for n, end in zip(count, ends, strict=True):
         wait = 0.0
-        for k in range(start, ends[i]):
-            if not draw[position[k]] < weight[k]:
+        if k < end and weight[k] >= 1.0 and not queue_kb.get(lane_at[k]):
+            draw = random(n + 1)
+            lane = lane_at[k]
+            if draw[n] < rho_of[lane]:
+                wait += exponential(mean_of[lane])
+            k += 1
+            if k == end:  # the only switch lane: most probes
+                out.append(one_switch_us + wait)
+                continue
+            draw = draw.tolist()
+            hops = 1
+        else:
+            draw = random(n).tolist()
+            hops = 0
+        for j in range(k, end):  # from the lane after a merged one
+            if not draw[position[j]] < weight[j]:
                 continue
             hops += 1
-            lane = lane_at[k]
+            lane = lane_at[j]
             samples = queue_kb.get(lane)
             if samples:
                 wait += samples[rng.integers(len(samples))] * 1024 / (capacity[lane] * 1e3)
-                continue
-            rho = rho_of[lane]
-            if rng.random() < rho:
-                wait += rng.exponential(rho * mtu_s[lane] / (2 * (1 - rho)))
-        start = ends[i]
+            elif random() < rho_of[lane]:
+                wait += exponential(mean_of[lane])
+        k = end
         hops = max(hops, 1)
         if hops not in base_us:
             base_us[hops] = p2p_latency_us(fab, hops, switch_latency_ns)
-        out[i] = base_us[hops] + wait
-    return out
+        out.append(base_us[hops] + wait)
+    return np.array(out, dtype=float)
