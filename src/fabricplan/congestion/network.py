@@ -16,6 +16,7 @@ Routing modes:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -196,9 +197,13 @@ class Network:
         rate = np.ones(n) if demand is None else np.asarray(demand, float)
         rounds = (rng.integers(0, ADAPTIVE_ROUNDS, len(flow)) if mode == "adaptive"
                   else np.zeros(len(flow), np.int64))  # fmt: skip
-        for rnd in range(int(rounds.max(initial=0)) + 1):
-            sel = rounds == rnd
-            f, v, w, t = flow[sel], here[sel], mass[sel], tgt[sel]
+        # the pieces of each round, in piece order (a stable sort keeps it within a round; on
+        # 16-bit keys numpy's stable sort is a radix sort)
+        by_round = np.argsort(rounds.astype(np.int16), kind="stable")
+        flow, here, mass, tgt = flow[by_round], here[by_round], mass[by_round], tgt[by_round]
+        bounds = np.searchsorted(rounds[by_round], np.arange(int(rounds.max(initial=0)) + 2))
+        for a, b in itertools.pairwise(bounds.tolist()):
+            f, v, w, t = flow[a:b], here[a:b], mass[a:b], tgt[a:b]
             while len(f):
                 d_here = dist[t, v]
                 moving = d_here > 0
@@ -234,7 +239,8 @@ class Network:
                     # in load order, as successive per-packet decisions would
                     key = v.astype(np.int64) * len(targets) + t
                     srt = np.argsort(key, kind="stable")
-                    starts = np.r_[True, key[srt][1:] != key[srt][:-1]]
+                    ks = key[srt]
+                    starts = np.concatenate([[True], ks[1:] != ks[:-1]])
                     group_start = np.maximum.accumulate(np.where(starts, np.arange(len(f)), 0))
                     rank = np.empty(len(f), np.int64)
                     rank[srt] = np.arange(len(f)) - group_start
