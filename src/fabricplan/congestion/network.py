@@ -140,10 +140,13 @@ class Network:
 
     @cached_property
     def _switch_neighbours(self) -> tuple[np.ndarray, np.ndarray]:
-        """CSR neighbour lists of the switches (local numbers), one entry per lane."""
+        """CSR neighbour lists of the switches (local numbers), each neighbour once (parallel
+        lanes lead to the same switch)."""
         _, _, heads = self.switch_table
-        keep = heads >= 0
-        return np.concatenate([[0], np.cumsum(keep.sum(1))]), heads[keep]
+        n_sw = heads.shape[0]
+        row = np.repeat(np.arange(n_sw), heads.shape[1])
+        pair = np.unique(row[heads.ravel() >= 0] * n_sw + heads.ravel()[heads.ravel() >= 0])
+        return np.searchsorted(pair // n_sw, np.arange(n_sw + 1)), pair % n_sw
 
     @cached_property
     def _distance_rows(self) -> dict[int, np.ndarray]:
@@ -211,7 +214,9 @@ class Network:
                 if not len(f):
                     break
                 cand, nxt = out[v], heads[v]
-                ok = (cand >= 0) & (dist[t[:, None], np.maximum(nxt, 0)] == d_here[:, None] - 1)
+                # candidates one hop closer (flat indexing: a 2-D gather costs more)
+                ahead = dist.ravel()[t[:, None] * dist.shape[1] + np.maximum(nxt, 0)]
+                ok = (cand >= 0) & (ahead == d_here[:, None] - 1)
                 count = ok.sum(1)
                 if (count == 0).any():
                     raise ValueError("no route between two NICs of the fabric")
@@ -232,19 +237,8 @@ class Network:
                     pick = np.floor(rng.random(len(f)) * count).astype(np.int64)
                     col = np.argmax(np.cumsum(ok, 1) > pick[:, None], axis=1)
                 else:  # adaptive: least loaded first, then round-robin over candidates
-                    score = np.where(ok, load[np.maximum(cand, 0)], np.inf)
-                    score = score + rng.random(score.shape) * 1e-9
-                    order = np.argsort(score, axis=1)
-                    # pieces at one switch heading the same way spread over the candidates
-                    # in load order, as successive per-packet decisions would
                     key = v.astype(np.int64) * len(targets) + t
-                    srt = np.argsort(key, kind="stable")
-                    ks = key[srt]
-                    starts = np.concatenate([[True], ks[1:] != ks[:-1]])
-                    group_start = np.maximum.accumulate(np.where(starts, np.arange(len(f)), 0))
-                    rank = np.empty(len(f), np.int64)
-                    rank[srt] = np.arange(len(f)) - group_start
-                    col = order[np.arange(len(f)), rank % count]
+                    col = self._adaptive_pick(ok, cand, count, key, load, rng)
                 row = np.arange(len(f))
                 lane, v = cand[row, col], nxt[row, col]
                 np.add.at(load, lane, w * rate[f])
@@ -253,3 +247,28 @@ class Network:
                 weights_out.append(w)
         return Routed(np.concatenate(lanes_out), np.concatenate(flows_out),
                       np.concatenate(weights_out))  # fmt: skip
+
+    @staticmethod
+    def _adaptive_pick(ok: np.ndarray, cand: np.ndarray, count: np.ndarray, key: np.ndarray,
+                       load: np.ndarray, rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+        """Column of ``ok`` each piece takes: the least loaded candidate (ties broken by a
+        nanoscale random jitter), and for pieces at one switch heading the same way (equal
+        ``key``) the next ones in load order, as successive per-packet decisions would."""
+        jitter = rng.random(ok.shape)  # drawn for every piece, as the other rows need theirs
+        col = np.argmax(ok, axis=1)  # the only candidate, where there is one
+        # A row's order is its own (each row sorts alone) and pieces with equal keys share
+        # their candidates, so the rows with a choice are ranked among themselves.
+        multi = np.flatnonzero(count > 1)
+        if not len(multi):
+            return col
+        score = np.where(ok[multi], load[np.maximum(cand[multi], 0)], np.inf)
+        order = np.argsort(score + jitter[multi] * 1e-9, axis=1)
+        k = key[multi]
+        srt = np.argsort(k, kind="stable")
+        ks = k[srt]
+        starts = np.concatenate([[True], ks[1:] != ks[:-1]])
+        group_start = np.maximum.accumulate(np.where(starts, np.arange(len(multi)), 0))
+        rank = np.empty(len(multi), np.int64)
+        rank[srt] = np.arange(len(multi)) - group_start
+        col[multi] = order[np.arange(len(multi)), rank % count[multi]]
+        return col

@@ -1,4 +1,4 @@
-"""Hop distances by breadth-first search on a CSR neighbour list.
+"""Hop distances by breadth-first search, all sources at once.
 
 The same numbers as ``scipy.sparse.csgraph.shortest_path(..., unweighted=True)`` (edges on a
 shortest path, as floats; inf where unreachable), without importing ``scipy.sparse.csgraph``:
@@ -9,6 +9,7 @@ command that simulates congestion, for a search of a few levels.
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 
 def hop_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray | int
@@ -16,31 +17,20 @@ def hop_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray |
     """Edges from each source to every vertex along the out-edges ``indices[indptr[v]:
     indptr[v + 1]]`` of each vertex ``v``: shape (sources, vertices), or (vertices,) for one
     integer source."""
-    indptr = np.asarray(indptr, np.int64)
-    indices = np.asarray(indices, np.int64)
     n = len(indptr) - 1
-    frontier = np.atleast_1d(np.asarray(sources, np.int64))
-    dist = np.full((len(frontier), n), np.inf)
-    row = np.arange(len(frontier))  # the search each frontier vertex belongs to
-    dist[row, frontier] = 0.0
-    degree = np.diff(indptr)
-    reached = np.zeros(dist.size, bool)  # scratch: this level's vertices, once each
+    src = np.atleast_1d(np.asarray(sources, np.int64))
+    into = csr_matrix((np.ones(len(indices)), indices, indptr), shape=(n, n)).T.tocsr()
+    dist = np.full((n, len(src)), np.inf)  # vertex x search
+    frontier = np.zeros((n, len(src)))
+    dist[src, np.arange(len(src))] = 0.0
+    frontier[src, np.arange(len(src))] = 1.0
     level = 0.0
-    while len(row):
+    while True:
         level += 1.0
-        count = degree[frontier]
-        total = int(count.sum())
-        if not total:
+        # the vertices one edge on from the frontier (a count of edges, exact in floats)
+        reached = (into @ frontier > 0) & np.isinf(dist)
+        if not reached.any():
             break
-        # every out-edge of every frontier vertex, tagged with its search
-        first = np.repeat(indptr[frontier] - (np.cumsum(count) - count), count)
-        nbr = indices[first + np.arange(total)]
-        row = np.repeat(row, count)
-        new = np.isinf(dist[row, nbr])
-        row, nbr = row[new], nbr[new]
-        dist[row, nbr] = level
-        reached[row * n + nbr] = True
-        key = np.flatnonzero(reached)
-        reached[key] = False
-        row, frontier = key // n, key % n
-    return dist[0] if np.ndim(sources) == 0 else dist
+        dist[reached] = level
+        frontier = reached.astype(float)
+    return dist.T[0].copy() if np.ndim(sources) == 0 else np.ascontiguousarray(dist.T)
