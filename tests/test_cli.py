@@ -25,9 +25,11 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_help_lists_commands():
+    from fabricplan.cli.lazy import COMMANDS
+
     proc = run("--help")
     assert proc.returncode == 0
-    for word in ("catalog", "scenario", "version", "Exit codes"):
+    for word in ("catalog", "scenario", "version", "Exit codes", *COMMANDS):
         assert word in proc.stdout
 
 

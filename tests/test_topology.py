@@ -8,9 +8,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_flow
+from scipy.sparse.csgraph import maximum_flow, shortest_path
 
 from fabricplan.topology import TopologyError, build_graph, design_fabric, job_hops
+from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.clos import max_plane_ports, size_clos, split_ports
 from fabricplan.topology.dragonfly import router_shape, size_dragonfly
 from fabricplan.topology.graph import CORE, E_NVLINK, E_PCIE, LEAF, NIC, SPINE
@@ -238,3 +239,22 @@ def test_paths_are_ecmp_sets():
     assert len(paths) == 16 * 4
     assert all(len(p) == 7 for p in paths)  # NIC, leaf, spine, core, spine, leaf, NIC
     assert len({tuple(p) for p in paths}) == len(paths)
+
+
+@given(
+    n=st.integers(1, 40),
+    edges=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 39)), max_size=120),
+    sources=st.lists(st.integers(0, 39), min_size=1, max_size=4),
+    directed=st.booleans(),
+)
+def test_hop_distances_equal_scipy_shortest_path(n, edges, sources, directed):
+    r = np.array([u % n for u, _ in edges], np.int64)
+    c = np.array([v % n for _, v in edges], np.int64)
+    a = csr_matrix((np.ones(len(r)), (r, c)), shape=(n, n))
+    a = a if directed else (a + a.T).tocsr()
+    src = np.array(sources) % n
+    ref = shortest_path(a, unweighted=True, indices=src, directed=directed)
+    got = hop_distances(a.indptr, a.indices, src)
+    assert got.dtype == ref.dtype and np.array_equal(got, ref)
+    one = shortest_path(a, unweighted=True, indices=int(src[0]), directed=directed)
+    assert np.array_equal(hop_distances(a.indptr, a.indices, int(src[0])), one)

@@ -15,7 +15,6 @@ import numpy as np
 
 from fabricplan.collectives.model import NVLS_TREE, RING, TREE, A, SystemArrays
 from fabricplan.congestion import traffic as T
-from fabricplan.congestion.closed_form import collision_slowdown
 from fabricplan.congestion.network import Network
 from fabricplan.congestion.simulate import Case, run_case
 from fabricplan.topology import build_graph, design_fabric
@@ -50,6 +49,9 @@ class ClosedFormECMP:
     name: str = "ecmp-closed-form"
 
     def _one(self, nodes: int, k: int, m: int, pattern: str) -> float:
+        # scipy.stats and scipy.signal: loaded here, not by every user of the simulator
+        from fabricplan.congestion.closed_form import collision_slowdown
+
         d = design_fabric(nodes * k, self.design, self.fabric, gpu=self.gpu,
                           oversubscription=self.oversubscription, gpus_per_node=k,
                           nics_per_node=m)  # fmt: skip

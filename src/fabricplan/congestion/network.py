@@ -16,13 +16,14 @@ Routing modes:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
+from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.graph import E_NODE_LEAF, E_NVLINK, E_PCIE, LEAF, FabricGraph
 
 ROUTINGS = ("ecmp", "adaptive", "spray")
@@ -137,15 +138,31 @@ class Network:
         heads = np.where(out >= 0, self.head[np.maximum(out, 0)] - sw0, -1)
         return sw0, out, heads
 
+    @cached_property
+    def _switch_neighbours(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR neighbour lists of the switches (local numbers), each neighbour once (parallel
+        lanes lead to the same switch)."""
+        _, _, heads = self.switch_table
+        n_sw = heads.shape[0]
+        row = np.repeat(np.arange(n_sw), heads.shape[1])
+        pair = np.unique(row[heads.ravel() >= 0] * n_sw + heads.ravel()[heads.ravel() >= 0])
+        return np.searchsorted(pair // n_sw, np.arange(n_sw + 1)), pair % n_sw
+
+    @cached_property
+    def _distance_rows(self) -> dict[int, np.ndarray]:
+        # Hops to each target switch, kept for the network's lifetime: every seed of a case
+        # routes towards the same leaves, and the search is most of a routing call's cost.
+        return {}
+
     def _distances(self, targets: np.ndarray) -> np.ndarray:
         """Switch hops from every switch to each target switch (local numbers), (T, S)."""
-        _, out, heads = self.switch_table
-        n_sw = out.shape[0]
-        rows = np.repeat(np.arange(n_sw), out.shape[1])
-        keep = heads.ravel() >= 0
-        adj = csr_matrix((np.ones(keep.sum()), (rows[keep], heads.ravel()[keep])),
-                         shape=(n_sw, n_sw))  # fmt: skip
-        return shortest_path(adj, unweighted=True, indices=targets, directed=True)
+        rows = self._distance_rows
+        wanted = [int(t) for t in targets]
+        missing = [t for t in dict.fromkeys(wanted) if t not in rows]
+        if missing:
+            found = hop_distances(*self._switch_neighbours, np.array(missing))
+            rows.update(zip(missing, found, strict=True))
+        return np.stack([rows[t] for t in wanted])
 
     def route(
         self,
@@ -183,9 +200,13 @@ class Network:
         rate = np.ones(n) if demand is None else np.asarray(demand, float)
         rounds = (rng.integers(0, ADAPTIVE_ROUNDS, len(flow)) if mode == "adaptive"
                   else np.zeros(len(flow), np.int64))  # fmt: skip
-        for rnd in range(int(rounds.max(initial=0)) + 1):
-            sel = rounds == rnd
-            f, v, w, t = flow[sel], here[sel], mass[sel], tgt[sel]
+        # the pieces of each round, in piece order (a stable sort keeps it within a round; on
+        # 16-bit keys numpy's stable sort is a radix sort)
+        by_round = np.argsort(rounds.astype(np.int16), kind="stable")
+        flow, here, mass, tgt = flow[by_round], here[by_round], mass[by_round], tgt[by_round]
+        bounds = np.searchsorted(rounds[by_round], np.arange(int(rounds.max(initial=0)) + 2))
+        for a, b in itertools.pairwise(bounds.tolist()):
+            f, v, w, t = flow[a:b], here[a:b], mass[a:b], tgt[a:b]
             while len(f):
                 d_here = dist[t, v]
                 moving = d_here > 0
@@ -193,7 +214,9 @@ class Network:
                 if not len(f):
                     break
                 cand, nxt = out[v], heads[v]
-                ok = (cand >= 0) & (dist[t[:, None], np.maximum(nxt, 0)] == d_here[:, None] - 1)
+                # candidates one hop closer (flat indexing: a 2-D gather costs more)
+                ahead = dist.ravel()[t[:, None] * dist.shape[1] + np.maximum(nxt, 0)]
+                ok = (cand >= 0) & (ahead == d_here[:, None] - 1)
                 count = ok.sum(1)
                 if (count == 0).any():
                     raise ValueError("no route between two NICs of the fabric")
@@ -214,18 +237,8 @@ class Network:
                     pick = np.floor(rng.random(len(f)) * count).astype(np.int64)
                     col = np.argmax(np.cumsum(ok, 1) > pick[:, None], axis=1)
                 else:  # adaptive: least loaded first, then round-robin over candidates
-                    score = np.where(ok, load[np.maximum(cand, 0)], np.inf)
-                    score = score + rng.random(score.shape) * 1e-9
-                    order = np.argsort(score, axis=1)
-                    # pieces at one switch heading the same way spread over the candidates
-                    # in load order, as successive per-packet decisions would
                     key = v.astype(np.int64) * len(targets) + t
-                    srt = np.argsort(key, kind="stable")
-                    starts = np.r_[True, key[srt][1:] != key[srt][:-1]]
-                    group_start = np.maximum.accumulate(np.where(starts, np.arange(len(f)), 0))
-                    rank = np.empty(len(f), np.int64)
-                    rank[srt] = np.arange(len(f)) - group_start
-                    col = order[np.arange(len(f)), rank % count]
+                    col = self._adaptive_pick(ok, cand, count, key, load, rng)
                 row = np.arange(len(f))
                 lane, v = cand[row, col], nxt[row, col]
                 np.add.at(load, lane, w * rate[f])
@@ -234,3 +247,28 @@ class Network:
                 weights_out.append(w)
         return Routed(np.concatenate(lanes_out), np.concatenate(flows_out),
                       np.concatenate(weights_out))  # fmt: skip
+
+    @staticmethod
+    def _adaptive_pick(ok: np.ndarray, cand: np.ndarray, count: np.ndarray, key: np.ndarray,
+                       load: np.ndarray, rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+        """Column of ``ok`` each piece takes: the least loaded candidate (ties broken by a
+        nanoscale random jitter), and for pieces at one switch heading the same way (equal
+        ``key``) the next ones in load order, as successive per-packet decisions would."""
+        jitter = rng.random(ok.shape)  # drawn for every piece, as the other rows need theirs
+        col = np.argmax(ok, axis=1)  # the only candidate, where there is one
+        # A row's order is its own (each row sorts alone) and pieces with equal keys share
+        # their candidates, so the rows with a choice are ranked among themselves.
+        multi = np.flatnonzero(count > 1)
+        if not len(multi):
+            return col
+        score = np.where(ok[multi], load[np.maximum(cand[multi], 0)], np.inf)
+        order = np.argsort(score + jitter[multi] * 1e-9, axis=1)
+        k = key[multi]
+        srt = np.argsort(k, kind="stable")
+        ks = k[srt]
+        starts = np.concatenate([[True], ks[1:] != ks[:-1]])
+        group_start = np.maximum.accumulate(np.where(starts, np.arange(len(multi)), 0))
+        rank = np.empty(len(multi), np.int64)
+        rank[srt] = np.arange(len(multi)) - group_start
+        col[multi] = order[np.arange(len(multi)), rank % count[multi]]
+        return col

@@ -24,6 +24,25 @@ PROBES_MIN = 50
 MAX_RHO = 0.98
 
 
+def _switch_lanes(net: Network, routed: Routed, pick: np.ndarray) -> tuple[np.ndarray, ...]:
+    """For the flows ``pick``, in one pass: each one's hop lanes (``count``), and over all of
+    them the switch output lanes in routing order: each probe's range of them (``start``,
+    ``end``), their position among their flow's lanes, weight and lane."""
+    order = np.argsort(routed.flow, kind="stable")
+    flow_sorted = routed.flow[order]
+    lo = np.searchsorted(flow_sorted, pick, "left")
+    count = np.searchsorted(flow_sorted, pick, "right") - lo
+    first = np.cumsum(count) - count
+    flat = order[np.repeat(lo - first, count) + np.arange(count.sum())]
+    lanes = routed.lane[flat]
+    at_switch = np.flatnonzero(net.graph.vertex_kind[net.tail[lanes]] >= LEAF)
+    probe_of = np.repeat(np.arange(len(pick)), count)[at_switch]
+    end = np.searchsorted(probe_of, np.arange(len(pick)), "right")
+    start = np.concatenate([[0], end[:-1]])
+    position = at_switch - np.repeat(first, count)[at_switch]
+    return count, start, end, position, routed.weight[flat][at_switch], lanes[at_switch]
+
+
 def latency_under_load(
     net: Network,
     routed: Routed,
@@ -35,30 +54,61 @@ def latency_under_load(
     rng: np.random.Generator,
     probes: int = PROBES_MIN,
 ) -> np.ndarray:
-    """Latency samples (us) of small messages between the job's NICs under this load."""
+    """Latency samples (us) of small messages between the job's NICs under this load.
+
+    Per probe, in this order: one uniform per hop lane of its flow (each hop's lanes share the
+    flow's weight), then per switch output lane taken a queue draw: a sample of a hot lane's
+    queue, or a uniform against the utilisation and, if under it, an exponential wait. The
+    loop runs on plain Python numbers (numpy on a handful of elements per probe costs more than
+    the probe's arithmetic) and draws exactly that sequence, merging two uniforms in one call
+    where they are adjacent: a lane of full weight is always taken, so when the first switch
+    lane is one and not hot, its uniform directly follows the hop lanes'."""
     if len(job_hops) == 0:
         return np.zeros(0)
     pick = rng.choice(job_hops, probes)
-    order = np.argsort(routed.flow, kind="stable")
-    flow_sorted = routed.flow[order]
-    lo = np.searchsorted(flow_sorted, pick, "left")
-    hi = np.searchsorted(flow_sorted, pick, "right")
-    mtu_s = fab.mtu_bytes / (net.capacity * 1e3)  # us per packet per lane
-    out = np.empty(probes)
-    switch_out = net.graph.vertex_kind[net.tail] >= LEAF
-    for i in range(probes):
-        idx = order[lo[i] : hi[i]]
-        lanes, w = routed.lane[idx], routed.weight[idx]
-        taken = lanes[rng.random(len(lanes)) < w]  # each hop's lanes share the flow's weight
-        hops = int(np.count_nonzero(switch_out[taken]))
-        wait = 0.0
-        for lane in taken[switch_out[taken]]:
-            samples = queue_kb.get(int(lane))
-            if samples:
-                wait += samples[rng.integers(len(samples))] * 1024 / (net.capacity[lane] * 1e3)
+    count, start, end, position, weight, lane_at = _switch_lanes(net, routed, pick)
+    # the probes whose first switch lane has full weight and is not hot: its lane, else -1
+    hot = [lane for lane, samples in queue_kb.items() if samples]
+    has = np.flatnonzero(start < end)
+    first = lane_at[start[has]]
+    merged = np.full(probes, -1)
+    keep = (weight[start[has]] >= 1.0) & ~np.isin(first, hot)
+    merged[has[keep]] = first[keep]
+    position, weight, lane_at = position.tolist(), weight.tolist(), lane_at.tolist()
+    capacity = net.capacity.tolist()
+    rho = np.minimum(util, MAX_RHO)
+    with np.errstate(divide="ignore", invalid="ignore"):  # lanes no probe waits at included
+        mtu_us = fab.mtu_bytes / (net.capacity * 1e3)  # per packet per lane
+        mean_of = (rho * mtu_us / (2 * (1 - rho))).tolist()  # M/D/1 mean wait
+    rho_of = rho.tolist()
+    one_switch_us = p2p_latency_us(fab, 1, switch_latency_ns)
+    base_us: dict[int, float] = {}  # by switch hops
+    random, exponential = rng.random, rng.exponential
+    out = []
+    for n, a, b, lane in zip(count.tolist(), start.tolist(), end.tolist(), merged.tolist(),
+                             strict=True):  # fmt: skip
+        if lane >= 0:
+            draw = random(n + 1)
+            # (the wait starts at 0.0, and 0.0 + w is w)
+            wait = exponential(mean_of[lane]) if draw[n] < rho_of[lane] else 0.0
+            if a + 1 == b:  # the only switch lane: most probes
+                out.append(one_switch_us + wait)
                 continue
-            rho = min(util[lane], MAX_RHO)
-            if rng.random() < rho:
-                wait += rng.exponential(rho * mtu_s[lane] / (2 * (1 - rho)))
-        out[i] = p2p_latency_us(fab, max(hops, 1), switch_latency_ns) + wait
-    return out
+            draw, hops, a = draw.tolist(), 1, a + 1
+        else:
+            draw, hops, wait = random(n).tolist(), 0, 0.0
+        for j in range(a, b):
+            if not draw[position[j]] < weight[j]:
+                continue
+            hops += 1
+            lane = lane_at[j]
+            samples = queue_kb.get(lane)
+            if samples:
+                wait += samples[rng.integers(len(samples))] * 1024 / (capacity[lane] * 1e3)
+            elif random() < rho_of[lane]:
+                wait += exponential(mean_of[lane])
+        hops = max(hops, 1)
+        if hops not in base_us:
+            base_us[hops] = p2p_latency_us(fab, hops, switch_latency_ns)
+        out.append(base_us[hops] + wait)
+    return np.array(out, dtype=float)

@@ -13,8 +13,8 @@ from functools import cached_property
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
+from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.layout import Layout, Plane
 
 # Distance arrays kept per graph for path queries (one float per vertex each): enough for the
@@ -100,7 +100,8 @@ class FabricGraph:
         if dist is None:
             if len(self._distances) >= DISTANCE_CACHE_ENTRIES:
                 self._distances.clear()
-            dist = shortest_path(self.adjacency, unweighted=True, indices=dst, directed=False)
+            adj = self.adjacency  # symmetric: hops to dst are hops from it
+            dist = hop_distances(adj.indptr, adj.indices, dst)
             self._distances[dst] = dist
         return dist
 

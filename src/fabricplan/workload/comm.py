@@ -68,27 +68,38 @@ def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemAr
     return SystemArrays(nodes=nodes, k=per_node, m=nics, nic=nic_bw, **cols)
 
 
-@lru_cache(maxsize=512)
 def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
     """Median network slowdown of ``pattern`` over ``nodes`` whole nodes of this cluster."""
     if nodes < 2:
         return 1.0
+    return _simulated_slowdown(hw.gpu.id, hw.fabric, hw.design, hw.oversubscription,
+                               hw.roce_quality, hw.gpus_per_node, hw.nics_per_node, pattern,
+                               nodes)  # fmt: skip
+
+
+# Cached on exactly what the simulation reads. The cluster's size is not among them (the
+# simulated fabric is sized to the group's nodes), so evaluating the same cluster at other sizes
+# (break-even) reuses the runs of groups whose span did not change: each run is tens of ms.
+@lru_cache(maxsize=512)
+def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: float,
+                        roce_quality: str, gpus_per_node: int, nics_per_node: int, pattern: str,
+                        nodes: int) -> float:  # fmt: skip
     # heavy imports: only when a group crosses the network
     from fabricplan.congestion.backends import SimulatedCongestion
     from fabricplan.congestion.simulate import Case
 
     case = Case(
-        gpu=hw.gpu.id,
-        fabric=hw.fabric,
-        design=hw.design,
-        oversubscription=hw.oversubscription,
-        roce_quality=hw.roce_quality,
+        gpu=gpu,
+        fabric=fabric,
+        design=design,
+        oversubscription=oversubscription,
+        roce_quality=roce_quality,
         seeds=CONGESTION_SEEDS,
         jitter_us=0.0,
         size_bytes=CONGESTION_PROBE_BYTES,
     )
     sim = SimulatedCongestion(case=case)
-    return sim.factor(nodes, hw.gpus_per_node, hw.nics_per_node, pattern)
+    return sim.factor(nodes, gpus_per_node, nics_per_node, pattern)
 
 
 Request = tuple[str, np.ndarray, np.ndarray, np.ndarray, str | None]
