@@ -84,11 +84,13 @@ def latency_under_load(
     one_switch_us = p2p_latency_us(fab, 1, switch_latency_ns)
     base_us: dict[int, float] = {}  # by switch hops
     random, exponential = rng.random, rng.exponential
+    # one buffer per length for the merged draws, filled in place: no array per probe
+    buffers = {n: np.empty(n + 1) for n in set(count.tolist())}
     out = []
     for n, a, b, lane in zip(count.tolist(), start.tolist(), end.tolist(), merged.tolist(),
                              strict=True):  # fmt: skip
         if lane >= 0:
-            draw = random(n + 1)
+            draw = random(out=buffers[n])
             # (the wait starts at 0.0, and 0.0 + w is w)
             wait = exponential(mean_of[lane]) if draw[n] < rho_of[lane] else 0.0
             if a + 1 == b:  # the only switch lane: most probes
