@@ -9,7 +9,7 @@ import sys
 def main() -> None:
     """Run the CLI; internal errors print one line (set FABRICPLAN_DEBUG=1 for a traceback)."""
     from fabricplan.cli.app import app
-    from fabricplan.cli.output import EXIT_INTERNAL, err_console
+    from fabricplan.cli.output import EXIT_INTERNAL
 
     try:
         app(standalone_mode=True)
@@ -20,6 +20,8 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("FABRICPLAN_DEBUG"):
             raise
+        from fabricplan.cli.output import err_console
+
         err_console.print(
             f"[bold red]internal error:[/] {type(exc).__name__}: {exc}\n"
             "rerun with FABRICPLAN_DEBUG=1 for the traceback and please report it",
