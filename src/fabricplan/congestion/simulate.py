@@ -210,14 +210,15 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     routed = net.route(tr.src, tr.dst, st.routing, rng, qps=case.qps,
                        demand=demand[tr.column], preload=pre)  # fmt: skip
     a = _columns(net, routed, tr)
+    a_t = a.T.tocsr()  # for both passes below
     eff = apply_flow_control(net, routed, tr.column, a, demand, tr.self_clocked, job_col, st.fc,
-                             t_ideal, 2 * st.sys.p2p_latency_us)  # fmt: skip
+                             t_ideal, 2 * st.sys.p2p_latency_us, a_t)  # fmt: skip
     starts = np.zeros(tr.columns)
     if case.jitter_us > 0:
         ready = rng.exponential(case.jitter_us, graph.nodes)
         starts[:n_job] = [ready[c].max() if len(c) else 0.0 for c in tr.column_nodes[:n_job]]
     cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
-    done = complete(a, eff.capacity, tr.column_bytes, starts, cap)
+    done = complete(a, eff.capacity, tr.column_bytes, starts, cap, a_t)
     load = a @ eff.rates
     util = np.divide(load, eff.capacity, out=np.zeros_like(load), where=eff.capacity > 0)
     lat = latency_under_load(net, routed, np.flatnonzero(hop_job), util, eff.queue_kb,
