@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -11,6 +12,12 @@ def main() -> None:
     from fabricplan.cli.app import app
     from fabricplan.cli.output import EXIT_INTERNAL
 
+    # A command is a short process. What the imports built (modules, classes, pydantic schemas)
+    # lives until it exits: frozen, the collector stops rescanning it on every collection. At
+    # the end everything is frozen again, so the interpreter's collections at exit have nothing
+    # to walk (the memory returns to the system with the process). Together about a tenth of a
+    # second of a command that runs in under one; nothing the command computes changes.
+    gc.freeze()
     try:
         app(standalone_mode=True)
     except SystemExit:
@@ -28,3 +35,5 @@ def main() -> None:
             highlight=False,
         )
         sys.exit(EXIT_INTERNAL)
+    finally:
+        gc.freeze()  # see above
