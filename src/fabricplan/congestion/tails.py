@@ -84,10 +84,13 @@ def latency_under_load(
     merged = np.full(probes, -1)
     keep = (weight[start[has]] >= 1.0) & ~np.isin(first, hot)
     merged[has[keep]] = first[keep]
-    rho = np.minimum(util, MAX_RHO)
-    with np.errstate(divide="ignore", invalid="ignore"):  # lanes no probe waits at included
-        mtu_us = fab.mtu_bytes / (net.capacity * 1e3)  # per packet per lane
-        mean = rho * mtu_us / (2 * (1 - rho))  # M/D/1 mean wait
+    # utilisation and M/D/1 mean wait of the switch lanes the probes cross (only those: a big
+    # fabric has millions of lanes)
+    used = np.unique(lane_at)
+    rho = np.minimum(util[used], MAX_RHO)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mtu_us = fab.mtu_bytes / (net.capacity[used] * 1e3)  # per packet
+        mean = rho * mtu_us / (2 * (1 - rho))
     one_switch_us = p2p_latency_us(fab, 1, switch_latency_ns)
     base_us = {1: one_switch_us}  # by switch hops
     random, exponential = rng.random, rng.exponential
@@ -95,11 +98,16 @@ def latency_under_load(
     buffers = {n: np.empty(n + 1) for n in set(count.tolist())}
     n_of, lo_of, hi_of, merged_of = count.tolist(), start.tolist(), end.tolist(), merged.tolist()
     buffer_of = [buffers[n] for n in n_of]
-    lane_rho, lane_mean = rho[np.maximum(merged, 0)].tolist(), mean[np.maximum(merged, 0)].tolist()
+    at = np.searchsorted(used, np.maximum(merged, 0)).clip(0, max(len(used) - 1, 0))
+    lane_rho = rho[at].tolist() if len(used) else [0.0] * probes  # (unused where merged < 0)
+    lane_mean = mean[at].tolist() if len(used) else [0.0] * probes
     position, weight, lane_at = position.tolist(), weight.tolist(), lane_at.tolist()
     runs = _runs((merged >= 0) & (end - start == 1))
     if not all(simple for *_, simple in runs):  # per lane, as plain numbers
-        rho_of, mean_of, capacity = rho.tolist(), mean.tolist(), net.capacity.tolist()
+        lanes = used.tolist()
+        rho_of = dict(zip(lanes, rho.tolist(), strict=True))
+        mean_of = dict(zip(lanes, mean.tolist(), strict=True))
+        capacity = dict(zip(lanes, net.capacity[used].tolist(), strict=True))
     out: list[float] = []
     for lo, hi, simple in runs:
         if simple:  # (a wait starts at 0.0, and 0.0 + w is w)
