@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from fabricplan.advise.reasons import usd
-from fabricplan.cli.output import console, emit_json, fail
+from fabricplan.cli import output
+from fabricplan.cli.output import emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cli.system_opts import CATALOG_OPT, catalog_from
 from fabricplan.cost import CostError
 from fabricplan.workload import WorkloadError
+
+if TYPE_CHECKING:
+    from fabricplan.advise import Advice
 
 
 def advise_cmd(
@@ -37,7 +41,15 @@ def advise_cmd(
         fail(str(exc), as_json=as_json)
     if as_json:
         emit_json(a.to_dict())
-        return
+    else:
+        _show(a)
+
+
+def _show(a: Advice) -> None:
+    """The advice as tables and lines for a person."""
+    from rich.table import Table
+
+    console = output.console
     r = a.recommendation
     n = a.uncertainty["samples"]
     console.print(f"[bold]Recommendation: {r['fabric']}[/] on {r['topology']} "

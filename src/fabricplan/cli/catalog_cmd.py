@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from fabricplan.catalog import (
     CATALOG_KINDS,
@@ -20,7 +19,8 @@ from fabricplan.catalog import (
     default_catalog,
     resolve_kind,
 )
-from fabricplan.cli.output import console, emit_json, fail, fmt, kv_table
+from fabricplan.cli import output
+from fabricplan.cli.output import emit_json, fail, fmt, kv_table
 
 app = typer.Typer(
     help="Sourced facts: fabrics, switches, NICs, cables, optics, GPUs, models.",
@@ -83,14 +83,18 @@ def list_cmd(
     if as_json:
         emit_json([entry_record(e) for e in entries])
         return
+    from rich.table import Table
+
     title = f"{resolve_kind(kind)} entries" if kind else "catalog"
     table = Table(title=f"{title} ({len(entries)})", title_justify="left")
     for col in ("kind", "id", "name", "key facts", "as_of"):
         table.add_column(col, overflow="fold")
     for e in entries:
         table.add_row(e.KIND, e.id, e.name, key_facts(e), e.as_of)
-    console.print(table)
-    console.print("* prices are labelled assumptions; `fabricplan catalog show ID` gives sources.")
+    output.console.print(table)
+    output.console.print(
+        "* prices are labelled assumptions; `fabricplan catalog show ID` gives sources."
+    )
 
 
 def _flatten(prefix: str, value: Any, out: list[tuple[str, Any]]) -> None:
@@ -117,4 +121,4 @@ def show_cmd(entry_id: str = typer.Argument(..., metavar="ID"), as_json: bool = 
         return
     rows: list[tuple[str, Any]] = []
     _flatten("", record, rows)
-    console.print(kv_table(f"{entry.KIND} {entry.id}", ((k, fmt(v, 4)) for k, v in rows)))
+    output.console.print(kv_table(f"{entry.KIND} {entry.id}", ((k, fmt(v, 4)) for k, v in rows)))

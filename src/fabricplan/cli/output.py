@@ -6,22 +6,42 @@ import json
 import math
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from fabricplan.scenario import Problem
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 # Exit codes: 0 success; 1 an internal error; 2 bad input (usage, unknown id, invalid scenario).
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)  # no hard wraps: errors get grepped
+# ``console`` and ``err_console`` (rich Consoles) are made on first use, by the module's
+# ``__getattr__``: rich takes ~20 ms to import, and JSON output never prints through them.
+_CONSOLES: dict[str, dict[str, bool]] = {
+    "console": {"soft_wrap": True},
+    "err_console": {"stderr": True, "soft_wrap": True},  # no hard wraps: errors get grepped
+}
+
+
+def _console(name: str) -> Console:
+    made = globals().get(name)
+    if made is None:
+        from rich.console import Console
+
+        made = globals()[name] = Console(**_CONSOLES[name])
+    return made
+
+
+def __getattr__(name: str) -> Console:
+    if name in _CONSOLES:
+        return _console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _jsonable(value: Any) -> Any:
@@ -44,9 +64,12 @@ def fail(message: str, problems: Iterable[Problem] = (), *, as_json: bool = Fals
     if as_json:
         emit_json({"error": message, "problems": [p.to_dict() for p in problems]})
     else:
-        err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+        from rich.markup import escape
+
+        err = _console("err_console")
+        err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
         for p in problems:
-            err_console.print(f"  [red]-[/] {escape(str(p))}", highlight=False)
+            err.print(f"  [red]-[/] {escape(str(p))}", highlight=False)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -66,6 +89,8 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def kv_table(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, show_header=False, title_justify="left", title_style="bold")
     table.add_column(style="cyan", no_wrap=True)
     table.add_column(overflow="fold")

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
 from fabricplan.catalog import Catalog
-from fabricplan.cli.output import console, emit_json, fail, fmt, kv_table
+from fabricplan.cli import output
+from fabricplan.cli.output import emit_json, fail, fmt, kv_table
 from fabricplan.cli.system_opts import CATALOG_OPT, catalog_from
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, summarize
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 app = typer.Typer(help="Validate scenario files and show what they describe.", no_args_is_help=True)
 
@@ -41,7 +44,9 @@ def load_or_fail(
 def _print_warnings(warnings: list[dict[str, Any]]) -> None:
     for w in warnings:
         got = f" (got {w['value']!r})" if "value" in w else ""
-        console.print(f"[yellow]warning:[/] {w['field']}: {w['message']}{got}", highlight=False)
+        output.console.print(
+            f"[yellow]warning:[/] {w['field']}: {w['message']}{got}", highlight=False
+        )
 
 
 @app.command("check")
@@ -61,7 +66,7 @@ def check_cmd(
         )
         return
     c = summary["cluster"]
-    console.print(
+    output.console.print(
         f"[green]ok[/] {file}: '{s.name}' - {c['gpus']} x {c['gpu']} in {c['nodes']} nodes, "
         f"fabrics {', '.join(s.cluster.fabrics)}",
         highlight=False,
@@ -70,6 +75,8 @@ def check_cmd(
 
 
 def _fabric_table(fabrics: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(
         title="Fabrics compared (catalog facts; predictions come from later layers)",
         title_justify="left",
@@ -118,7 +125,7 @@ def show_cmd(
         return
     c = summary["cluster"]
     topo = c["topology"]
-    console.print(
+    output.console.print(
         kv_table(
             f"Scenario '{summary['name']}'",
             [
@@ -131,7 +138,7 @@ def show_cmd(
             ],
         )
     )
-    console.print(_fabric_table(summary["fabrics"]))
+    output.console.print(_fabric_table(summary["fabrics"]))
     w = summary["workload"]
     if w is not None:
         p = w["parallel"]
@@ -167,5 +174,5 @@ def show_cmd(
             ]
         else:
             rows.append(("serving", ", ".join(f"{k} {v}" for k, v in w["serving"].items())))
-        console.print(kv_table(f"Workload: {w['kind']}", rows))
+        output.console.print(kv_table(f"Workload: {w['kind']}", rows))
     _print_warnings(summary["warnings"])

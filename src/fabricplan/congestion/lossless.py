@@ -92,13 +92,16 @@ def _feeders(net: Network, hop: csr_matrix, hop_rate: np.ndarray, lane: int
 
 def apply_flow_control(net: Network, routed: Routed, col_of: np.ndarray, a: csr_matrix,
                        demand: np.ndarray, self_clocked: np.ndarray, job: np.ndarray,
-                       fc: FlowControl, step_us: float, rtt_us: float) -> Effect:  # fmt: skip
+                       fc: FlowControl, step_us: float, rtt_us: float,
+                       a_t: csr_matrix | None = None) -> Effect:  # fmt: skip
     """Link capacities after the fabric's flow control has reacted to this traffic.
 
     ``demand`` is what each column would send if only its NIC limited it; self-clocked
-    columns offer only their fair share (they cannot outrun their own pipeline)."""
+    columns offer only their fair share (they cannot outrun their own pipeline). ``a_t``:
+    ``a``'s transpose in CSR, when the caller has it already."""
+    a_t = a.tocsr().T.tocsr() if a_t is None else a_t  # as max_min_rates would make it
     cap = net.capacity.copy()
-    before = max_min_rates(a, net.capacity, cap=demand)
+    before = max_min_rates(a, net.capacity, cap=demand, a_t=a_t)
     pushed = np.where(self_clocked, before, np.where(np.isfinite(demand), demand, 0.0))
     offered = a @ pushed
     switch_out = net.graph.vertex_kind[net.tail] >= LEAF
@@ -154,9 +157,9 @@ def apply_flow_control(net: Network, routed: Routed, col_of: np.ndarray, a: csr_
             nxt.append(fresh)
         level = np.concatenate(nxt) if nxt else np.zeros(0, np.int64)
     # victims: flows that the pauses slow, beyond what the hot links themselves cost them
-    at_hot = max_min_rates(a, cap, cap=demand)
+    at_hot = max_min_rates(a, cap, cap=demand, a_t=a_t)
     cap = cap * (1 - pause)
-    after = max_min_rates(a, cap, cap=demand)
+    after = max_min_rates(a, cap, cap=demand, a_t=a_t)
     victims = after < at_hot * (1 - VICTIM_LOSS)
     job_lanes = (a[:, job] if job.any() else a).sum(axis=1).A1 > 0
     paused_share = float(pause[job_lanes].mean()) if job_lanes.any() else 0.0

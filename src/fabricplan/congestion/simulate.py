@@ -20,11 +20,12 @@ from fabricplan.collectives import build_system, bus_factor, sweep
 from fabricplan.collectives.model import SystemArrays
 from fabricplan.collectives.system import CommSystem
 from fabricplan.congestion import traffic as T
+from fabricplan.congestion.alone import JobAlone, job_alone
 from fabricplan.congestion.dcqcn import qualities, quality
 from fabricplan.congestion.lossless import Effect, FlowControl, apply_flow_control
 from fabricplan.congestion.network import ROUTINGS, Network, Routed
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
-from fabricplan.congestion.waterfill import complete, max_min_rates
+from fabricplan.congestion.waterfill import complete
 from fabricplan.topology import DESIGNS, build_graph, design_fabric
 from fabricplan.topology.graph import EDGE_KINDS, LEAF, VERTEX_KINDS
 
@@ -173,6 +174,8 @@ class _Setup:
     fc: FlowControl
     switch_latency_ns: float
     probes: int
+    # the job alone, per placement (its nodes' bytes): the same on every seed that draws it
+    alone: dict[bytes, JobAlone] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -187,19 +190,18 @@ class _Seed:
 def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     case, net, graph = st.case, st.net, st.net.graph
     job = T.place(graph.nodes, st.nodes, case.placement, rng)
-    tr = T.pattern(case.pattern, graph, job, case.size_bytes)
-    n_job = tr.columns
-    tr = tr.plus(T.background(graph, job, case.background, st.sys.nic_GBps, rng))
+    key = job.tobytes()
+    if key not in st.alone:
+        st.alone[key] = job_alone(net, graph, case.pattern, case.size_bytes, job)
+    alone = st.alone[key]
+    n_job = alone.traffic.columns
+    tr = alone.traffic.plus(T.background(graph, job, case.background, st.sys.nic_GBps, rng))
     job_col = ~tr.background
-    # the ideal: job flows alone, limited by their NICs only
     hop_job = job_col[tr.column]
-    ups, downs = net.uplink(tr.src[hop_job]), net.downlink(tr.dst[hop_job])
-    cols = tr.column[hop_job]
-    a_up = csr_matrix((np.ones(len(ups)), (ups, cols)), shape=(net.lanes, n_job))
-    a_ideal = a_up + csr_matrix((np.ones(len(downs)), (downs, cols)), shape=a_up.shape)
-    t_ideal = float(complete(a_ideal, net.capacity, tr.column_bytes[:n_job]).finish_us.max())
+    # the ideal: job flows alone, limited by their NICs only
+    t_ideal = alone.ideal_net_us
     # what each sender pushes before congestion control reacts: its NIC share
-    demand = np.concatenate([max_min_rates(a_up, net.capacity), tr.demand_GBps[n_job:]])
+    demand = np.concatenate([alone.nic_rates, tr.demand_GBps[n_job:]])
     pre = np.zeros(net.lanes)
     bg = tr.background[tr.column]
     if bg.any():  # background is placed first (ECMP); adaptive routing sees its load
@@ -208,14 +210,15 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     routed = net.route(tr.src, tr.dst, st.routing, rng, qps=case.qps,
                        demand=demand[tr.column], preload=pre)  # fmt: skip
     a = _columns(net, routed, tr)
+    a_t = a.T.tocsr()  # for both passes below
     eff = apply_flow_control(net, routed, tr.column, a, demand, tr.self_clocked, job_col, st.fc,
-                             t_ideal, 2 * st.sys.p2p_latency_us)  # fmt: skip
+                             t_ideal, 2 * st.sys.p2p_latency_us, a_t)  # fmt: skip
     starts = np.zeros(tr.columns)
     if case.jitter_us > 0:
         ready = rng.exponential(case.jitter_us, graph.nodes)
         starts[:n_job] = [ready[c].max() if len(c) else 0.0 for c in tr.column_nodes[:n_job]]
     cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
-    done = complete(a, eff.capacity, tr.column_bytes, starts, cap)
+    done = complete(a, eff.capacity, tr.column_bytes, starts, cap, a_t)
     load = a @ eff.rates
     util = np.divide(load, eff.capacity, out=np.zeros_like(load), where=eff.capacity > 0)
     lat = latency_under_load(net, routed, np.flatnonzero(hop_job), util, eff.queue_kb,

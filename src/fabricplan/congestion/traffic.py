@@ -182,7 +182,7 @@ def background(g: FabricGraph, busy: np.ndarray, load: float, nic_GBps: float,
     """Other tenants: every NIC of the nodes outside the job sends to a random NIC on its rail
     (another node) at ``load`` x its goodput, for the whole step."""
     m = g.nics_per_node
-    idle = np.setdiff1d(np.arange(g.nodes), busy)
+    idle = np.setdiff1d(np.arange(g.nodes), busy) if load > 0 else np.zeros(0, np.int64)
     if load <= 0 or len(idle) == 0 or g.nodes < 2:
         return Traffic(*(np.zeros(0, np.int64),) * 3, np.zeros(0), [], np.zeros(0, bool),
                        np.zeros(0), np.zeros(0, bool))  # fmt: skip

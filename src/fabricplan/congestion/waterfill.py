@@ -95,11 +95,13 @@ def complete(
     size_bytes: np.ndarray,
     start_us: np.ndarray | None = None,
     cap: np.ndarray | None = None,
+    a_t: csr_matrix | None = None,
 ) -> Completion:
     """Finish time of every flow when rates are re-shared each time a flow starts or ends.
 
     Flows with ``size_bytes = inf`` never finish (background load that keeps its share).
-    Rates are GB/s, so a byte takes 1e-3 / rate microseconds.
+    Rates are GB/s, so a byte takes 1e-3 / rate microseconds. ``a_t``: ``a``'s transpose in
+    CSR, when the caller has it already.
     """
     n = a.shape[1]
     start = np.zeros(n) if start_us is None else np.asarray(start_us, float)
@@ -111,7 +113,7 @@ def complete(
     now = float(start[~done].min(initial=0.0)) if (~done).any() else 0.0
     events = 0
     a = a.tocsr()
-    a_t = a.T.tocsr()
+    a_t = a.T.tocsr() if a_t is None else a_t
     while (finite & ~done).any():
         running = (start <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF) & ~done
         rate = max_min_rates(a, capacity, running, cap, a_t)

@@ -2,8 +2,8 @@
 
 Public surface: :func:`design_fabric` (sizing and bill of materials), :func:`build_graph`
 (the explicit graph with paths), :class:`TopologyError` and :data:`DESIGNS`. The graph module
-loads scipy's sparse graph code, so it is imported on first use: every CLI command imports
-this package and should not pay for it.
+loads scipy.sparse, so it is imported on first use: every CLI command imports this package
+and should not pay for it.
 """
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""Hop distances by breadth-first search, all sources at once.
+"""Hop distances by breadth-first search, many sources at once.
 
 The same numbers as ``scipy.sparse.csgraph.shortest_path(..., unweighted=True)`` (edges on a
 shortest path, as floats; inf where unreachable), without importing ``scipy.sparse.csgraph``:
@@ -11,6 +11,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csr_matrix
 
+# Searches advanced together: each level is one sparse product with this many columns, and the
+# working arrays hold vertices x this many entries.
+SOURCES_PER_PASS = 64
+
 
 def hop_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray | int
                   ) -> np.ndarray:  # fmt: skip
@@ -19,18 +23,24 @@ def hop_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray |
     integer source."""
     n = len(indptr) - 1
     src = np.atleast_1d(np.asarray(sources, np.int64))
-    into = csr_matrix((np.ones(len(indices)), indices, indptr), shape=(n, n)).T.tocsr()
-    dist = np.full((n, len(src)), np.inf)  # vertex x search
-    frontier = np.zeros((n, len(src)))
-    dist[src, np.arange(len(src))] = 0.0
-    frontier[src, np.arange(len(src))] = 1.0
-    level = 0.0
-    while True:
-        level += 1.0
-        # the vertices one edge on from the frontier (a count of edges, exact in floats)
-        reached = (into @ frontier > 0) & np.isinf(dist)
-        if not reached.any():
-            break
-        dist[reached] = level
-        frontier = reached.astype(float)
-    return dist.T[0].copy() if np.ndim(sources) == 0 else np.ascontiguousarray(dist.T)
+    # rows: vertices, columns: their in-neighbours (edge counts stay exact in float32)
+    into = csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=(n, n)).T
+    into = into.tocsr()
+    out = np.empty((len(src), n))
+    for lo in range(0, len(src), SOURCES_PER_PASS):
+        part = src[lo : lo + SOURCES_PER_PASS]
+        dist = np.full((n, len(part)), np.inf)  # vertex x search
+        frontier = np.zeros((n, len(part)), np.float32)
+        dist[part, np.arange(len(part))] = 0.0
+        frontier[part, np.arange(len(part))] = 1.0
+        level = 0.0
+        while True:
+            level += 1.0
+            # the vertices one edge on from the frontier, not reached before
+            reached = (into @ frontier > 0) & np.isinf(dist)
+            if not reached.any():
+                break
+            dist[reached] = level
+            frontier = reached.astype(np.float32)
+        out[lo : lo + len(part)] = dist.T
+    return out[0] if np.ndim(sources) == 0 else out

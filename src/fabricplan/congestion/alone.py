@@ -1,0 +1,34 @@
+"""The job alone on its fabric: its traffic, and what only its NICs would let it do.
+
+Nothing here is random, so every seed that places the job on the same nodes (all of them,
+when placement is contiguous) gets the same answer; a case keeps it per placement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import csr_matrix
+
+from fabricplan.congestion import traffic as T
+from fabricplan.congestion.network import Network
+from fabricplan.congestion.waterfill import complete, max_min_rates
+from fabricplan.topology.graph import FabricGraph
+
+
+@dataclass(frozen=True)
+class JobAlone:
+    traffic: T.Traffic  # the pattern's columns, without background
+    ideal_net_us: float  # the job's network time on a fabric where only its NICs limit it
+    nic_rates: np.ndarray  # per column: its NIC share, what a sender pushes before CC reacts
+
+
+def job_alone(net: Network, graph: FabricGraph, pattern: str, size_bytes: float,
+              job: np.ndarray) -> JobAlone:  # fmt: skip
+    tr = T.pattern(pattern, graph, job, size_bytes)
+    ups, downs = net.uplink(tr.src), net.downlink(tr.dst)
+    a_up = csr_matrix((np.ones(len(ups)), (ups, tr.column)), shape=(net.lanes, tr.columns))
+    a_ideal = a_up + csr_matrix((np.ones(len(downs)), (downs, tr.column)), shape=a_up.shape)
+    ideal = float(complete(a_ideal, net.capacity, tr.column_bytes).finish_us.max())
+    return JobAlone(tr, ideal, max_min_rates(a_up, net.capacity))
