@@ -277,3 +277,14 @@ def test_case_check_rejects_out_of_range_cleanly(seeds, qps, background, size, p
     else:
         with pytest.raises(CaseError):
             case.check()
+
+
+def test_packet_spray_default_routing_runs_as_spray():
+    """uec-800g's catalog default is 'packet-spray'; the simulator spreads every flow evenly."""
+    from fabricplan.congestion.simulate import Case, run_case
+
+    r = run_case(Case(gpus=64, fabric="uec-800g", seeds=2, jitter_us=0.0)).to_dict()
+    sprayed = run_case(Case(gpus=64, fabric="uec-800g", routing="spray", seeds=2,
+                            jitter_us=0.0)).to_dict()  # fmt: skip
+    assert r["busbw_p50_GBps"] == pytest.approx(sprayed["busbw_p50_GBps"])
+    assert r["busbw_p50_GBps"] > 0

@@ -245,6 +245,8 @@ def run_case(case: Case, catalog: Catalog | None = None,
     routing = case.routing or fab.default_routing
     if routing == "static":
         routing = "ecmp"  # deterministic per-destination tables spread like a hash at scale
+    elif routing == "packet-spray":
+        routing = "spray"  # the catalog's name for the simulator's per-packet spreading
     design = design_fabric(cluster, case.design, case.fabric, gpu=case.gpu, switch=case.switch,
                            oversubscription=case.oversubscription, gpus_per_node=k,
                            nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
