@@ -9,15 +9,14 @@ import pytest
 from fabricplan.catalog import default_catalog
 from fabricplan.claims import check_claims
 from fabricplan.claims.latency import (
-    _with_latency,
     latency_for_time,
     path_latency_us,
     small_all_reduce_us,
+    system_with_latency,
 )
 from fabricplan.claims.money import _pair, run_cost_claim
 from fabricplan.claims.result import in_range, near
 from fabricplan.claims.scale import EXAMPLES, catalog_with_latency
-from fabricplan.collectives import build_system
 from fabricplan.scenario import load_scenario
 from fabricplan.workload import evaluate_scenario
 from test_cli import run
@@ -33,13 +32,12 @@ def test_path_latency_adds_each_further_switch():
 
 
 def test_solved_latency_reproduces_the_target_time():
-    roce = build_system("h100", 64, "roce-400g", catalog=CAT)
-    lat = latency_for_time(CAT, roce, "roce-400g", 210.0)
+    lat = latency_for_time(CAT, 64, "roce-400g", 210.0)
     assert lat is not None and lat > CAT.fabric("roce-400g").rdma_latency_us.nominal
-    base = CAT.fabric("roce-400g").rdma_latency_us.nominal
-    assert small_all_reduce_us(_with_latency(roce, lat, base)) == pytest.approx(210.0, rel=1e-6)
+    roce = system_with_latency(CAT, 64, "roce-400g", lat)
+    assert small_all_reduce_us(roce) == pytest.approx(210.0, rel=1e-6)
     # a target below the zero-latency time has no solution
-    assert latency_for_time(CAT, roce, "roce-400g", 1.0) is None
+    assert latency_for_time(CAT, 64, "roce-400g", 1.0) is None
 
 
 def test_catalog_latency_reaches_the_workload():

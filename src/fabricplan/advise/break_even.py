@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricplan.advise.scoring import build_parts, nominal_multipliers
+from fabricplan.advise.scoring import build_parts, costs_of, nominal_multipliers, scenario_at
 from fabricplan.catalog import Catalog
-from fabricplan.cost import CostError, fabric_cost, load_assumptions
-from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
+from fabricplan.cost import CostError
+from fabricplan.scenario import Scenario, ScenarioError
+from fabricplan.scenario.models import MATURITIES
 from fabricplan.workload import WorkloadError, evaluate_scenario
 
 MAX_SIZES = 6  # evaluations: each re-runs the workload and congestion layers
 MAX_SCALE = 2  # largest size evaluated, relative to the scenario's
 MIN_NODES = 2  # below two nodes no traffic crosses the fabric
-MATURITIES = ("low", "medium", "high")
 
 
 def _sizes(sc: Scenario) -> list[int]:
@@ -49,10 +49,9 @@ def _with_maturity(sc: Scenario, maturity: str) -> Scenario:
 
 
 def _scores(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> tuple[float, float]:
-    a = load_assumptions()
-    costs = [fabric_cost(sc, cat, a, p["fabric"], run_gpu_hours=p.get("gpu_hours"),
-                         run_days=p.get("time_to_train_days")) for p in perf]  # fmt: skip
-    ib, roce = build_parts(sc, cat, perf, costs).scores(nominal_multipliers(1))[:, 0]
+    ib, roce = build_parts(sc, cat, perf, costs_of(sc, cat, perf)).scores(nominal_multipliers(1))[
+        :, 0
+    ]
     return float(ib), float(roce)
 
 
@@ -64,14 +63,10 @@ def break_even_gpus(sc: Scenario, cat: Catalog, congestion: bool = True,
     roce = next((f for f, fam in fams.items() if fam == "roce"), None)
     if ib is None or roce is None or sc.workload is None:
         return {"gpus": None, "note": "needs an InfiniBand and a RoCE fabric in the scenario"}
-    data = sc.model_dump(mode="json", exclude_none=True)
-    data["cluster"]["fabric"] = [ib, roce]
     rows: dict[str, list[dict[str, Any]]] = {m: [] for m in MATURITIES}
     for n in _sizes(sc):
-        d = {**data, "cluster": {**data["cluster"], "gpus": n}}
-        d["workload"] = {**d["workload"], "parallel": {**d["workload"]["parallel"], "dp": "auto"}}
         try:
-            s = scenario_from_data(d, catalog=cat)
+            s = scenario_at(sc, cat, n, [ib, roce])
             if known is not None and n == sc.cluster.gpus:
                 by = {p["fabric"]: p for p in known}
                 perf = [by[ib], by[roce]]

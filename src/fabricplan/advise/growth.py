@@ -8,13 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from fabricplan.advise.scoring import build_parts, evaluate, nominal_multipliers
+from fabricplan.advise.scoring import build_parts, evaluate, nominal_multipliers, scenario_at
 from fabricplan.catalog import Catalog
 from fabricplan.cost import CostError
-from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
+from fabricplan.cost.run import MONTHS_PER_YEAR
+from fabricplan.scenario import Scenario, ScenarioError
 from fabricplan.workload import WorkloadError
-
-MONTHS_PER_YEAR = 12
 
 
 def growth_check(sc: Scenario, cat: Catalog, congestion: bool = True) -> dict[str, Any] | None:
@@ -25,12 +24,8 @@ def growth_check(sc: Scenario, cat: Catalog, congestion: bool = True) -> dict[st
     within = g.months <= sc.costs.lifecycle_years * MONTHS_PER_YEAR
     out: dict[str, Any] = {"target_gpus": g.target_gpus, "months": g.months,
                            "within_lifecycle": within}  # fmt: skip
-    data = sc.model_dump(mode="json", exclude_none=True)
-    data["cluster"] = {**data["cluster"], "gpus": g.target_gpus}
-    if "workload" in data and "parallel" in data["workload"]:
-        data["workload"]["parallel"] = {**data["workload"]["parallel"], "dp": "auto"}
     try:
-        s = scenario_from_data(data, catalog=cat)
+        s = scenario_at(sc, cat, g.target_gpus)
         perf, costs = evaluate(s, cat, congestion)
     except (ScenarioError, WorkloadError, CostError) as exc:
         return {**out, "cheapest": None, "note": f"cannot evaluate the target: {exc}"}

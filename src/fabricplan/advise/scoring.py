@@ -19,7 +19,7 @@ import numpy as np
 
 from fabricplan.catalog import Catalog
 from fabricplan.cost import FabricCost, fabric_cost, load_assumptions
-from fabricplan.scenario import Scenario
+from fabricplan.scenario import Scenario, scenario_from_data
 from fabricplan.workload import evaluate_scenario
 
 # Monte Carlo ranges (uniform multipliers, low-high). Assumptions, written next to the driver
@@ -123,10 +123,28 @@ def build_parts(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
     )  # fmt: skip
 
 
+def scenario_at(sc: Scenario, cat: Catalog, gpus: int, fabrics: list[str] | None = None
+                ) -> Scenario:  # fmt: skip
+    """The same scenario on ``gpus`` GPUs (and ``fabrics``, if given), its plan's data-parallel
+    size refilled. Raises ScenarioError when the plan does not divide the new size."""
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["cluster"] = {**data["cluster"], "gpus": gpus}
+    if fabrics is not None:
+        data["cluster"]["fabric"] = fabrics
+    if "workload" in data and "parallel" in data["workload"]:
+        data["workload"] = {**data["workload"],
+                            "parallel": {**data["workload"]["parallel"], "dp": "auto"}}  # fmt: skip
+    return scenario_from_data(data, catalog=cat)
+
+
+def costs_of(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[FabricCost]:
+    """Each fabric's costs, given its workload results (run GPU-hours and days)."""
+    a = load_assumptions()
+    return [fabric_cost(sc, cat, a, p["fabric"], run_gpu_hours=p.get("gpu_hours"),
+                        run_days=p.get("time_to_train_days")) for p in perf]  # fmt: skip
+
+
 def evaluate(sc: Scenario, cat: Catalog, congestion: bool
              ) -> tuple[list[dict[str, Any]], list[FabricCost]]:  # fmt: skip
-    a = load_assumptions()
     perf = [r.to_dict() for r in evaluate_scenario(sc, cat, congestion=congestion)]
-    costs = [fabric_cost(sc, cat, a, p["fabric"], run_gpu_hours=p.get("gpu_hours"),
-                         run_days=p.get("time_to_train_days")) for p in perf]  # fmt: skip
-    return perf, costs
+    return perf, costs_of(sc, cat, perf)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -98,6 +98,13 @@ class Catalog:
 
     def ids(self, kind: str) -> list[str]:
         return list(self.by_kind.get(resolve_kind(kind), {}))
+
+    def with_entry(self, entry: Entry) -> Catalog:
+        """A copy with ``entry`` replacing (or adding) the entry of the same kind and id."""
+        kind = type(entry).KIND
+        return replace(
+            self, by_kind={**self.by_kind, kind: {**self.by_kind.get(kind, {}), entry.id: entry}}
+        )
 
     def get(self, entry_id: str) -> Entry:
         for entries in self.by_kind.values():

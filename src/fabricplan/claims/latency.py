@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from fabricplan.catalog import Catalog
 from fabricplan.claims.result import POINT_TOLERANCE, Case, ClaimResult, in_range, near, source
-from fabricplan.collectives import CommSystem, build_system, predict
+from fabricplan.claims.scale import catalog_with_one_switch_latency
+from fabricplan.collectives import CommSystem, build_system, p2p_latency_us, predict
 
 SMALL_BYTES = 8  # nccl-tests' smallest all-reduce: pure latency
 LATENCY_SWEEP_MAX_US = 200.0  # search bound when solving for the latency a claim implies
@@ -31,9 +32,9 @@ ROCE_PATHS = (
 
 
 def path_latency_us(cat: Catalog, fabric: str, switches: tuple[str, ...]) -> float:
-    f = cat.fabric(fabric)
+    # the catalog figure already crosses one switch; each further one adds its own latency
     extra = sum(cat.switch(s).port_to_port_latency_ns.nominal for s in switches) / 1000
-    return f.rdma_latency_us.nominal + extra
+    return p2p_latency_us(cat.fabric(fabric), 1, 0.0) + extra
 
 
 def _latency_claim(cat: Catalog, cid: str, seed: str, text: str, fabric: str,
@@ -83,22 +84,22 @@ def latency_claims(cat: Catalog) -> list[ClaimResult]:
     ]  # fmt: skip
 
 
-def _with_latency(system: CommSystem, one_switch_us: float, base_us: float) -> CommSystem:
-    """The same system with the fabric's one-switch latency moved from ``base_us``."""
-    shift = one_switch_us - base_us
-    return system.with_(p2p_latency_us=system.p2p_latency_us + shift,
-                        net_step_delta_us=system.net_step_delta_us + shift)  # fmt: skip
+def system_with_latency(cat: Catalog, nodes: int, fabric: str, one_switch_us: float
+                        ) -> CommSystem:  # fmt: skip
+    """H100 nodes on ``fabric`` with its one-switch RDMA latency set to ``one_switch_us``."""
+    c = catalog_with_one_switch_latency(cat, fabric, one_switch_us)
+    return build_system("h100", nodes, fabric, catalog=c)
 
 
 def small_all_reduce_us(system: CommSystem, nbytes: int = SMALL_BYTES) -> float:
     return predict(system, "all_reduce", [nbytes]).rows[0].time_us
 
 
-def latency_for_time(cat: Catalog, system: CommSystem, fabric: str, target_us: float
+def latency_for_time(cat: Catalog, nodes: int, fabric: str, target_us: float
                      ) -> float | None:  # fmt: skip
-    """The one-switch RDMA latency at which the small all-reduce takes ``target_us``."""
-    base = cat.fabric(fabric).rdma_latency_us.nominal
-    t = lambda lat: small_all_reduce_us(_with_latency(system, lat, base))  # noqa: E731
+    """The one-switch RDMA latency at which the small all-reduce on ``nodes`` H100 nodes takes
+    ``target_us``."""
+    t = lambda lat: small_all_reduce_us(system_with_latency(cat, nodes, fabric, lat))  # noqa: E731
     lo, hi = 0.0, LATENCY_SWEEP_MAX_US
     if not t(lo) <= target_us <= t(hi):
         return None
@@ -110,19 +111,17 @@ def latency_for_time(cat: Catalog, system: CommSystem, fabric: str, target_us: f
 
 def all_reduce_512_claim(cat: Catalog, nodes: int = 64) -> ClaimResult:
     claimed_ib, claimed_roce = 47.0, 210.0
-    ib = build_system("h100", nodes, "ib-ndr", catalog=cat)
-    roce = build_system("h100", nodes, "roce-400g", catalog=cat)
+    t_ib = small_all_reduce_us(build_system("h100", nodes, "ib-ndr", catalog=cat))
     r_lat = cat.fabric("roce-400g").rdma_latency_us
     cases = []
     for label, lat in (("typical", r_lat.nominal), ("catalog high", r_lat.high)):
-        t_ib = small_all_reduce_us(ib)
-        t_roce = small_all_reduce_us(_with_latency(roce, lat, r_lat.nominal))
+        t_roce = small_all_reduce_us(system_with_latency(cat, nodes, "roce-400g", lat))
         ratio = t_roce / t_ib
         cases.append(Case({"gpus": nodes * 8, "message_bytes": SMALL_BYTES,
                            "roce_one_switch_latency_us": lat, "roce_latency": label},
                           ratio, near(ratio, claimed_roce / claimed_ib),
                           f"IB {t_ib:.0f} us, RoCE {t_roce:.0f} us"))  # fmt: skip
-    need = latency_for_time(cat, roce, "roce-400g", claimed_roce)
+    need = latency_for_time(cat, nodes, "roce-400g", claimed_roce)
     need_txt = (f"RoCE would need a one-switch latency of {need:.1f} us (catalog "
                 f"{r_lat.low:g}-{r_lat.high:g}) to take {claimed_roce:g} us") if need else (
                 "no latency in the searched range reproduces 210 us")  # fmt: skip

@@ -13,11 +13,11 @@ from fabricplan.claims.result import Case, ClaimResult, in_range, near, source
 from fabricplan.claims.scale import EXAMPLES, IB, ROCE
 from fabricplan.cost import CostError, FabricCost, fabric_cost, load_assumptions, run_cost
 from fabricplan.scenario import ScenarioError, load_scenario, scenario_from_data
+from fabricplan.scenario.models import MATURITIES
 
 # "approximately $2.2 million": the seeds round to two significant figures
 ROUNDING_TOLERANCE = 0.05
 PREMIUM_SIZES = (16, 64, 256, 1024, 16384)
-MATURITIES = ("low", "medium", "high")
 # Hours a fault could waste on the whole cluster: the cost model's own figure (half an hourly
 # checkpoint interval plus restart), a degraded run found after a day, and after three days.
 UNDETECTED_HOURS = (None, 24.0, 72.0)

@@ -11,7 +11,7 @@ Nothing here is tuned to make a claim true: the claims are what is under test.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -57,10 +57,16 @@ def catalog_with_latency(cat: Catalog, fabric: str, which: str) -> Catalog:
     """The catalog with ``fabric``'s typical RDMA latency moved to its range's ``which`` end."""
     if which == "typical":
         return cat
+    return catalog_with_one_switch_latency(
+        cat, fabric, getattr(cat.fabric(fabric).rdma_latency_us, which)
+    )
+
+
+def catalog_with_one_switch_latency(cat: Catalog, fabric: str, us: float) -> Catalog:
+    """The catalog with ``fabric``'s typical (one-switch) RDMA latency set to ``us``."""
     f = cat.fabric(fabric)
-    lat = f.rdma_latency_us.model_copy(update={"typical": getattr(f.rdma_latency_us, which)})
-    fabrics = {**cat.by_kind["fabric"], fabric: f.model_copy(update={"rdma_latency_us": lat})}
-    return replace(cat, by_kind={**cat.by_kind, "fabric": fabrics})
+    lat = f.rdma_latency_us.model_copy(update={"typical": us})
+    return cat.with_entry(f.model_copy(update={"rdma_latency_us": lat}))
 
 
 def _evaluate(cat: Catalog, scenario: str, v: Variant) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -8,13 +8,14 @@ scenario returned by the loader has every such default filled in.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Design = Literal["fat-tree", "rail-optimized", "rail-only", "dragonfly"]
 RoceQuality = Literal["tuned", "default", "misconfigured"]
 Maturity = Literal["low", "medium", "high"]
+MATURITIES: tuple[str, ...] = get_args(Maturity)
 
 MAX_GPUS = 1_000_000  # beyond any announced cluster; catches typos such as an extra zero or two
 
