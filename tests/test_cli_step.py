@@ -60,6 +60,19 @@ def test_validate_training_suite():
         assert r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1)
         # the model is within the physically possible: below the A100's 312 TFLOP/s peak
         assert 0.3 < r["predicted"] / 312 < 0.86
+    # the ceiling check reruns the same rows: the catalog's own figure gives the same errors,
+    # and a slower GEMM ceiling can only make every row slower (lower error)
+    cases = out["matmul_ceiling_sensitivity"]
+    ours = [c for c in cases if c["in_catalog"]]
+    assert len(ours) == 1 and len(cases) >= 3
+    assert ours[0]["table1_errors"] == pytest.approx([r["error"] for r in out["rows"]])
+    for c in cases:
+        assert c["matmul_efficiency"] == pytest.approx(c["tflops"] / 312, abs=5e-4)
+        assert c["table1_within_10pct"] == sum(abs(e) <= 0.10 for e in c["table1_errors"])
+        if c["tflops"] < ours[0]["tflops"]:
+            assert all(
+                e < o for e, o in zip(c["table1_errors"], ours[0]["table1_errors"], strict=True)
+            )
 
 
 def test_validate_held_back_suite():

@@ -8,7 +8,9 @@ from rich.table import Table
 from fabricplan.cli.output import console, emit_json
 from fabricplan.validation.training_runs import (
     TFLOPS_TOLERANCE,
+    CeilingCase,
     TrainingCheck,
+    ceiling_sensitivity,
     check_held_back,
     check_training,
 )
@@ -38,12 +40,41 @@ def _table(title: str, checks: list[TrainingCheck]) -> Table:
     return t
 
 
+def _ceiling_table(cases: list[CeilingCase]) -> Table:
+    gpus = ", ".join(dict.fromkeys(c.gpu.upper() for c in cases))
+    t = Table(title=f"The same {gpus} runs under each published matmul ceiling (* the catalog's,"
+              " which the model keeps)", title_justify="left", title_style="bold")  # fmt: skip
+    for col in ("", "measured as", "TF/s", "of peak", "Table 1 ≤10 %", "Table 1 errors",
+                "held-back ≤10 %"):  # fmt: skip
+        t.add_column(col, justify="left" if col in ("measured as", "Table 1 errors")
+                     else "right")  # fmt: skip
+    for i, c in enumerate(cases, 1):
+        n = c.acceptance_rows
+        errs = c.errors[:n]
+        span = f"{min(errs):+.0%} to {max(errs):+.0%}" if errs else "-"
+        mark = "*" if c.in_catalog else ""
+        t.add_row(
+            f"[{i}]{mark}",
+            c.label,
+            f"{c.tflops:.0f}",
+            f"{c.efficiency:.1%}",
+            f"{c.acceptance_within}/{n}",
+            span,
+            f"{c.held_back_within}/{len(c.errors) - n}",
+        )
+    return t
+
+
 def show_training(as_json: bool, held_back: bool = False) -> None:
     checks = check_held_back() if held_back else check_training()
     within = sum(abs(c.error) <= TFLOPS_TOLERANCE for c in checks)
+    ceilings = [] if held_back else ceiling_sensitivity()
     if as_json:
-        emit_json({"rows": [c.to_dict() for c in checks], "within_10pct": within,
-                   "count": len(checks)})  # fmt: skip
+        out = {"rows": [c.to_dict() for c in checks], "within_10pct": within,
+               "count": len(checks)}  # fmt: skip
+        if not held_back:
+            out["matmul_ceiling_sensitivity"] = [c.to_dict() for c in ceilings]
+        emit_json(out)
         return
     if held_back:
         sources = dict.fromkeys(c.row["source"] for c in checks)
@@ -54,3 +85,12 @@ def show_training(as_json: bool, held_back: bool = False) -> None:
     console.print(f"rows within 10 %: {within}/{len(checks)}. Error = predicted / measured "
                   "throughput - 1: positive means the model is faster than the run.",
                   highlight=False)  # fmt: skip
+    if ceilings:
+        console.print(_ceiling_table(ceilings))
+        for i, c in enumerate(ceilings, 1):
+            console.print(f"[{i}] {c.protocol}. {c.source}.", highlight=False, markup=False)
+        console.print(
+            "The spread of published figures for this one input is as wide as the "
+            "error: the check reports it and selects none.",
+            highlight=False,
+        )
