@@ -75,6 +75,30 @@ def test_roce_costs_more_staff_and_stabilisation_at_low_maturity():
     assert roce.capex_network_usd < ib.capex_network_usd
 
 
+def test_staff_team_is_shared_pro_rata_on_small_fabrics():
+    a = load_assumptions()
+    full = a.raw["staff"]["full_team_switches"]
+    (ib_base, ib_rate), (roce_base, roce_rate) = (
+        a.raw["staff"]["fte"][f]["medium"] for f in ("infiniband", "roce")
+    )
+    # one switch for 16 GPUs: 1/full of the fixed team plus the per-GPU share
+    assert a.staff_fte("roce", "medium", 16, 1) == pytest.approx(
+        roce_base / full + roce_rate * 0.016
+    )
+    # from full_team_switches on, the whole team; more switches add nothing beyond the per-GPU
+    # share
+    for sw in (full, 4 * full):
+        assert a.staff_fte("infiniband", "medium", 4096, sw) == pytest.approx(
+            ib_base + ib_rate * 4.096
+        )
+    # the RoCE premium in engineers is a fraction of an FTE on one switch and the full gap at scale
+    gap_small = a.staff_fte("roce", "medium", 16, 1) - a.staff_fte("infiniband", "medium", 16, 1)
+    gap_large = a.staff_fte("roce", "medium", 16384, 640) - a.staff_fte(
+        "infiniband", "medium", 16384, 1280
+    )
+    assert 0 < gap_small < 0.1 < gap_large
+
+
 def test_advise_json_has_the_documented_shape():
     out = run("advise", "examples/64-gpu-70b-training.yaml", "--json")
     assert out.returncode == 0, out.stderr

@@ -49,7 +49,7 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
                    f"{usd(o['capex_network_usd'])} ({on}): {dear} costs {usd(prem)} more, "
                    f"{prem / cheap_total:.1%} of the cluster's capex")  # fmt: skip
         maturity = sc.organization.network_maturity
-        out.append(f"at {maturity} network maturity: {b['staff_fte']:.1f} vs {o['staff_fte']:.1f} "
+        out.append(f"at {maturity} network maturity: {b['staff_fte']:.2g} vs {o['staff_fte']:.2g} "
                    f"network engineers, {b['stabilisation_weeks']:g} vs "
                    f"{o['stabilisation_weeks']:g} weeks to stable collectives "
                    f"({usd(b['stabilisation_usd'])} vs {usd(o['stabilisation_usd'])} of "

@@ -34,9 +34,12 @@ class CostAssumptions:
     def usd_per_fte_year(self) -> float:
         return float(self.raw["staff"]["usd_per_fte_year"])
 
-    def staff_fte(self, family: str, maturity: str, gpus: int) -> float:
+    def staff_fte(self, family: str, maturity: str, gpus: int, switches: int) -> float:
+        """Engineers for a fabric of ``switches`` switches serving ``gpus`` GPUs: the fixed team,
+        shared pro rata while the fabric is small, plus a share that grows with the cluster."""
         base, per_1k = self._by("staff", "fte", family)[maturity]
-        return float(base + per_1k * gpus / 1000)
+        share = min(1.0, switches / float(self.raw["staff"]["full_team_switches"]))
+        return float(base * share + per_1k * gpus / 1000)
 
     def support_share(self, family: str) -> float:
         return float(self._by("support", "share_of_network_capex", family))
