@@ -216,3 +216,39 @@ def test_growth_target_is_evaluated_and_followed():
         }
     )
     assert growth_check(late, cat)["within_lifecycle"] is False
+
+
+def test_reference_plan_fits_divides_and_rejects_what_cannot_fit():
+    from fabricplan.advise.by_model import reference_scenario
+    from fabricplan.workload import shape_of, training_step
+    from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
+
+    cat = default_catalog()
+    sc = load_scenario("examples/16-gpu-finetune.yaml", catalog=cat)
+    # 405B parameters at 2 bytes of weight and 2 of gradient need 1.62 TB; 16 H100 hold 1.28 TB
+    assert reference_scenario(sc, cat, "llama3-405b", 16, "ib-ndr", "roce-400g") is None
+    s = reference_scenario(sc, cat, "llama3-8b", 16, "ib-ndr", "roce-400g")
+    assert s is not None and s.cluster.fabrics == ("ib-ndr", "roce-400g")
+    par = s.workload.parallel
+    assert par.tp * par.pp * par.dp == 16 and s.workload.model == "llama3-8b"
+    st = training_step(shape_of(cat.model("llama3-8b")), plans_from_scenario(s),
+                       hardware_from_scenario(s, cat, "ib-ndr"), congestion=False)  # fmt: skip
+    assert st.memory.fits[0]
+
+
+def test_advise_break_even_per_model_through_the_cli():
+    from fabricplan.advise.break_even import MATURITIES
+
+    out = run("advise", "examples/64-gpu-70b-training.yaml", "--break-even-models", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["break_even_gpus"]["by_model"]
+    assert [r["model"] for r in rows] == CAT.ids("model")
+    for r in rows:
+        assert set(r["by_maturity"]) == set(MATURITIES)
+        order = [r["by_maturity"][m] or float("inf") for m in MATURITIES]
+        assert order == sorted(order)  # lower maturity never delays IB's break-even
+        assert all(16 <= n <= 128 for n in r["evaluated_gpus"])  # two nodes to twice the size
+        p = r["plan_at_scenario_size"]
+        if p is not None:
+            assert p["tp"] * p["pp"] * p["dp"] == 64 and p["dp"] % p["ep"] == 0
+    assert next(r for r in rows if r["model"] == "llama3-8b")["plan_at_scenario_size"] is not None

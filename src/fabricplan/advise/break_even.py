@@ -9,6 +9,7 @@ only the costs are redone per maturity.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fabricplan.advise.scoring import build_parts, costs_of, nominal_multipliers, scenario_at
@@ -23,14 +24,16 @@ MAX_SCALE = 2  # largest size evaluated, relative to the scenario's
 MIN_NODES = 2  # below two nodes no traffic crosses the fabric
 
 
-def _sizes(sc: Scenario) -> list[int]:
+def sizes(sc: Scenario, limit: int | None = MAX_SIZES) -> list[int]:
+    """Node-count doublings from ``MIN_NODES`` nodes to ``MAX_SCALE`` times the scenario's size;
+    the largest ``limit`` of them."""
     per_node = sc.cluster.gpus_per_node
     assert per_node is not None, "resolve the scenario first"
     out, n = [], MIN_NODES * per_node
     while n <= MAX_SCALE * sc.cluster.gpus:
         out.append(n)
         n *= 2
-    return out[-MAX_SIZES:]
+    return out if limit is None else out[-limit:]
 
 
 def _stays_cheaper(rows: list[dict[str, Any]]) -> int | None:
@@ -55,20 +58,28 @@ def _scores(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> tuple[flo
     return float(ib), float(roce)
 
 
-def break_even_gpus(sc: Scenario, cat: Catalog, congestion: bool = True,
-                    known: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
-    """``known``: the scenario's own per-fabric workload results, reused at its own size."""
+def ib_and_roce(sc: Scenario, cat: Catalog) -> tuple[str, str] | None:
+    """The scenario's first InfiniBand and first RoCE fabric, if it has both."""
     fams = {f: cat.fabric(f).family for f in sc.cluster.fabrics}
     ib = next((f for f, fam in fams.items() if fam == "infiniband"), None)
     roce = next((f for f, fam in fams.items() if fam == "roce"), None)
-    if ib is None or roce is None or sc.workload is None:
-        return {"gpus": None, "note": "needs an InfiniBand and a RoCE fabric in the scenario"}
+    return None if ib is None or roce is None else (ib, roce)
+
+
+def sweep(at_sizes: list[int], at: Callable[[int], Scenario | None], cat: Catalog, ib: str,
+          roce: str, congestion: bool = True, known: dict[int, list[dict[str, Any]]] | None = None,
+          ) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+    """IB and RoCE cost for the same work at each size, per maturity. ``at(n)`` is the scenario
+    on ``n`` GPUs (None, or a ScenarioError, skips the size); ``known`` holds workload results
+    already computed, by size."""
     rows: dict[str, list[dict[str, Any]]] = {m: [] for m in MATURITIES}
-    for n in _sizes(sc):
+    for n in at_sizes:
         try:
-            s = scenario_at(sc, cat, n, [ib, roce])
-            if known is not None and n == sc.cluster.gpus:
-                by = {p["fabric"]: p for p in known}
+            s = at(n)
+            if s is None:
+                continue
+            if known is not None and n in known:
+                by = {p["fabric"]: p for p in known[n]}
                 perf = [by[ib], by[roce]]
             else:
                 perf = [r.to_dict() for r in evaluate_scenario(s, cat, congestion=congestion)]
@@ -78,15 +89,35 @@ def break_even_gpus(sc: Scenario, cat: Catalog, congestion: bool = True,
                                 "ib_cheaper": bool(i <= r)})  # fmt: skip
         except (ScenarioError, WorkloadError, CostError):
             continue
+    return rows
+
+
+def summary(rows: dict[str, list[dict[str, Any]]], maturity: str) -> tuple[dict[str, Any], str]:
+    """Break-even per maturity, and a sentence on the one asked about."""
     found = {m: _stays_cheaper(rows[m]) for m in MATURITIES}
-    own = sc.organization.network_maturity
-    cheaper = [r["gpus"] for r in rows[own] if r["ib_cheaper"]]
-    if found[own]:
+    cheaper = [r["gpus"] for r in rows[maturity] if r["ib_cheaper"]]
+    if not rows[maturity]:
+        note = "no size evaluated: the plan does not divide or fit any of them"
+    elif found[maturity]:
         note = "smallest size from which InfiniBand costs no more for the same work"
     elif cheaper:
         note = (f"InfiniBand costs no more at {', '.join(map(str, cheaper))} GPUs but not at "
                 "every larger size evaluated")  # fmt: skip
     else:
         note = "InfiniBand does not repay its premium at any size evaluated"
+    return found, note
+
+
+def break_even_gpus(sc: Scenario, cat: Catalog, congestion: bool = True,
+                    known: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """``known``: the scenario's own per-fabric workload results, reused at its own size."""
+    pair = ib_and_roce(sc, cat)
+    if pair is None or sc.workload is None:
+        return {"gpus": None, "note": "needs an InfiniBand and a RoCE fabric in the scenario"}
+    ib, roce = pair
+    rows = sweep(sizes(sc), lambda n: scenario_at(sc, cat, n, [ib, roce]), cat, ib, roce,
+                 congestion, None if known is None else {sc.cluster.gpus: known})  # fmt: skip
+    own = sc.organization.network_maturity
+    found, note = summary(rows, own)
     return {"gpus": found[own], "ib": ib, "roce": roce, "note": note, "sizes": rows[own],
             "by_maturity": found}  # fmt: skip

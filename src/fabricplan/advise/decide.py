@@ -7,12 +7,14 @@ time (its catalog RDMA latency range); thousands of samples take milliseconds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from fabricplan.advise.break_even import break_even_gpus
+from fabricplan.advise.by_model import break_even_by_model
 from fabricplan.advise.growth import growth_check, growth_reason
 from fabricplan.advise.questions import provider_questions
 from fabricplan.advise.reasons import reasons
@@ -74,7 +76,10 @@ def _monte_carlo(parts: Parts, names: list[str], seed: int) -> dict[str, Any]:
 
 
 def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0,
-           break_even: bool = True) -> Advice:  # fmt: skip
+           break_even: bool = True, by_model: bool = False,
+           tick: Callable[[str], None] | None = None) -> Advice:  # fmt: skip
+    """``by_model`` adds the break-even of every training model in the catalog (``tick`` is
+    called after each, for a progress bar)."""
     perf, costs = evaluate(sc, cat, congestion)
     names = [p["fabric"] for p in perf]
     parts = build_parts(sc, cat, perf, costs)
@@ -129,5 +134,7 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         be = break_even_gpus(sc, cat, congestion, known=perf)
     else:
         be = {"gpus": None, "note": "not computed"}
+    if by_model:
+        be["by_model"] = break_even_by_model(sc, cat, congestion, tick)
     notes = ["every price and risk rate is a labelled assumption (catalog economics/costs.toml)"]
     return Advice(rec, fabrics, be, sens, mc, provider_questions(sc, cat), notes)

@@ -25,6 +25,12 @@ def advise_cmd(
     break_even: bool = typer.Option(
         True, "--break-even/--no-break-even", help="Re-evaluate at other sizes for break-even."
     ),
+    by_model: bool = typer.Option(
+        False,
+        "--break-even-models",
+        help="Also the break-even of every training model in the catalog, each with its own "
+        "fastest fitting plan (a few seconds; about 15 s at 16k GPUs).",
+    ),
     seed: int = typer.Option(0, "--seed", min=0, help="Monte Carlo seed."),
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
@@ -36,7 +42,15 @@ def advise_cmd(
     cat = catalog_from(catalog, as_json)
     sc = load_or_fail(file, set_, as_json, cat)
     try:
-        a = advise(sc, cat, seed=seed, break_even=break_even)
+        if by_model and not as_json:
+            from rich.progress import Progress
+
+            with Progress(console=output.err_console, transient=True) as bar:
+                task = bar.add_task("break-even per model", total=len(cat.ids("model")))
+                a = advise(sc, cat, seed=seed, break_even=break_even, by_model=True,
+                           tick=lambda m: bar.advance(task))  # fmt: skip
+        else:
+            a = advise(sc, cat, seed=seed, break_even=break_even, by_model=by_model)
     except (WorkloadError, CostError) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
@@ -82,9 +96,30 @@ def _show(a: Advice) -> None:
     if be.get("by_maturity"):
         per = ", ".join(f"{m} {n or 'none'}" for m, n in be["by_maturity"].items())
         console.print(f"break-even by network maturity: {per}", highlight=False)
+    if be.get("by_model"):
+        console.print(_by_model_table(be["by_model"]))
     console.print("[bold]Ask the provider:[/]")
     for q in a.questions:
         planned = f" [dim](planned: {q['planned']})[/]" if q["planned"] else ""
         console.print(f"  ? {q['question']}{planned}", highlight=False)
     console.print("[dim]prices, staffing, stabilisation and risk rates are labelled assumptions "
                   "(catalog economics/costs.toml)[/]")  # fmt: skip
+
+
+def _by_model_table(rows: list[dict]) -> object:
+    from rich.table import Table
+
+    t = Table(title="Training break-even per model, each with its own fastest fitting plan "
+              "('none': InfiniBand is not no dearer at every size up to the largest evaluated)",
+              title_justify="left", title_style="bold")  # fmt: skip
+    for col in ("model", "plan here (tp·pp·ep, recompute)", "low", "medium", "high",
+                "sizes evaluated"):  # fmt: skip
+        t.add_column(col, justify="right" if col in ("low", "medium", "high") else "left")
+    for r in rows:
+        p = r["plan_at_scenario_size"]
+        plan = f"{p['tp']}·{p['pp']}·{p['ep']}, {p['recompute']}" if p else "no plan fits"
+        sizes = r["evaluated_gpus"]
+        span = f"{sizes[0]:,}-{sizes[-1]:,}" if sizes else "none"
+        m = r["by_maturity"]
+        t.add_row(r["model"], plan, *(f"{m[k]:,}" if m[k] else "none" for k in m), span)
+    return t

@@ -1,0 +1,115 @@
+"""Break-even per model: the IB-vs-RoCE break-even size for every training model in the catalog,
+on the scenario's GPUs, fabrics, costs and organisation.
+
+A model other than the scenario's has no plan of its own, so each size gets a reference plan:
+the one with the least time per token that fits in memory, divides the cluster and keeps the
+model's default batch (no more data-parallel replicas than sequences). The plans tried are
+tensor parallel up to the node, pipeline parallel up to ``MAX_PP`` stages and, for
+mixture-of-experts models, expert parallel up to the expert count. The plan is chosen on the
+InfiniBand fabric without congestion, so that the choice does not lean on either fabric's
+congestion, and then used on both. Everything else is the model's defaults (sequence length,
+batch, tokens; see ``scenario.load``) with ZeRO-1 and selective recomputation, full
+recomputation only where that is what fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fabricplan.advise.break_even import ib_and_roce, sizes, summary, sweep
+from fabricplan.catalog import Catalog
+from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
+from fabricplan.scenario.load import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_SEQ_LEN
+from fabricplan.workload import shape_of, training_step
+from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
+
+MAX_PP = 16  # deepest pipeline tried; deeper ones only add bubble at the sizes evaluated
+# selective first: full recomputation costs a third more compute and wins only when nothing else
+# fits (the fastest plan is kept either way)
+RECOMPUTE = ("selective", "full")
+
+
+def _candidates(tp_max: int, heads: int, experts: int) -> list[dict[str, Any]]:
+    tps = [t for t in (1, 2, 4, 8, 16) if t <= tp_max and heads % t == 0]
+    pps = [p for p in (1, 2, 4, 8, 16) if p <= MAX_PP]
+    eps = [e for e in (1, 2, 4, 8, 16, 32, 64) if e <= max(experts, 1) and experts % e == 0]
+    return [{"tp": t, "pp": p, "ep": e, "recompute": r} for r in RECOMPUTE for t in tps
+            for p in pps for e in (eps or [1])]  # fmt: skip
+
+
+def _model_data(sc: Scenario, model: str, gpus: int, plan: dict[str, Any], fabrics: list[str]
+                ) -> dict[str, Any]:  # fmt: skip
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["cluster"] = {**data["cluster"], "gpus": gpus, "fabric": fabrics}
+    w = data["workload"]
+    data["workload"] = {
+        "kind": "training", "model": model, "precision": w.get("precision", "bf16"),
+        "recompute": plan["recompute"],
+        "parallel": {"tp": plan["tp"], "pp": plan["pp"], "ep": plan["ep"], "dp": "auto",
+                     "zero": 1, "cp": 1, "vp": 1},
+    }  # fmt: skip
+    return data
+
+
+def reference_scenario(sc: Scenario, cat: Catalog, model: str, gpus: int, ib: str, roce: str
+                       ) -> Scenario | None:  # fmt: skip
+    """The scenario on ``gpus`` GPUs and fabrics ``ib`` and ``roce``, training ``model`` with
+    its fastest fitting plan on ``ib``; None when no plan tried fits."""
+    m = cat.model(model)
+    gpn = sc.cluster.gpus_per_node or cat.gpu(sc.cluster.gpu).node.gpus_per_node
+    experts = m.moe.experts if m.moe is not None else 1
+    shape = shape_of(m)
+    seq = min(DEFAULT_MAX_SEQ_LEN, m.max_seq_len)
+    batch_seqs = max(1, DEFAULT_BATCH_TOKENS // seq)  # the model's default batch, in sequences
+    best: tuple[float, Scenario] | None = None
+    for plan in _candidates(gpn, m.heads, experts):
+        if gpus % (plan["tp"] * plan["pp"]) or plan["pp"] > m.layers:
+            continue
+        try:
+            s = scenario_from_data(_model_data(sc, model, gpus, plan, [ib, roce]), catalog=cat)
+        except ScenarioError:
+            continue  # does not divide: dp, ep or the batch
+        p = plans_from_scenario(s)
+        if p.dp[0] > batch_seqs:
+            continue  # more replicas than sequences would inflate the batch
+        st = training_step(shape, p, hardware_from_scenario(s, cat, ib), congestion=False)
+        per_token = float(st.time[0] / st.tokens[0])
+        if st.memory.fits[0] and (best is None or per_token < best[0]):
+            best = (per_token, s)
+    return None if best is None else best[1]
+
+
+def break_even_by_model(sc: Scenario, cat: Catalog, congestion: bool = True,
+                        tick: Callable[[str], None] | None = None
+                        ) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per training model of the catalog: the plan at the scenario's size and the
+    break-even per maturity. ``tick`` is called once per model (for a progress bar)."""
+    pair = ib_and_roce(sc, cat)
+    if pair is None:
+        return []
+    ib, roce = pair
+    every = sizes(sc, limit=None)  # every model fits at different sizes: try them all
+    out = []
+    for model in cat.ids("model"):
+        plans: dict[int, Scenario | None] = {}
+
+        def at(n: int, model: str = model, plans: dict[int, Scenario | None] = plans
+               ) -> Scenario | None:  # fmt: skip
+            plans[n] = reference_scenario(sc, cat, model, n, ib, roce)
+            return plans[n]
+
+        rows = sweep(every, at, cat, ib, roce, congestion)
+        own = sc.organization.network_maturity
+        found, note = summary(rows, own)
+        here = plans.get(sc.cluster.gpus)
+        plan = None
+        if here is not None and here.workload is not None:
+            par = here.workload.parallel
+            plan = {"tp": par.tp, "pp": par.pp, "ep": par.ep, "dp": par.dp,
+                    "recompute": here.workload.recompute}  # fmt: skip
+        out.append({"model": model, "plan_at_scenario_size": plan, "by_maturity": found,
+                    "evaluated_gpus": [r["gpus"] for r in rows[own]], "note": note})  # fmt: skip
+        if tick is not None:
+            tick(model)
+    return out
