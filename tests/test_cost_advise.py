@@ -252,3 +252,29 @@ def test_advise_break_even_per_model_through_the_cli():
         if p is not None:
             assert p["tp"] * p["pp"] * p["dp"] == 64 and p["dp"] % p["ep"] == 0
     assert next(r for r in rows if r["model"] == "llama3-8b")["plan_at_scenario_size"] is not None
+
+
+def test_reasons_name_the_synchronisation_pattern_and_serving_latency():
+    from fabricplan.advise import advise
+
+    cat = default_catalog()
+    moe = advise(load_scenario("examples/256-gpu-moe.yaml", catalog=cat), cat, break_even=False)
+    sync = [r for r in moe.recommendation["reasons"] if r.startswith("synchronisation")]
+    best = next(f for f in moe.fabrics if f["fabric"] == moe.recommendation["fabric"])
+    comm = {k: v for k, v in best["breakdown"].items() if k.endswith("_comm_s")}
+    assert max(comm, key=comm.get) == "ep_comm_s"  # MoE: the all-to-all is the largest part
+    assert len(sync) == 1 and "expert all-to-all" in sync[0]
+    assert f"{comm['ep_comm_s'] / best['step_time_s']:.1%}" in sync[0]
+
+    def serving(overrides: list[str]) -> tuple[dict, str]:
+        sc = load_scenario("examples/inference-405b.yaml", catalog=cat, overrides=overrides)
+        a = advise(sc, cat, break_even=False)
+        f = next(f for f in a.fabrics if f["fabric"] == a.recommendation["fabric"])
+        line = next(r for r in a.recommendation["reasons"] if r.startswith("serving latency"))
+        return f, line
+
+    inside, line = serving([])
+    assert inside["network_fraction"] < 0.01 and "barely matters" in line
+    across, line = serving(["workload.parallel.tp=16", "workload.parallel.pp=1"])
+    assert across["network_fraction"] > 0.01 and "every token's path" in line
+    assert f"{across['network_fraction']:.1%}" in line

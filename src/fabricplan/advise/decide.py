@@ -120,7 +120,9 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
             "stabilisation_weeks": c.stabilisation_weeks,
             "stabilisation_usd": c.stabilisation_usd, "staff_fte": c.staff_fte,
             "gpu_hour_cost_usd": c.gpu_hour_cost_usd, "cost_same_work_usd": float(score),
-            "misses_time_to_production": misses,
+            "misses_time_to_production": misses, "ttft_s": p.get("ttft_s"),
+            "itl_s": p.get("itl_s"), "network_fraction": p.get("network_fraction"),
+            "breakdown": p.get("breakdown", {}),
         })  # fmt: skip
     rec = {
         "fabric": names[best], "topology": sc.cluster.topology.design, "confidence": confidence,

@@ -21,6 +21,50 @@ def usd(v: float | None) -> str:
     return f"${v:,.0f}"
 
 
+# What each exposed communication part is, and whether it crosses the fabric.
+SYNC_PARTS = {
+    "tp_comm_s": ("tensor-parallel collectives, on NVLink unless TP spans nodes", False),
+    "dp_comm_s": ("gradient reduction that the backward pass does not hide, over the fabric",
+                  True),
+    "ep_comm_s": ("expert all-to-all, over the fabric and the most congestion-prone pattern",
+                  True),
+    "pp_comm_s": ("pipeline sends between stages, over the fabric", True),
+    "cp_comm_s": ("context-parallel K/V exchange not hidden by attention", True),
+}  # fmt: skip
+# Below this share of the inter-token latency the fabric is called marginal for serving.
+SERVING_MARGINAL_SHARE = 0.01
+
+
+def sync_pattern(f: dict[str, Any]) -> str | None:
+    """The training step's synchronisation pattern: its largest exposed communication part."""
+    parts = {k: v for k, v in f.get("breakdown", {}).items() if k in SYNC_PARTS and v > 0}
+    if not parts:
+        return None
+    top = max(parts, key=parts.__getitem__)
+    label, fabric = SYNC_PARTS[top]
+    share = parts[top] / f["step_time_s"]
+    where = "the fabric is on the critical path" if fabric else "the fabric is barely on it"
+    return (
+        f"synchronisation: most exposed communication is {label} ({share:.1%} of the step): "
+        + where
+    )
+
+
+def serving_sensitivity(b: dict[str, Any], o: dict[str, Any]) -> str:
+    """Serving's latency and how much of it the fabric carries."""
+    share = b["network_fraction"]
+    if share < SERVING_MARGINAL_SHARE:
+        verdict = "so the fabric barely matters here"
+    else:
+        verdict = "so the fabric is on every token's path"
+    return (
+        f"serving latency: time to first token {b['ttft_s'] * 1e3:.0f} vs "
+        f"{o['ttft_s'] * 1e3:.0f} ms, inter-token {b['itl_s'] * 1e3:.1f} vs "
+        f"{o['itl_s'] * 1e3:.1f} ms; the fabric carries {share:.1%} of the inter-token "
+        f"latency on {b['fabric']}, {verdict}"
+    )
+
+
 def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
             sens: list[dict[str, Any]], kind: str) -> list[str]:  # fmt: skip
     b = fabrics[best]
@@ -37,9 +81,14 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
             f"{o['comm_exposed_fraction']:.1%}; the run takes {b['time_to_train_days']:.1f} vs "
             f"{o['time_to_train_days']:.1f} days"
         )
+        pattern = sync_pattern(b)
+        if pattern:
+            out.append(pattern)
     else:
         out.append(f"serving throughput {b['tokens_per_s']:,.0f} tokens/s on {bn} vs "
                    f"{o['tokens_per_s']:,.0f} on {on}")  # fmt: skip
+        if b.get("itl_s") is not None and b.get("network_fraction") is not None:
+            out.append(serving_sensitivity(b, o))
     if kind == "own":
         prem = (max(b["capex_network_usd"], o["capex_network_usd"])
                 - min(b["capex_network_usd"], o["capex_network_usd"]))  # fmt: skip
