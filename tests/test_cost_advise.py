@@ -278,3 +278,24 @@ def test_reasons_name_the_synchronisation_pattern_and_serving_latency():
     across, line = serving(["workload.parallel.tp=16", "workload.parallel.pp=1"])
     assert across["network_fraction"] > 0.01 and "every token's path" in line
     assert f"{across['network_fraction']:.1%}" in line
+
+
+def test_confidence_follows_the_growth_target_when_the_choice_rests_on_it():
+    from fabricplan.advise import advise
+
+    cat = default_catalog()
+    sc = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat)
+    today = advise(sc, cat, break_even=False)
+    grow = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat,
+                         overrides=["organization.growth.target_gpus=512",
+                                    "organization.growth.months=12"])  # fmt: skip
+    a = advise(grow, cat, break_even=False)
+    g = a.recommendation["growth"]
+    assert today.uncertainty["gpus"] == 64
+    # IB is cheapest at 64 GPUs and RoCE at 512 (its 128-port switches need half the boxes)
+    assert g["cheapest"] != today.recommendation["fabric"]
+    # the recommendation follows the target, and so does its Monte Carlo
+    assert a.recommendation["fabric"] == g["cheapest"]
+    assert a.uncertainty["gpus"] == 512
+    assert a.recommendation["p_cheapest"] == a.uncertainty["p_cheapest"][g["cheapest"]]
+    assert a.recommendation["p_cheapest"] != today.uncertainty["p_cheapest"][g["cheapest"]]

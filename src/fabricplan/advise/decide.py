@@ -15,7 +15,7 @@ import numpy as np
 
 from fabricplan.advise.break_even import break_even_gpus
 from fabricplan.advise.by_model import break_even_by_model
-from fabricplan.advise.growth import growth_check, growth_reason
+from fabricplan.advise.growth import growth_evaluation, growth_reason
 from fabricplan.advise.questions import provider_questions
 from fabricplan.advise.reasons import reasons
 from fabricplan.advise.scoring import DRIVERS, Parts, build_parts, evaluate, nominal_multipliers
@@ -98,11 +98,14 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         best, other = other, best
     # lock-in: a cluster that grows within its lifecycle keeps the fabric it starts with, so the
     # fabric that is cheapest at the target size is the one to build (seed 001)
-    growth = growth_check(sc, cat, congestion)
+    growth, target_parts = growth_evaluation(sc, cat, congestion)
     now_best = names[best]
+    mc_parts, mc_gpus = parts, sc.cluster.gpus
     if growth and growth["within_lifecycle"] and growth["cheapest"] not in (None, now_best):
         other, best = best, names.index(growth["cheapest"])
-    mc = _monte_carlo(parts, names, seed)
+        if target_parts is not None:  # the confidence is about the size the choice rests on
+            mc_parts, mc_gpus = target_parts, growth["target_gpus"]
+    mc = {**_monte_carlo(mc_parts, names, seed), "gpus": mc_gpus}
     p_best = mc["p_cheapest"][names[best]]
     confidence = next(label for bound, label in CONFIDENCE if p_best >= bound)
     sens = _sensitivity(parts, best, other) if other != best else []

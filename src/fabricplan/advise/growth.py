@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricplan.advise.scoring import build_parts, evaluate, nominal_multipliers, scenario_at
+from fabricplan.advise.scoring import Parts, build_parts, evaluate, nominal_multipliers, scenario_at
 from fabricplan.catalog import Catalog
 from fabricplan.cost import CostError
 from fabricplan.cost.run import MONTHS_PER_YEAR
@@ -18,9 +18,15 @@ from fabricplan.workload import WorkloadError
 
 def growth_check(sc: Scenario, cat: Catalog, congestion: bool = True) -> dict[str, Any] | None:
     """The cheapest fabric at the growth target, or None when the scenario plans no growth."""
+    return growth_evaluation(sc, cat, congestion)[0]
+
+
+def growth_evaluation(sc: Scenario, cat: Catalog, congestion: bool = True
+                      ) -> tuple[dict[str, Any] | None, Parts | None]:  # fmt: skip
+    """:func:`growth_check` and the target's cost parts (for its Monte Carlo)."""
     g = sc.organization.growth
     if g is None or g.target_gpus == sc.cluster.gpus:
-        return None
+        return None, None
     within = g.months <= sc.costs.lifecycle_years * MONTHS_PER_YEAR
     out: dict[str, Any] = {"target_gpus": g.target_gpus, "months": g.months,
                            "within_lifecycle": within}  # fmt: skip
@@ -28,14 +34,16 @@ def growth_check(sc: Scenario, cat: Catalog, congestion: bool = True) -> dict[st
         s = scenario_at(sc, cat, g.target_gpus)
         perf, costs = evaluate(s, cat, congestion)
     except (ScenarioError, WorkloadError, CostError) as exc:
-        return {**out, "cheapest": None, "note": f"cannot evaluate the target: {exc}"}
-    scores = build_parts(s, cat, perf, costs).scores(nominal_multipliers(1))[:, 0]
+        return {**out, "cheapest": None, "note": f"cannot evaluate the target: {exc}"}, None
+    parts = build_parts(s, cat, perf, costs)
+    scores = parts.scores(nominal_multipliers(1))[:, 0]
     order = np.argsort(scores)
     names = [p["fabric"] for p in perf]
     best = names[int(order[0])]
     margin = float(scores[order[1]] / scores[order[0]] - 1) if len(order) > 1 else 0.0
     return {**out, "cheapest": best, "margin": margin,
-            "cost_same_work_usd": dict(zip(names, map(float, scores), strict=True))}  # fmt: skip
+            "cost_same_work_usd": dict(zip(names, map(float, scores), strict=True))
+            }, parts  # fmt: skip
 
 
 def growth_reason(growth: dict[str, Any], now_best: str) -> str:

@@ -66,9 +66,12 @@ def _show(a: Advice) -> None:
     console = output.console
     r = a.recommendation
     n = a.uncertainty["samples"]
+    g = r.get("growth")
+    at = (f" at the growth target, {g['target_gpus']:,} GPUs"
+          if g and a.uncertainty.get("gpus") == g["target_gpus"] else "")  # fmt: skip
     console.print(f"[bold]Recommendation: {r['fabric']}[/] on {r['topology']} "
                   f"(confidence {r['confidence']}: cheapest in {r['p_cheapest']:.0%} of "
-                  f"{n:,} Monte Carlo samples)", highlight=False)  # fmt: skip
+                  f"{n:,} Monte Carlo samples{at})", highlight=False)  # fmt: skip
     for line in r["reasons"]:
         console.print(f"  • {line}", highlight=False)
     t = Table(title="Per fabric", title_justify="left", title_style="bold")
