@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -299,3 +300,22 @@ def test_confidence_follows_the_growth_target_when_the_choice_rests_on_it():
     assert a.uncertainty["gpus"] == 512
     assert a.recommendation["p_cheapest"] == a.uncertainty["p_cheapest"][g["cheapest"]]
     assert a.recommendation["p_cheapest"] != today.uncertainty["p_cheapest"][g["cheapest"]]
+
+
+def test_tipping_point_is_where_the_two_fabrics_cost_the_same():
+    from fabricplan.advise.decide import _sensitivity
+    from fabricplan.advise.scoring import build_parts, evaluate, nominal_multipliers
+
+    cat = default_catalog()
+    sc = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
+    perf, costs = evaluate(sc, cat, congestion=False)
+    parts = build_parts(sc, cat, perf, costs)
+    nominal = parts.scores(nominal_multipliers(1))[:, 0]
+    best, other = int(nominal.argmin()), int(nominal.argmax())
+    tipped = [d for d in _sensitivity(parts, best, other) if d["tips_at"] is not None]
+    assert tipped and all(d["driver"] != "latency" for d in tipped)
+    for d in tipped:
+        m = nominal_multipliers(1)
+        m[d["driver"]] = np.array([d["tips_at"]])
+        s = parts.scores(m)[:, 0]
+        assert s[best] == pytest.approx(s[other], rel=1e-9)

@@ -59,8 +59,20 @@ def _sensitivity(parts: Parts, best: int, other: int) -> list[dict[str, Any]]:
                     "margin_at_low_usd": float(margin[0]),
                     "margin_at_high_usd": float(margin[1]),
                     "swing_usd": float(abs(margin[1] - margin[0])),
-                    "flips": bool((margin < 0).any())})  # fmt: skip
+                    "flips": bool((margin < 0).any()),
+                    "tips_at": _tipping_point(key, lo, hi, margin)})  # fmt: skip
     return sorted(out, key=lambda d: -d["swing_usd"])
+
+
+def _tipping_point(key: str, lo: float, hi: float, margin: np.ndarray) -> float | None:
+    """The multiplier of one driver at which the margin reaches zero, the others nominal. The
+    cost is linear in every price and rate multiplier, so two points give the line; latency
+    also moves step time, which is not linear, and gets none."""
+    slope = float(margin[1] - margin[0]) / (hi - lo)
+    if key == "latency" or slope == 0:
+        return None
+    at = lo - float(margin[0]) / slope
+    return at if at > 0 else None
 
 
 def _monte_carlo(parts: Parts, names: list[str], seed: int) -> dict[str, Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from fabricplan.scenario import Scenario
 
 # Margins below this share are called close: the held-back training runs put the step-time
@@ -125,5 +127,10 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
             f"; the top driver is {top['label']}: across {top['low']:g}-{top['high']:g}x "
             f"the margin moves by {usd(top['swing_usd'])} and {flip}"
         )
+    tips = [d for d in sens if d.get("tips_at") is not None]
+    if close and tips:
+        near = min(tips, key=lambda d: abs(np.log(d["tips_at"])))
+        line += (f"; what would tip it: {near['label']} at {near['tips_at']:.2f}x the "
+                 "assumption, the others as assumed")  # fmt: skip
     out.append(line)
     return out
