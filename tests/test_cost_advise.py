@@ -319,3 +319,28 @@ def test_tipping_point_is_where_the_two_fabrics_cost_the_same():
         m[d["driver"]] = np.array([d["tips_at"]])
         s = parts.scores(m)[:, 0]
         assert s[best] == pytest.approx(s[other], rel=1e-9)
+
+
+def test_roce_tuning_reason_reports_each_quality():
+    from fabricplan.advise import advise
+    from fabricplan.advise.roce_tuning import QUALITIES, tuning_reason
+
+    cat = default_catalog()
+    a = advise(load_scenario("examples/256-gpu-moe.yaml", catalog=cat), cat, break_even=False)
+    t = a.recommendation["roce_tuning"]
+    assert set(t["lost_to_congestion"]) == set(QUALITIES) and t["fabric"] == "roce-400g"
+    # congestion can only slow a step down, and the scenario's own quality costs nothing extra
+    assert all(v >= -1e-9 for v in t["lost_to_congestion"].values())
+    assert t["run_usd_vs_own"][t["quality"]] == 0
+    assert any(r.startswith("RoCE tuning") for r in a.recommendation["reasons"])
+    differ = {
+        **t,
+        "quality": "tuned",
+        "lost_to_congestion": {"tuned": 0.01, "default": 0.05, "misconfigured": 0.4},
+        "run_usd_vs_own": {"tuned": 0.0, "default": 40_000.0, "misconfigured": 390_000.0},
+    }
+    line = tuning_reason(differ)
+    assert "'tuned' loses 1.0%" in line and "'default' 5.0% (+$40k per run)" in line
+    assert "'misconfigured' 40.0% (+$390k per run)" in line
+    same = {**differ, "lost_to_congestion": dict.fromkeys(QUALITIES, 0.02)}
+    assert "comes from the topology" in tuning_reason(same)

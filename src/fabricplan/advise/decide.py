@@ -18,6 +18,7 @@ from fabricplan.advise.by_model import break_even_by_model
 from fabricplan.advise.growth import growth_evaluation, growth_reason
 from fabricplan.advise.questions import provider_questions
 from fabricplan.advise.reasons import reasons
+from fabricplan.advise.roce_tuning import tuning_effect, tuning_reason
 from fabricplan.advise.scoring import DRIVERS, Parts, build_parts, evaluate, nominal_multipliers
 from fabricplan.catalog import Catalog
 from fabricplan.scenario import Scenario
@@ -144,6 +145,10 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         "p_cheapest": p_best,
         "reasons": reasons(sc, fabrics, best, other, sens, parts.kind),
     }  # fmt: skip
+    tuning = tuning_effect(sc, cat, perf, {c.fabric: c.gpu_hour_cost_usd for c in costs})
+    if tuning is not None and congestion:
+        rec["reasons"].append(tuning_reason(tuning))
+        rec["roce_tuning"] = tuning
     if growth:
         rec["reasons"].append(growth_reason(growth, now_best))
         rec["growth"] = growth

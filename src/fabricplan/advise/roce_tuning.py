@@ -1,0 +1,64 @@
+"""What RoCE tuning does to this workload: the scenario's RoCE fabric re-run at every RoCE
+quality (ECN/PFC/DCQCN settings, see ``congestion``) and without congestion, so that the reason
+can say how much step time congestion costs at each quality and what that is worth per run."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from fabricplan.advise.reasons import usd
+from fabricplan.catalog import Catalog
+from fabricplan.scenario import Scenario
+from fabricplan.scenario.models import RoceQuality
+from fabricplan.workload import evaluate_scenario
+
+QUALITIES: tuple[str, ...] = get_args(RoceQuality)
+# Step-time differences below this share are reported as the same (the simulation's own
+# seed-to-seed spread is larger).
+SAME_SHARE = 5e-4
+
+
+def tuning_effect(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
+                  gpu_hour_cost: dict[str, float]) -> dict[str, Any] | None:  # fmt: skip
+    """Step time lost to congestion on the scenario's first RoCE fabric at each quality, and the
+    run cost of the difference from the scenario's own quality. None for serving or no RoCE."""
+    w = sc.workload
+    roce = next((f for f in sc.cluster.fabrics if cat.fabric(f).family == "roce"), None)
+    if w is None or w.kind != "training" or roce is None:
+        return None
+    own = next(p for p in perf if p["fabric"] == roce)
+    ideal = evaluate_scenario(sc, cat, [roce], congestion=False)[0].values["step_time_s"]
+    step = {sc.cluster.roce_quality: own["step_time_s"]}
+    for q in QUALITIES:
+        if q not in step:
+            other = sc.model_copy(
+                update={"cluster": sc.cluster.model_copy(update={"roce_quality": q})}
+            )
+            step[q] = evaluate_scenario(other, cat, [roce])[0].values["step_time_s"]
+    run_usd = (own.get("gpu_hours") or 0.0) * gpu_hour_cost[roce]
+    return {
+        "fabric": roce, "gpus": sc.cluster.gpus, "quality": sc.cluster.roce_quality,
+        "lost_to_congestion": {q: step[q] / ideal - 1 for q in QUALITIES},
+        "run_usd_vs_own": {q: run_usd * (step[q] / own["step_time_s"] - 1) for q in QUALITIES},
+    }  # fmt: skip
+
+
+def tuning_reason(t: dict[str, Any]) -> str:
+    lost, worth = t["lost_to_congestion"], t["run_usd_vs_own"]
+    own = t["quality"]
+    head = (f"RoCE tuning: at {t['gpus']:,} GPUs {t['fabric']} '{own}' loses "
+            f"{lost[own]:.1%} of step time to congestion")  # fmt: skip
+    others = [q for q in QUALITIES if q != own]
+    names = " and ".join(f"'{q}'" for q in others)
+    if all(abs(lost[q] - lost[own]) < SAME_SHARE for q in others):
+        if lost[own] < SAME_SHARE:
+            why = "this job's network traffic meets no contention on this topology"
+        else:
+            why = "the slowdown comes from the topology (oversubscription, path collisions)"
+        return (
+            f"{head}; {names} lose the same: {why}, so tuning does not change the step "
+            "time (it still changes the run-loss risk)"
+        )
+    parts = [f"'{q}' {lost[q]:.1%} ({'+' if worth[q] >= 0 else '-'}"
+             f"{usd(abs(worth[q]))} per run)" for q in others]  # fmt: skip
+    return head + "; " + ", ".join(parts)
