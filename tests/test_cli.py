@@ -140,3 +140,13 @@ def test_scenario_show_table_and_json():
 def test_usage_error_exits_2():
     proc = run("scenario", "check")
     assert proc.returncode == 2
+
+
+def test_light_commands_do_not_load_the_numerics_at_start_up():
+    """`version`, `catalog` and `scenario` must start without numpy (see cli.lazy)."""
+    import subprocess
+    import sys
+
+    code = "import sys, fabricplan.cli.app; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fabricplan.advise.scoring import build_parts, costs_of, nominal_multipliers, scenario_at
+from fabricplan.advise.scoring import build_parts, costs_of, first_of_family, scenario_at
 from fabricplan.catalog import Catalog
 from fabricplan.cost import CostError
 from fabricplan.scenario import Scenario, ScenarioError
@@ -52,17 +52,13 @@ def _with_maturity(sc: Scenario, maturity: str) -> Scenario:
 
 
 def _scores(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> tuple[float, float]:
-    ib, roce = build_parts(sc, cat, perf, costs_of(sc, cat, perf)).scores(nominal_multipliers(1))[
-        :, 0
-    ]
+    ib, roce = build_parts(sc, cat, perf, costs_of(sc, cat, perf)).nominal()
     return float(ib), float(roce)
 
 
 def ib_and_roce(sc: Scenario, cat: Catalog) -> tuple[str, str] | None:
     """The scenario's first InfiniBand and first RoCE fabric, if it has both."""
-    fams = {f: cat.fabric(f).family for f in sc.cluster.fabrics}
-    ib = next((f for f, fam in fams.items() if fam == "infiniband"), None)
-    roce = next((f for f, fam in fams.items() if fam == "roce"), None)
+    ib, roce = first_of_family(sc, cat, "infiniband"), first_of_family(sc, cat, "roce")
     return None if ib is None or roce is None else (ib, roce)
 
 

@@ -4,8 +4,8 @@ on the scenario's GPUs, fabrics, costs and organisation.
 A model other than the scenario's has no plan of its own, so each size gets a reference plan:
 the one with the least time per token that fits in memory, divides the cluster and keeps the
 model's default batch (no more data-parallel replicas than sequences). The plans tried are
-tensor parallel up to the node, pipeline parallel up to ``MAX_PP`` stages and, for
-mixture-of-experts models, expert parallel up to the expert count. The plan is chosen on the
+tensor parallel up to the node, pipeline parallel up to 16 stages and, for mixture-of-experts
+models, expert parallel up to 64 (see ``EP_SIZES``). The plan is chosen on the
 InfiniBand fabric without congestion, so that the choice does not lean on either fabric's
 congestion, and then used on both. Everything else is the model's defaults (sequence length,
 batch, tokens; see ``scenario.load``) with ZeRO-1 and selective recomputation, full
@@ -24,18 +24,22 @@ from fabricplan.scenario.load import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_SEQ_LEN
 from fabricplan.workload import shape_of, training_step
 from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
 
-MAX_PP = 16  # deepest pipeline tried; deeper ones only add bubble at the sizes evaluated
+# The parallel sizes tried. Tensor parallel stops at the node (it is capped there too);
+# pipelines deeper than 16 stages only add bubble at the sizes evaluated; expert parallel goes to
+# 64, DeepSeek-V3's own training layout (arXiv 2412.19437, Sec. 3.2: 64-way EP over 8 nodes).
+TP_SIZES = (1, 2, 4, 8, 16)
+PP_SIZES = (1, 2, 4, 8, 16)
+EP_SIZES = (1, 2, 4, 8, 16, 32, 64)
 # selective first: full recomputation costs a third more compute and wins only when nothing else
 # fits (the fastest plan is kept either way)
 RECOMPUTE = ("selective", "full")
 
 
 def _candidates(tp_max: int, heads: int, experts: int) -> list[dict[str, Any]]:
-    tps = [t for t in (1, 2, 4, 8, 16) if t <= tp_max and heads % t == 0]
-    pps = [p for p in (1, 2, 4, 8, 16) if p <= MAX_PP]
-    eps = [e for e in (1, 2, 4, 8, 16, 32, 64) if e <= max(experts, 1) and experts % e == 0]
+    tps = [t for t in TP_SIZES if t <= tp_max and heads % t == 0]
+    eps = [e for e in EP_SIZES if experts % e == 0]  # [1] for a dense model
     return [{"tp": t, "pp": p, "ep": e, "recompute": r} for r in RECOMPUTE for t in tps
-            for p in pps for e in (eps or [1])]  # fmt: skip
+            for p in PP_SIZES for e in eps]  # fmt: skip
 
 
 def _model_data(sc: Scenario, model: str, gpus: int, plan: dict[str, Any], fabrics: list[str]

@@ -96,7 +96,7 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
     perf, costs = evaluate(sc, cat, congestion)
     names = [p["fabric"] for p in perf]
     parts = build_parts(sc, cat, perf, costs)
-    nominal = parts.scores(nominal_multipliers(1))[:, 0]
+    nominal = parts.nominal()
     order = list(np.argsort(nominal))
     best = int(order[0])
     other = int(order[1]) if len(order) > 1 else best
@@ -145,8 +145,10 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         "p_cheapest": p_best,
         "reasons": reasons(sc, fabrics, best, other, sens, parts.kind),
     }  # fmt: skip
-    tuning = tuning_effect(sc, cat, perf, {c.fabric: c.gpu_hour_cost_usd for c in costs})
-    if tuning is not None and congestion:
+    # without congestion every RoCE quality gives the same step: nothing to say
+    tuning = (tuning_effect(sc, cat, perf, {c.fabric: c.gpu_hour_cost_usd for c in costs})
+              if congestion else None)  # fmt: skip
+    if tuning is not None:
         rec["reasons"].append(tuning_reason(tuning))
         rec["roce_tuning"] = tuning
     if growth:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricplan.advise.scoring import Parts, build_parts, evaluate, nominal_multipliers, scenario_at
+from fabricplan.advise.scoring import Parts, build_parts, evaluate, scenario_at
 from fabricplan.catalog import Catalog
 from fabricplan.cost import CostError
 from fabricplan.cost.run import MONTHS_PER_YEAR
@@ -36,7 +36,7 @@ def growth_evaluation(sc: Scenario, cat: Catalog, congestion: bool = True
     except (ScenarioError, WorkloadError, CostError) as exc:
         return {**out, "cheapest": None, "note": f"cannot evaluate the target: {exc}"}, None
     parts = build_parts(s, cat, perf, costs)
-    scores = parts.scores(nominal_multipliers(1))[:, 0]
+    scores = parts.nominal()
     order = np.argsort(scores)
     names = [p["fabric"] for p in perf]
     best = names[int(order[0])]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, get_args
 
 from fabricplan.advise.reasons import usd
+from fabricplan.advise.scoring import first_of_family
 from fabricplan.catalog import Catalog
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.models import RoceQuality
@@ -23,7 +24,7 @@ def tuning_effect(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
     """Step time lost to congestion on the scenario's first RoCE fabric at each quality, and the
     run cost of the difference from the scenario's own quality. None for serving or no RoCE."""
     w = sc.workload
-    roce = next((f for f in sc.cluster.fabrics if cat.fabric(f).family == "roce"), None)
+    roce = first_of_family(sc, cat, "roce")
     if w is None or w.kind != "training" or roce is None:
         return None
     own = next(p for p in perf if p["fabric"] == roce)

@@ -24,8 +24,9 @@ from fabricplan.workload import evaluate_scenario
 
 # Monte Carlo ranges (uniform multipliers, low-high). Assumptions, written next to the driver
 # they move; the server spread comes from the cost assumptions file.
+_SERVER_SPREAD = load_assumptions().server_spread
 DRIVERS: dict[str, tuple[str, float, float]] = {
-    "server": ("GPU server price", 0.8, 1.2),
+    "server": ("GPU server price", 1 - _SERVER_SPREAD, 1 + _SERVER_SPREAD),
     "network": ("network gear price (switches, NICs, optics)", 0.75, 1.25),
     "power": ("electricity price", 0.7, 1.3),
     "staff": ("network staff cost and headcount", 0.7, 1.5),
@@ -59,6 +60,10 @@ class Parts:
     comm_share: np.ndarray
     lat_lo: np.ndarray  # catalog latency range relative to typical
     lat_hi: np.ndarray
+
+    def nominal(self) -> np.ndarray:
+        """Cost for the same work with every driver at its assumed value, shape (F,)."""
+        return self.scores(nominal_multipliers(1))[:, 0]
 
     def scores(self, m: dict[str, np.ndarray]) -> np.ndarray:
         """Cost for the same work, shape (F, S) for S samples of multipliers ``m``."""
@@ -121,6 +126,11 @@ def build_parts(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
         lat_lo=np.array([r.low / r.nominal for r in lat]),
         lat_hi=np.array([r.high / r.nominal for r in lat]),
     )  # fmt: skip
+
+
+def first_of_family(sc: Scenario, cat: Catalog, family: str) -> str | None:
+    """The scenario's first fabric of ``family`` (e.g. ``roce``), if it has one."""
+    return next((f for f in sc.cluster.fabrics if cat.fabric(f).family == family), None)
 
 
 def scenario_at(sc: Scenario, cat: Catalog, gpus: int, fabrics: list[str] | None = None

@@ -7,7 +7,7 @@ assumptions (+/- 50 %); the verdicts say what they rest on.
 
 from __future__ import annotations
 
-from fabricplan.advise.scoring import build_parts, evaluate, nominal_multipliers
+from fabricplan.advise.scoring import build_parts, evaluate, first_of_family, nominal_multipliers
 from fabricplan.catalog import Catalog
 from fabricplan.claims.result import Case, ClaimResult, in_range, near, source
 from fabricplan.claims.scale import EXAMPLES, IB, ROCE
@@ -112,10 +112,13 @@ def _scores(cat: Catalog, scenario: str, overrides: list[str]
         return str(exc).splitlines()[0]
     parts = build_parts(sc, cat, perf, costs)
     m = nominal_multipliers(1)
-    full = parts.scores(m)[:, 0]
+    full = parts.nominal()
     bare = parts.scores({**m, **{k: m[k] * 0 for k in OPERATING}})[:, 0]
-    step = parts.time[1] / parts.time[0] - 1
-    return float(bare[0]), float(bare[1]), float(full[0]), float(full[1]), float(step)
+    names = [p["fabric"] for p in perf]
+    ib, roce = (names.index(first_of_family(sc, cat, f) or "") for f in ("infiniband", "roce"))
+    step = parts.time[roce] / parts.time[ib] - 1
+    return (float(bare[ib]), float(bare[roce]), float(full[ib]), float(full[roce]),
+            float(step))  # fmt: skip
 
 
 UNIT = "RoCE / IB cost of the same work - 1 (hardware, power, GPU-hours)"

@@ -9,9 +9,9 @@ import typer
 
 from fabricplan.advise.reasons import usd
 from fabricplan.cli import output
+from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
-from fabricplan.cli.system_opts import CATALOG_OPT, catalog_from
 from fabricplan.cost import CostError
 from fabricplan.workload import WorkloadError
 

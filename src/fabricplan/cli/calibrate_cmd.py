@@ -7,9 +7,9 @@ from pathlib import Path
 import typer
 
 from fabricplan.catalog import entries_to_toml
+from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail, kv_table
 from fabricplan.cli.system_opts import (
-    CATALOG_OPT,
     FABRIC_OPT,
     GPN_OPT,
     GPU_OPT,
@@ -20,7 +20,6 @@ from fabricplan.cli.system_opts import (
     RUN_OPT,
     SCENARIO_OPT,
     SET_OPT,
-    catalog_from,
     measured_runs,
 )
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.system_opts import (
-    CATALOG_OPT,
     FABRIC_OPT,
     GPN_OPT,
     GPU_OPT,
@@ -20,11 +20,11 @@ from fabricplan.cli.system_opts import (
     SCENARIO_OPT,
     SET_OPT,
     SHARP_OPT,
-    catalog_from,
     size_list,
     system_from,
 )  # fmt: skip
 from fabricplan.collectives import OPS, predict, resolve_op
+from fabricplan.collectives.nccl_constants import MAX_CTAS
 
 # nccl-tests' default element type
 DTYPE_BYTES = 4
@@ -51,10 +51,10 @@ def collective(
     algo: str | None = typer.Option(None, "--algo", help="Limit algorithms, like NCCL_ALGO."),
     proto: str | None = typer.Option(None, "--proto", help="Limit protocols, like NCCL_PROTO."),
     min_ctas: int | None = typer.Option(
-        None, "--min-ctas", min=1, max=64, help="Like NCCL_MIN_CTAS: raises NVLS channels."
+        None, "--min-ctas", min=1, max=MAX_CTAS, help="Like NCCL_MIN_CTAS: raises NVLS channels."
     ),
     max_ctas: int | None = typer.Option(
-        None, "--max-ctas", min=1, max=64, help="Like NCCL_MAX_CTAS: caps NVLS channels."
+        None, "--max-ctas", min=1, max=MAX_CTAS, help="Like NCCL_MAX_CTAS: caps NVLS channels."
     ),
     hops: int | None = HOPS_OPT,
     sharp: bool = SHARP_OPT,

@@ -8,13 +8,12 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from fabricplan.catalog import UnknownIdError
+from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, err_console, fail, kv_table
 from fabricplan.cli.system_opts import (
-    CATALOG_OPT,
     GPN_OPT,
     JSON_OPT,
     NICS_OPT,
-    catalog_from,
     parse_size,
 )
 from fabricplan.congestion.dcqcn import qualities

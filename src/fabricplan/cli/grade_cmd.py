@@ -8,10 +8,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.collective_cmd import human_size
 from fabricplan.cli.output import console, emit_json, fail, fmt
 from fabricplan.cli.system_opts import (
-    CATALOG_OPT,
     FABRIC_OPT,
     GPN_OPT,
     GPU_OPT,
@@ -23,11 +23,10 @@ from fabricplan.cli.system_opts import (
     SCENARIO_OPT,
     SET_OPT,
     SHARP_OPT,
-    catalog_from,
     measured_runs,
 )
 from fabricplan.nccltests.compare import compare
-from fabricplan.nccltests.grade import Grade, grade
+from fabricplan.nccltests.grade import PASS_BW_RATIO, Grade, grade
 from fabricplan.validation import check_runs
 
 # Exit code when a run is graded `fail`: the command worked, the fabric did not.
@@ -129,7 +128,7 @@ def _print_grade(d: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col == "algo" else "right")
     worst = set(d["worst"])
     for r in d["rows"]:
-        mark = "red" if r["size_bytes"] in worst and r["ratio"] < 0.9 else ""
+        mark = "red" if r["size_bytes"] in worst and r["ratio"] < PASS_BW_RATIO else ""
         table.add_row(
             human_size(r["size_bytes"]), f"{r['measured_busbw_GBps']:.1f}",
             f"{r['expected_busbw_GBps']:.1f}", f"[{mark}]{r['ratio']:.2f}[/]" if mark

@@ -9,8 +9,8 @@ import typer
 
 from fabricplan.catalog import Catalog
 from fabricplan.cli import output
+from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import emit_json, fail, fmt, kv_table
-from fabricplan.cli.system_opts import CATALOG_OPT, catalog_from
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, summarize
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
-from fabricplan.cli.system_opts import CATALOG_OPT, catalog_from
 from fabricplan.workload import WorkloadError, evaluate_scenario
 
 _TRAIN_COLS = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from fabricplan.catalog import Catalog, CatalogError, UnknownIdError, default_catalog, load_catalog
+from fabricplan.catalog import Catalog, UnknownIdError
 from fabricplan.cli.output import fail
 from fabricplan.collectives import CommSystem, build_system, resolve_op
 from fabricplan.nccltests import ParseError, Run, parse_file
@@ -27,9 +27,6 @@ HOPS_OPT = typer.Option(
 SHARP_OPT = typer.Option(False, "--sharp", help="Enable in-network reduction (InfiniBand SHARP).")
 SCENARIO_OPT = typer.Option(None, "--scenario", help="Take the cluster from a scenario file.")
 SET_OPT = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field.")
-CATALOG_OPT = typer.Option(
-    None, "--catalog", help="Extra catalog file (e.g. written by `fabricplan calibrate`)."
-)
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 RUN_OPT = typer.Option(None, "--run", min=1, help="Only run N of the file (1-based; repeatable).")
 
@@ -71,15 +68,6 @@ def size_list(sizes: str | None, lo: str, hi: str, factor: float) -> list[int]:
         out.append(int(s))
         s *= factor
     return out
-
-
-def catalog_from(path: Path | None, as_json: bool) -> Catalog:
-    if path is None:
-        return default_catalog()
-    try:
-        return load_catalog([path])
-    except CatalogError as exc:
-        fail(f"catalog file: {exc}", as_json=as_json)
 
 
 def scenario_cluster(path: Path, overrides: list[str] | None, catalog: Catalog,

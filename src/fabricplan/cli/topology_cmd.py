@@ -8,15 +8,14 @@ import typer
 from rich.table import Table
 
 from fabricplan.catalog import UnknownIdError
+from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail, kv_table
 from fabricplan.cli.system_opts import (
-    CATALOG_OPT,
     GPN_OPT,
     JSON_OPT,
     NICS_OPT,
     SCENARIO_OPT,
     SET_OPT,
-    catalog_from,
     scenario_cluster,
 )
 from fabricplan.topology import DESIGNS, FabricDesign, TopologyError, design_fabric

@@ -196,7 +196,7 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
             + K.PAT_PER_RANK_LAT_US * n[:, None]
         )
 
-    runtime_channels = 2 * nch  # NCCL doubles the search channels at run time (connect.cc)
+    runtime_channels = K.RUNTIME_CHANNEL_FACTOR * nch
     return lat, bw, runtime_channels
 
 

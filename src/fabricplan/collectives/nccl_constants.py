@@ -176,3 +176,6 @@ NVLS_CHANNELS = np.array([16.0, 16.0, 16.0, 32.0])
 # NCCL_MAX_CTAS defaults to MAXCHANNELS (64 since NCCL 2.12, src/include/device.h); the CTA
 # limits clamp the NVLS channel count (src/transport/nvls.cc).
 MAX_CTAS = 64
+# NCCL doubles the channels its topology search finds when it connects them at run time
+# (src/graph/connect.cc), so on H100-class nodes each NIC carries two ring connections.
+RUNTIME_CHANNEL_FACTOR = 2

@@ -111,8 +111,7 @@ def apply_flow_control(net: Network, routed: Routed, col_of: np.ndarray, a: csr_
     hot_lanes = np.flatnonzero(hot)
     if len(hot_lanes) == 0 or fc.name in ("tcp", "lossless"):
         return Effect(cap, pause, hot, np.zeros(a.shape[1], bool), queues, before, 0.0)
-    hop = csr_matrix((routed.weight, (routed.lane, routed.flow)),
-                     shape=(net.lanes, len(col_of))).tocsr()  # fmt: skip
+    hop = routed.matrix(net.lanes, len(col_of))
     hop_rate = pushed[col_of]
     flows_on = np.diff(a.tocsr().indptr)  # columns per lane
     q = fc.quality
@@ -159,7 +158,8 @@ def apply_flow_control(net: Network, routed: Routed, col_of: np.ndarray, a: csr_
     # victims: flows that the pauses slow, beyond what the hot links themselves cost them
     at_hot = max_min_rates(a, cap, cap=demand, a_t=a_t)
     cap = cap * (1 - pause)
-    after = max_min_rates(a, cap, cap=demand, a_t=a_t)
+    # nothing paused (lossy fabrics always): the rates are the ones just computed
+    after = max_min_rates(a, cap, cap=demand, a_t=a_t) if pause.any() else at_hot
     victims = after < at_hot * (1 - VICTIM_LOSS)
     job_lanes = (a[:, job] if job.any() else a).sum(axis=1).A1 > 0
     paused_share = float(pause[job_lanes].mean()) if job_lanes.any() else 0.0

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabricplan.collectives.nccl_constants import RUNTIME_CHANNEL_FACTOR
 from fabricplan.topology.graph import FabricGraph
 
 PATTERNS = ("ring-allreduce", "tree-allreduce", "alltoall", "incast", "pipeline")
 PLACEMENTS = ("contiguous", "fragmented")
-# NCCL runs two channels per NIC on H100-class nodes (runtime channels = 2 x the search's one
-# per NIC; src/graph/connect.cc doubles them), so each NIC carries two ring connections.
-CHANNELS_PER_NIC = 2
+# The search finds one channel per NIC; NCCL doubles them at run time (the same factor the
+# collective model uses), so each NIC carries that many ring connections.
+CHANNELS_PER_NIC = RUNTIME_CHANNEL_FACTOR
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 Vertices are numbered in blocks: GPUs, then one NVLink domain (NVSwitch) per node, then NICs,
 then switches tier by tier. Edges are undirected, stored once as parallel arrays; parallel
-cables between the same two switches are one edge with a ``width``. The congestion layer uses
-:meth:`FabricGraph.paths` (all shortest paths, for ECMP) and the capacities.
+cables between the same two switches are one edge with a ``width``. The congestion layer reads
+the capacities and routes on its own (``congestion.network``); :meth:`FabricGraph.paths` and
+the distance helpers enumerate shortest paths explicitly, for the topology tests and benchmark
+that check the routing against them.
 """
 
 from __future__ import annotations

@@ -114,21 +114,25 @@ def _check(r: dict[str, Any], cat: Catalog) -> TrainingCheck:
     return TrainingCheck(r, metric, predicted, t, hw_tf, model_tf, mfu, st.breakdown())
 
 
-def check_file(path: Path, catalog: Catalog | None = None) -> list[TrainingCheck]:
+def check_file(path: Path, catalog: Catalog | None = None, gpu: str | None = None
+               ) -> list[TrainingCheck]:  # fmt: skip
+    """The file's rows (only those on ``gpu``, if given) against the model."""
     cat = catalog or default_catalog()
     data = tomllib.loads(path.read_text())
-    return [_check({**data["common"], **row}, cat) for row in data["row"]]
+    rows = ({**data["common"], **row} for row in data["row"])
+    return [_check(r, cat) for r in rows if gpu is None or r["gpu"] == gpu]
 
 
-def check_training(path: Path | None = None, catalog: Catalog | None = None
-                   ) -> list[TrainingCheck]:  # fmt: skip
+def check_training(path: Path | None = None, catalog: Catalog | None = None,
+                   gpu: str | None = None) -> list[TrainingCheck]:  # fmt: skip
     """The acceptance table: Megatron-LM SC'21 Table 1."""
-    return check_file(path or DATA / "megatron_sc21.toml", catalog)
+    return check_file(path or DATA / "megatron_sc21.toml", catalog, gpu)
 
 
-def check_held_back(catalog: Catalog | None = None) -> list[TrainingCheck]:
+def check_held_back(catalog: Catalog | None = None, gpu: str | None = None
+                    ) -> list[TrainingCheck]:  # fmt: skip
     """Every other published run, one file per source."""
-    return [c for f in sorted(HELD_BACK.glob("*.toml")) for c in check_file(f, catalog)]
+    return [c for f in sorted(HELD_BACK.glob("*.toml")) for c in check_file(f, catalog, gpu)]
 
 
 @dataclass(frozen=True)
@@ -172,12 +176,11 @@ def ceiling_sensitivity(catalog: Catalog | None = None) -> list[CeilingCase]:
     out = []
     for c in data["ceiling"]:
         gpu = cat.gpu(c["gpu"])
-        eff = c["tflops"] / gpu.bf16_dense_tflops
-        ours = abs(eff - gpu.matmul_efficiency) < 5e-4  # the catalog's figure, rounded
-        eff = gpu.matmul_efficiency if ours else eff
+        ours = bool(c.get("in_catalog", False))  # the catalog's own figure, as it rounds it
+        eff = gpu.matmul_efficiency if ours else c["tflops"] / gpu.bf16_dense_tflops
         varied = cat.with_entry(gpu.model_copy(update={"matmul_efficiency": eff}))
-        table1 = [k for k in check_training(catalog=varied) if k.row["gpu"] == gpu.id]
-        held = [k for k in check_held_back(varied) if k.row["gpu"] == gpu.id]
+        table1 = check_training(catalog=varied, gpu=gpu.id)
+        held = check_held_back(varied, gpu=gpu.id)
         out.append(CeilingCase(
             gpu=gpu.id, tflops=c["tflops"], efficiency=eff, label=c["label"],
             protocol=c["protocol"], source=c["source"], in_catalog=ours,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.workload.comm import collective_s
-from fabricplan.workload.plan import WEIGHT_BYTES, Hardware
+from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, hbm_bytes_per_s, matmul_flops
 from fabricplan.workload.shapes import ACT_BYTES, CAUSAL_FRACTION, TP_COLLECTIVES_PER_LAYER, Shape
 
 # Bytes per weight and per KV element when serving in FP8 (weights and KV cache quantised).
@@ -34,11 +34,9 @@ class Serving:
 
 def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int, batch: int,
           disaggregated: bool, precision: str, congestion: bool = True) -> Serving:  # fmt: skip
-    g = hw.gpu
     fp8 = precision == "fp8"
-    peak = g.fp8_dense_tflops if fp8 and g.fp8_dense_tflops else g.bf16_dense_tflops
-    peak *= 1e12 * g.matmul_efficiency
-    hbm = g.hbm_TBps * 1e12 * g.hbm_efficiency
+    peak = matmul_flops(hw.gpu, precision)
+    hbm = hbm_bytes_per_s(hw.gpu)
     wb = FP8_BYTES if fp8 else WEIGHT_BYTES
     kvb = FP8_BYTES if fp8 else ACT_BYTES
     # K/V heads split over TP only as far as there are heads to split (GQA replicates them)

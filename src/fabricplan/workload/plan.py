@@ -113,6 +113,18 @@ class Plans:
         return NEW_GRAD_BYTES + 2 * self.grad_bytes
 
 
+def matmul_flops(gpu: Gpu, precision: str) -> float:
+    """FLOP/s of a large matmul at the GPU's measured ceiling (catalog ``matmul_efficiency``):
+    FP8 when asked and the GPU has FP8 tensor cores, BF16 otherwise."""
+    fp8 = precision == "fp8" and gpu.fp8_dense_tflops
+    return (gpu.fp8_dense_tflops if fp8 else gpu.bf16_dense_tflops) * 1e12 * gpu.matmul_efficiency
+
+
+def hbm_bytes_per_s(gpu: Gpu) -> float:
+    """Achievable HBM bandwidth (catalog ``hbm_efficiency`` of the peak)."""
+    return gpu.hbm_TBps * 1e12 * gpu.hbm_efficiency
+
+
 def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
     c = s.cluster
     assert c.gpus_per_node is not None and c.nics_per_node is not None, "resolve first"

@@ -24,7 +24,7 @@ import numpy as np
 
 from fabricplan.workload.comm import collectives_s
 from fabricplan.workload.memory import Memory, memory, params_per_gpu
-from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans
+from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans, hbm_bytes_per_s, matmul_flops
 from fabricplan.workload.shapes import (
     ACT_BYTES,
     CAUSAL_FRACTION,
@@ -72,19 +72,11 @@ class Step:
         return {f"{p}_s": float(getattr(self, p)[i]) for p in parts}
 
 
-def _peak(hw: Hardware, precision: str) -> tuple[float, float]:
-    """FLOP/s of the projections (FP8 when asked) and of attention (BF16), at the measured
-    matmul ceiling."""
-    g = hw.gpu
-    bf16 = g.bf16_dense_tflops * 1e12 * g.matmul_efficiency
-    proj = (g.fp8_dense_tflops or g.bf16_dense_tflops) * 1e12 * g.matmul_efficiency
-    return (proj if precision == "fp8" else bf16), bf16
-
-
 def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) -> Step:
     """Step time of every plan in ``p`` for model ``s`` on ``hw``."""
-    peak_proj, peak_attn = _peak(hw, p.precision)
-    hbm = hw.gpu.hbm_TBps * 1e12 * hw.gpu.hbm_efficiency
+    # projections in FP8 when asked; attention stays in BF16
+    peak_proj, peak_attn = matmul_flops(hw.gpu, p.precision), matmul_flops(hw.gpu, "bf16")
+    hbm = hbm_bytes_per_s(hw.gpu)
     h = float(s.hidden)
     tokens = p.micro_batch * p.seq_len / p.cp  # per GPU per micro-batch
     ctx = p.seq_len * (CAUSAL_FRACTION if p.flash else 1.0)

@@ -1,0 +1,25 @@
+"""The ``--catalog`` option every command that reads the catalog shares. Kept apart from
+``system_opts`` so that light commands (``scenario``, ``catalog``, ``version``) do not import the
+collective model and numpy at start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from fabricplan.catalog import Catalog, CatalogError, default_catalog, load_catalog
+from fabricplan.cli.output import fail
+
+CATALOG_OPT = typer.Option(
+    None, "--catalog", help="Extra catalog file (e.g. written by `fabricplan calibrate`)."
+)
+
+
+def catalog_from(path: Path | None, as_json: bool) -> Catalog:
+    if path is None:
+        return default_catalog()
+    try:
+        return load_catalog([path])
+    except CatalogError as exc:
+        fail(f"catalog file: {exc}", as_json=as_json)
