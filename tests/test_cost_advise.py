@@ -300,6 +300,11 @@ def test_confidence_follows_the_growth_target_when_the_choice_rests_on_it():
     assert a.uncertainty["gpus"] == 512
     assert a.recommendation["p_cheapest"] == a.uncertainty["p_cheapest"][g["cheapest"]]
     assert a.recommendation["p_cheapest"] != today.uncertainty["p_cheapest"][g["cheapest"]]
+    # and so does the tornado: at the target the recommended fabric is the cheaper one, so the
+    # runner-up's margin is positive with every driver as assumed
+    assert all(d["gpus"] == 512 for d in a.sensitivity)
+    prices = [d for d in a.sensitivity if d["driver"] != "latency"]
+    assert any(d["margin_at_low_usd"] > 0 and d["margin_at_high_usd"] > 0 for d in prices)
 
 
 def test_tipping_point_is_where_the_two_fabrics_cost_the_same():

@@ -121,7 +121,9 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
     mc = {**_monte_carlo(mc_parts, names, seed), "gpus": mc_gpus}
     p_best = mc["p_cheapest"][names[best]]
     confidence = next(label for bound, label in CONFIDENCE if p_best >= bound)
-    sens = _sensitivity(parts, best, other) if other != best else []
+    # the tornado describes the same size as the Monte Carlo: the one the choice rests on
+    sens = _sensitivity(mc_parts, best, other) if other != best else []
+    sens = [{**d, "gpus": mc_gpus} for d in sens]
     fabrics = []
     for p, c, score, misses in zip(perf, costs, nominal, late, strict=True):
         fabrics.append({

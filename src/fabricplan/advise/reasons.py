@@ -123,8 +123,10 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
     if sens:
         top = sens[0]
         flip = "would flip the answer" if top["flips"] else "does not flip it"
+        at = top.get("gpus", sc.cluster.gpus)
+        where = f" at the growth target ({at:,} GPUs)" if at != sc.cluster.gpus else ""
         line += (
-            f"; the top driver is {top['label']}: across {top['low']:g}-{top['high']:g}x "
+            f"; the top driver{where} is {top['label']}: across {top['low']:g}-{top['high']:g}x "
             f"the margin moves by {usd(top['swing_usd'])} and {flip}"
         )
     tips = [d for d in sens if d.get("tips_at") is not None]

@@ -85,7 +85,8 @@ def _show(a: Advice) -> None:
                   usd(f["cost_per_run_usd"]), usd(f["risk_usd"]),
                   usd(f["cost_same_work_usd"]))  # fmt: skip
     console.print(t)
-    s = Table(title="What moves the answer (margin of the runner-up over the recommendation)",
+    s = Table(title="What moves the answer (margin of the runner-up over the recommendation"
+              f"{at})",
               title_justify="left", title_style="bold")  # fmt: skip
     for col in ("driver", "range", "margin at low", "margin at high", "flips"):
         s.add_column(col, justify="left" if col in ("driver", "flips") else "right")
