@@ -20,7 +20,7 @@ from scipy.optimize import least_squares
 from fabricplan.catalog import Fabric, Range
 from fabricplan.collectives import CommSystem, SystemArrays, sweep
 from fabricplan.collectives.model import TABLE_OPS
-from fabricplan.nccltests.compare import env_selection
+from fabricplan.nccltests.compare import env_selection, env_system
 from fabricplan.nccltests.grade import LARGE_BYTES, SMALL_BYTES
 from fabricplan.nccltests.parse import Run
 
@@ -63,9 +63,15 @@ def _fit_sizes(run: Run) -> np.ndarray:
 
 
 def _log_times(runs: Runs, nic: float, delta: float) -> np.ndarray:
+    """Predicted log-times of every run at goodput ``nic`` and step-latency delta ``delta``.
+    ``delta`` is the first run's; runs through other hop counts keep their own difference to it
+    (a change of the fabric's own latency moves every hop count by the same amount). Each run
+    is predicted under the algorithm and channel limits its log sets, as ``compare`` does."""
+    base_delta = runs[0][1].net_step_delta_us
     out = []
     for run, system, op in runs:
-        s = system.with_(nic_GBps=nic, net_step_delta_us=delta)
+        shift = system.net_step_delta_us - base_delta
+        s = env_system(run.env, system.with_(nic_GBps=nic, net_step_delta_us=delta + shift))
         algos, protos = env_selection(run.env)
         sizes = _fit_sizes(run)
         res = sweep(SystemArrays.of([s]), op, np.maximum(sizes, 1),
