@@ -288,3 +288,18 @@ def test_packet_spray_default_routing_runs_as_spray():
                             jitter_us=0.0)).to_dict()  # fmt: skip
     assert r["busbw_p50_GBps"] == pytest.approx(sprayed["busbw_p50_GBps"])
     assert r["busbw_p50_GBps"] > 0
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 8])
+def test_flow_count_is_what_each_pattern_makes(nodes: int):
+    g, _ = _ring_net(8)
+    for name in T.PATTERNS:
+        made = T.pattern(name, g, np.arange(nodes), 1e6)
+        assert T.flow_count(name, nodes, g.nics_per_node) == len(made.src), name
+
+
+def test_a_case_too_large_to_route_is_refused_before_any_work():
+    # all-to-all over 2,048 nodes: 2048 x 2047 x 8 flows, tens of GiB of routing tables
+    case = Case(gpus=16384, pattern="alltoall", design="rail-optimized", seeds=1)
+    with pytest.raises(CaseError, match=r"33,538,048 flows.*over the 4 GiB budget"):
+        run_case(case)

@@ -23,7 +23,13 @@ from fabricplan.congestion import traffic as T
 from fabricplan.congestion.alone import JobAlone, job_alone
 from fabricplan.congestion.dcqcn import qualities, quality
 from fabricplan.congestion.lossless import Effect, FlowControl, apply_flow_control
-from fabricplan.congestion.network import ROUTINGS, Network, Routed
+from fabricplan.congestion.network import (
+    ADAPTIVE_PIECES,
+    ADAPTIVE_ROUNDS,
+    ROUTINGS,
+    Network,
+    Routed,
+)
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
 from fabricplan.congestion.waterfill import complete
 from fabricplan.topology import DESIGNS, build_graph, design_fabric
@@ -42,6 +48,14 @@ P2P_PATTERNS = ("incast", "pipeline")
 # A fragmented job is scattered over a fabric this many times its size (unless told otherwise).
 FRAGMENTED_CLUSTER_FACTOR = 2
 HOTTEST_SHOWN = 5  # switch-to-switch links reported per case
+
+
+# Routing works on every flow piece of a round at once, gathering each piece's candidate ports
+# and their next hops (two int64 arrays) and a distance per candidate (a third): 24 bytes per
+# piece per switch port. The budget is the simulator's own target for one 16k-GPU case (4 GiB,
+# benchmarks/congestion.py); a case that would need more is refused before any work.
+ROUTE_BYTES_PER_PIECE_PORT = 24
+ROUTE_MEMORY_BUDGET_BYTES = 4 * 2**30
 
 
 class CaseError(ValueError):
@@ -226,6 +240,23 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     return _Seed(t_ideal, float(done.finish_us[:n_job].max()), eff, util, lat)
 
 
+def _check_route_memory(case: Case, routing: str, nodes: int, cluster_nodes: int, radix: int,
+                        nics: int) -> None:  # fmt: skip
+    """Refuse a case whose routing tables alone would outgrow the memory budget."""
+    flows = T.flow_count(case.pattern, nodes, nics) + (cluster_nodes - nodes) * nics  # + background
+    # pieces routed at once: every queue pair's (ECMP), one round's share (adaptive), one (spray)
+    adaptive = -(-flows * ADAPTIVE_PIECES // ADAPTIVE_ROUNDS)
+    per_round = {"ecmp": flows * case.qps, "adaptive": adaptive, "spray": flows}
+    need = per_round.get(routing, flows) * radix * ROUTE_BYTES_PER_PIECE_PORT
+    if need > ROUTE_MEMORY_BUDGET_BYTES:
+        raise CaseError(
+            f"gpus: {case.pattern} over {nodes:,} nodes makes {flows:,} flows; routing them "
+            f"needs about {need / 2**30:.0f} GiB, over the {ROUTE_MEMORY_BUDGET_BYTES / 2**30:.0f}"
+            " GiB budget: simulate a smaller group (congestion within one group repeats across"
+            " groups of the same size)"
+        )
+
+
 def run_case(case: Case, catalog: Catalog | None = None,
              progress: Callable[[int], None] | None = None) -> CaseResult:  # fmt: skip
     """Simulate ``case`` once per seed."""
@@ -250,6 +281,14 @@ def run_case(case: Case, catalog: Catalog | None = None,
     design = design_fabric(cluster, case.design, case.fabric, gpu=case.gpu, switch=case.switch,
                            oversubscription=case.oversubscription, gpus_per_node=k,
                            nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
+    _check_route_memory(
+        case,
+        routing,
+        nodes,
+        cluster // k,
+        design.layout.radix,
+        case.nics_per_node or cat.gpu(case.gpu).node.nics_per_node,
+    )
     sys = build_system(case.gpu, nodes, case.fabric, gpus_per_node=k,
                        nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
     graph = build_graph(design.layout, sys.nvlink_GBps, sys.nic_GBps)

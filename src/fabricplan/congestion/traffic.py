@@ -163,6 +163,22 @@ def pipeline(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
                    np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
 
 
+def flow_count(name: str, nodes: int, nics_per_node: int, channels: int = CHANNELS_PER_NIC
+               ) -> int:  # fmt: skip
+    """How many flows :func:`pattern` makes for ``nodes`` nodes, without making them."""
+    m = nics_per_node
+    counts = {
+        "ring-allreduce": nodes * m * channels if nodes > 1 else 0,
+        "tree-allreduce": 2 * (nodes - 1) * m * channels,
+        "alltoall": nodes * (nodes - 1) * m,
+        "incast": nodes - 1,
+        "pipeline": (nodes - 1) * m,
+    }
+    if name not in counts:
+        raise ValueError(f"unknown pattern '{name}'; known: {', '.join(PATTERNS)}")
+    return counts[name]
+
+
 def pattern(name: str, g: FabricGraph, nodes: np.ndarray, size: float,
             channels: int = CHANNELS_PER_NIC) -> Traffic:  # fmt: skip
     if name == "ring-allreduce":
