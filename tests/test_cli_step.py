@@ -26,6 +26,15 @@ def test_step_json_per_fabric():
         )
 
 
+def test_step_tp_comm_overlap_hides_tensor_parallel_time():
+    args = ("step", "examples/llama3-70b-512-h100.yaml", "--fabric", "ib-ndr", "--json")
+    off = json.loads(run(*args).stdout)[0]
+    on = json.loads(run(*args, "--set", "workload.parallel.tp_comm_overlap=true").stdout)[0]
+    assert 0 < on["breakdown"]["tp_comm_s"] < 0.5 * off["breakdown"]["tp_comm_s"]
+    assert on["breakdown"]["compute_s"] == off["breakdown"]["compute_s"]
+    assert on["step_time_s"] < off["step_time_s"]
+
+
 def test_step_fabric_flag_and_table():
     proc = run("step", "examples/llama3-70b-512-h100.yaml", "--fabric", "tcp-100g")
     assert proc.returncode == 0 and "tcp-100g" in proc.stdout and "bubble" in proc.stdout

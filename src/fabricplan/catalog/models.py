@@ -246,6 +246,9 @@ class Gpu(Entry):
     scaleup: Literal["nvlink", "xgmi"]
     scaleup_bidir_GBps: float = Field(gt=0, description="per GPU, both directions summed")
     tdp_w: float = Field(gt=0)
+    sm_count: int = Field(
+        gt=0, description="streaming multiprocessors (NVIDIA) or compute units (AMD)"
+    )
     node: ReferenceNode
     matmul_efficiency: float = Field(
         gt=0, le=1, description="best measured dense BF16 matmul throughput / peak (MAMF)"

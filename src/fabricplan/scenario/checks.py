@@ -114,6 +114,19 @@ def _check_parallel(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
             )
         )
         return
+    field = "workload.parallel.tp_comm_overlap"
+    if p.tp_comm_overlap and p.tp > 1 and not p.sequence_parallel:
+        why = "userbuffers overlap the sequence-parallel all-gathers and reduce-scatters"
+        problems.append(Problem(field, f"needs sequence_parallel: true ({why})", True))
+    if p.tp_comm_overlap and p.tp > gpn:
+        problems.append(
+            Problem(
+                field,
+                f"needs tp within one node (tp = {p.tp} > gpus_per_node = {gpn}): "
+                "userbuffers exchange through NVLink peer memory",
+                True,
+            )
+        )
     model_parallel = p.tp * p.pp * p.cp
     if c.gpus % model_parallel:
         problems.append(

@@ -73,6 +73,11 @@ class Parallel(_Strict):
     zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage (3 = FSDP)")
     vp: int = Field(default=1, gt=0, le=128, description="interleaved 1F1B: model chunks per stage")
     sequence_parallel: bool = Field(default=True, description="shard norms/dropout over tp")
+    tp_comm_overlap: bool = Field(
+        default=False,
+        description="hide TP collectives behind the GEMMs beside them (Megatron-Core "
+        "--tp-comm-overlap); needs sequence_parallel and tp within one node",
+    )
 
     @field_validator("dp", mode="before")
     @classmethod

@@ -98,6 +98,7 @@ def _check(r: dict[str, Any], cat: Catalog) -> TrainingCheck:
         sp=r.get("sp", False), recompute=r["recompute"], flash=r.get("flash", True),
         overlap_dp=r.get("overlap_dp", True), precision=r["precision"],
         grad_accum_fusion=r.get("grad_accum_fusion", True),
+        tp_comm_overlap=r.get("tp_comm_overlap", False),
     )  # fmt: skip
     st = training_step(shape, plan, hw)
     t = float(st.time[0])

@@ -72,13 +72,15 @@ class Plans:
     overlap_dp: bool = True
     precision: str = "bf16"  # bf16 | fp8 | fp16
     grad_accum_fusion: bool = True  # weight-gradient GEMMs accumulate in place
+    tp_comm_overlap: bool = False  # userbuffers: TP collectives behind GEMMs, see tp_overlap
 
     @classmethod
     def of(cls, *, recompute: str = "selective", flash: bool = True, overlap_dp: bool = True,
-           precision: str = "bf16", grad_accum_fusion: bool = True,
+           precision: str = "bf16", grad_accum_fusion: bool = True, tp_comm_overlap: bool = False,
            **arrays: object) -> Plans:  # fmt: skip
         """Broadcast scalars and arrays (tp=..., pp=..., ...) to one length."""
-        flags = ("recompute", "flash", "overlap_dp", "precision", "grad_accum_fusion")
+        flags = ("recompute", "flash", "overlap_dp", "precision", "grad_accum_fusion",
+                 "tp_comm_overlap")  # fmt: skip
         names = [f.name for f in fields(cls) if f.name not in flags]
         defaults = {"cp": 1, "ep": 1, "vp": 1, "zero": 1, "micro_batch": 1, "sp": True}
         values = [np.asarray(arrays.get(n, defaults.get(n)))
@@ -90,7 +92,8 @@ class Plans:
         cols = {n: np.array(v, dtype=bool if n == "sp" else float)
                 for n, v in zip(names, b, strict=True)}  # fmt: skip
         return cls(**cols, recompute=recompute, flash=flash, overlap_dp=overlap_dp,
-                   precision=precision, grad_accum_fusion=grad_accum_fusion)  # fmt: skip
+                   precision=precision, grad_accum_fusion=grad_accum_fusion,
+                   tp_comm_overlap=tp_comm_overlap)  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -158,4 +161,5 @@ def plans_from_scenario(s: Scenario) -> Plans:
         micro_batch=w.micro_batch, global_batch=w.global_batch, seq_len=w.seq_len,
         sp=p.sequence_parallel and p.tp > 1, recompute=w.recompute, flash=w.flash_attention,
         overlap_dp=w.overlap_dp, precision=w.precision, grad_accum_fusion=w.grad_accum_fusion,
+        tp_comm_overlap=p.tp_comm_overlap,
     )  # fmt: skip

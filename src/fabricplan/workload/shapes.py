@@ -60,12 +60,25 @@ class Shape:
     moe_layers: int
     top_k: int
     proj_flops: float  # attention projections + FFN (active), averaged over layers
+    attn_proj_flops: float  # of which the attention projections
+    attn_out_flops: float  # of which the attention output projection (row-parallel)
+    ffn_out_flops: float  # of which the FFN down projection (row-parallel)
     score_flops_per_ctx: float  # QK^T and AV per token per context position
     ffn_act_elems: float  # FFN activation-function elements read + written
     ffn_act_bytes: float  # FFN activations stored (bytes) beyond the fixed 3h
     kv_elems: float  # K and V elements per token per layer (KV cache, context parallel)
     kv_heads: int  # how far TP can split the KV cache (MLA's latent is not split)
     logits_flops: float  # output head per token
+
+    @property
+    def attn_in_flops(self) -> float:
+        """Q, K and V projections (column-parallel)."""
+        return self.attn_proj_flops - self.attn_out_flops
+
+    @property
+    def ffn_in_flops(self) -> float:
+        """FFN up (and gate) projections (column-parallel)."""
+        return self.proj_flops - self.attn_proj_flops - self.ffn_out_flops
 
     @property
     def dense_params(self) -> float:
@@ -90,9 +103,11 @@ def shape_of(m: Model) -> Shape:
         a = m.mla
         score = 2 * m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
         kv = a.kv_lora_rank + a.qk_rope_head_dim  # the compressed latent is what is cached
+        v_width = m.heads * a.v_head_dim
     else:
         score = 4 * m.heads * m.head_dim
         kv = 2 * m.kv_heads * m.head_dim
+        v_width = m.heads * m.head_dim
     expert = 0.0
     if m.moe is not None:
         expert_one = (3 if m.gated_mlp else 2) * m.hidden * m.moe.expert_ffn_hidden
@@ -110,6 +125,9 @@ def shape_of(m: Model) -> Shape:
         moe_layers=pc.moe_layers,
         top_k=m.moe.top_k if m.moe else 0,
         proj_flops=2.0 * (pc.attention_per_layer + ffn_w),
+        attn_proj_flops=2.0 * pc.attention_per_layer,
+        attn_out_flops=2.0 * v_width * m.hidden,
+        ffn_out_flops=2.0 * inner * m.hidden,
         score_flops_per_ctx=float(score),
         ffn_act_elems=float(act_elems),
         ffn_act_bytes=float(act_bytes),

@@ -34,6 +34,7 @@ from fabricplan.workload.shapes import (
     Shape,
     model_flops_per_token,
 )
+from fabricplan.workload.tp_overlap import UB_COMM_SMS, exposed_per_layer
 
 # FlashAttention-2 (Dao 2023, Sec. 3.1.1): the backward pass does 2.5x the forward's attention
 # matmul FLOPs, not 2x, because it recomputes the scores.
@@ -138,6 +139,15 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
     ], congestion)  # fmt: skip
 
     tp_layer = per_layer * (tp_ar_t + tp_rs_t + tp_ag_t)
+    if p.tp_comm_overlap:
+        # userbuffers: only with sequence parallelism and TP inside the NVLink domain
+        on = p.sp & (p.tp > 1) & (p.tp <= hw.gpus_per_node)
+        g = tokens / p.tp / peak_proj
+        ov_fwd, ov_bwd = exposed_per_layer(
+            tp_ag_t, tp_rs_t, g * s.attn_in_flops, g * s.attn_out_flops, g * s.ffn_in_flops,
+            g * s.ffn_out_flops, p.tp, UB_COMM_SMS / hw.gpu.sm_count,
+        )  # fmt: skip
+        tp_layer = np.where(on, ov_fwd * (passes - 1) + ov_bwd, tp_layer)
     ep_layer = per_layer * ep_one
     cp_ring = (p.cp - 1) * kv_one  # K/V blocks go round the ring behind the attention they feed
     cp_layer = np.maximum(cp_ring - score, 0) + np.maximum(2 * cp_ring - 2 * score, 0)
