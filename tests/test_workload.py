@@ -141,3 +141,14 @@ def test_unfused_gradient_accumulation_costs_its_hbm_traffic(precision, per_weig
     expected = passes * n * per_weight / hbm
     assert unfused.time[0] - fused.time[0] == pytest.approx(expected, rel=1e-6)
     assert unfused.compute[0] - fused.compute[0] == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_group_too_large_to_simulate_is_a_workload_error():
+    from fabricplan.workload import WorkloadError
+    from fabricplan.workload.comm import congestion_factor
+
+    hw = _hw(8 * 4096)
+    with pytest.raises(WorkloadError) as err:
+        congestion_factor(hw, "alltoall", 4096)
+    msg = str(err.value)
+    assert msg.startswith("workload.parallel:") and "4,096 nodes" in msg and "GiB" in msg

@@ -124,8 +124,10 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
         # nodes each byte crosses the network once per direction instead of a ring's ~2x,
         # so the network side carries twice the bandwidth (the "2-node" effect in real data).
         nvls_ch = np.maximum(m, 1)
-        intra = sa.nvls_ch * K.NVLS_EFFICIENCY[arch] * (nvls_ch - 1) / nvls_ch * 2
-        inter = sa.nic * np.where(nodes <= 2, 2.0, 1.0)
+        intra = (sa.nvls_ch * K.NVLS_EFFICIENCY[arch] * (nvls_ch - 1) / nvls_ch
+                 * K.NVLS_ALLREDUCE_PIPELINE)  # fmt: skip
+        two_node = nodes <= K.NVLS_TREE_TWO_NODE_MAX_NODES
+        inter = sa.nic * np.where(two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
         per_ch = np.minimum(np.minimum(intra, inter), K.PER_CH_MAX_NVLS_TREE_BW[arch, scale])
         ok = multi & sa.nvls & (nvls_ch >= 2)
         bw[:, NVLS_TREE, SIMPLE] = np.where(ok, nvls_ch * per_ch * ring_ratio, 0.0)
@@ -134,7 +136,7 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
         cn = multi & sa.sharp
         bus_cn = np.maximum(m, 1) * sa.nic
         ratio = k / np.maximum(m, 1)
-        ratio = ratio - (ratio - 1) / 2
+        ratio = ratio - (ratio - 1) * K.COLLNET_SHARED_NIC_RELIEF
         direct = bus_cn / ratio * np.where(arch >= K.ARCH_INDEX["hopper"], K.COLLNET_SM90_FACTOR, 1)
         bw[:, CN_DIRECT, SIMPLE] = np.where(cn, direct * K.TREE_ALG_RATIO, 0.0)
         bw[:, CN_CHAIN, SIMPLE] = np.where(cn, bus_cn * K.TREE_ALG_RATIO, 0.0)
@@ -142,7 +144,7 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if ar or agrs:
         # NVLS inside one node: one channel per GPU at the NVLS graph's per-channel speed.
         heads = k
-        part = 2.0 if ar else (k - 1) / k
+        part = K.NVLS_ALLREDUCE_PIPELINE if ar else (k - 1) / k
         nvls_bus = heads * sa.nvls_ch * K.NVLS_EFFICIENCY[arch] * (heads - 1) / heads * part
         ok = single & sa.nvls & (heads >= 2)
         bw[:, NVLS, SIMPLE] = np.where(ok, nvls_bus * (ring_ratio if ar else 1.0), 0.0)

@@ -116,6 +116,17 @@ TREE_LL128_FACTOR_ONE_NODE = 7.0 / 9.0
 PAT_FACTOR = 0.75
 COLLNET_SM90_FACTOR = 0.85
 
+# NVLS model refinements (tuning.cc, ncclTopoTuneModel): an NVLS all-reduce pipelines two
+# operations through the switch, so its per-channel intra-node bandwidth counts twice; with at
+# most two nodes NVLS-Tree's network side carries twice the bandwidth (each byte crosses once
+# per direction, not a ring's ~2x).
+NVLS_ALLREDUCE_PIPELINE = 2.0
+NVLS_TREE_TWO_NODE_INTER = 2.0
+NVLS_TREE_TWO_NODE_MAX_NODES = 2
+# CollNet Direct needs a NIC per GPU at full speed: with f GPUs per NIC the bus bandwidth is
+# divided by f - (f - 1) * COLLNET_SHARED_NIC_RELIEF (tuning.cc: factor -= (factor - 1) / 2).
+COLLNET_SHARED_NIC_RELIEF = 0.5
+
 # Ring/Simple all-reduce across nodes pays 1.4x latency once messages fill the pipeline
 # ("plateau effect of ring", tuning.cc, sm80+).
 RING_PLATEAU_LAT_FACTOR = 1.4

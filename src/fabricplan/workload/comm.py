@@ -17,6 +17,7 @@ import numpy as np
 
 from fabricplan.collectives import CommSystem, SystemArrays, build_system, sweep
 from fabricplan.collectives.model import A
+from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.plan import Hardware
 
 # Seeds of the congestion simulation per (fabric, pattern, nodes): enough for a stable median.
@@ -86,7 +87,7 @@ def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: fl
                         nodes: int) -> float:  # fmt: skip
     # heavy imports: only when a group crosses the network
     from fabricplan.congestion.backends import SimulatedCongestion
-    from fabricplan.congestion.simulate import Case
+    from fabricplan.congestion.simulate import Case, CaseError
 
     case = Case(
         gpu=gpu,
@@ -99,7 +100,14 @@ def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: fl
         size_bytes=CONGESTION_PROBE_BYTES,
     )
     sim = SimulatedCongestion(case=case)
-    return sim.factor(nodes, gpus_per_node, nics_per_node, pattern)
+    try:
+        return sim.factor(nodes, gpus_per_node, nics_per_node, pattern)
+    except CaseError as exc:  # e.g. a group too large to route within the memory budget
+        why = str(exc).split(": simulate")[0]  # the simulator's own hint is for its CLI
+        raise WorkloadError(
+            f"workload.parallel: the {pattern} traffic of a group over {nodes:,} nodes cannot be "
+            f"simulated for its congestion ({why}); use a plan whose groups span fewer nodes"
+        ) from None
 
 
 Request = tuple[str, np.ndarray, np.ndarray, np.ndarray, str | None]

@@ -7,6 +7,7 @@ from typing import Any
 
 from fabricplan.catalog import Catalog
 from fabricplan.scenario import Scenario
+from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.inference import serve
 from fabricplan.workload.memory import USABLE_MEMORY_FRACTION, describe, memory
 from fabricplan.workload.plan import Hardware, Plans, hardware_from_scenario, plans_from_scenario
@@ -14,10 +15,7 @@ from fabricplan.workload.shapes import Shape, shape_of
 from fabricplan.workload.training import training_step
 
 SECONDS_PER_DAY = 86_400.0
-
-
-class WorkloadError(ValueError):
-    """A plan that cannot run (does not fit in memory); the message says what would."""
+__all__ = ["FabricResult", "WorkloadError", "evaluate_scenario"]
 
 
 @dataclass(frozen=True)
