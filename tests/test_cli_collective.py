@@ -108,6 +108,11 @@ def test_calibrate_writes_a_usable_fabric(tmp_path):
     check = run("scenario", "check", str(DESIGN_EXAMPLE), "--catalog", str(out), "--set",
                 "cluster.fabric=[ib-ndr, roce-moc]")  # fmt: skip
     assert check.returncode == 0, check.stderr
+    # the workload, congestion simulation included, runs on the calibrated fabric too
+    step = run("step", str(DESIGN_EXAMPLE), "--catalog", str(out), "--set",
+               "cluster.fabric=[ib-ndr, roce-moc]", "--json")  # fmt: skip
+    assert step.returncode == 0, step.stderr
+    assert [r["fabric"] for r in json.loads(step.stdout)] == ["ib-ndr", "roce-moc"]
 
 
 def test_run_selection(tmp_path):

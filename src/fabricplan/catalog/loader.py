@@ -82,7 +82,9 @@ def resolve_kind(kind: str) -> str:
         raise UnknownIdError("kind", kind, CATALOG_KINDS) from None
 
 
-@dataclass(frozen=True)
+# eq=False: a catalog is one loaded set of files, equal only to itself, and hashable so that
+# caches can key on it (its mappings are not hashable).
+@dataclass(frozen=True, eq=False)
 class Catalog:
     """All catalog entries, indexed by kind and by id (ids are unique across kinds)."""
 

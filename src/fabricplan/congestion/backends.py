@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from fabricplan.catalog import Catalog
 from fabricplan.collectives.model import NVLS_TREE, RING, TREE, A, SystemArrays
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.network import Network
@@ -47,6 +48,7 @@ class ClosedFormECMP:
     oversubscription: float = 1.0
     qps: int = 1
     name: str = "ecmp-closed-form"
+    catalog: Catalog | None = None  # None: the default catalog
 
     def _one(self, nodes: int, k: int, m: int, pattern: str) -> float:
         # scipy.stats and scipy.signal: loaded here, not by every user of the simulator
@@ -54,7 +56,7 @@ class ClosedFormECMP:
 
         d = design_fabric(nodes * k, self.design, self.fabric, gpu=self.gpu,
                           oversubscription=self.oversubscription, gpus_per_node=k,
-                          nics_per_node=m)  # fmt: skip
+                          nics_per_node=m, catalog=self.catalog)  # fmt: skip
         g = build_graph(d.layout, 1.0, 1.0)
         nic = d.fabric.nic_goodput_GBps.nominal
         net = Network(g, nic / (d.fabric.line_rate_gbps / 8))
@@ -71,11 +73,12 @@ class SimulatedCongestion:
 
     case: Case = field(default_factory=lambda: Case(seeds=20, jitter_us=0.0))
     name: str = "flow-simulation"
+    catalog: Catalog | None = None  # None: the default catalog
 
     def factor(self, nodes: int, k: int, m: int, pattern: str) -> float:
         """Median slowdown of ``pattern`` over ``nodes`` nodes of ``k`` GPUs and ``m`` NICs."""
         c = replace(self.case, gpus=nodes * k, gpus_per_node=k, nics_per_node=m, pattern=pattern)
-        return float(np.median(run_case(c).network_slowdowns))
+        return float(np.median(run_case(c, self.catalog).network_slowdowns))
 
     def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
         return _per_configuration(sa, self.factor)

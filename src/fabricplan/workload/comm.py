@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from fabricplan.catalog import Catalog
 from fabricplan.collectives import CommSystem, SystemArrays, build_system, sweep
 from fabricplan.collectives.model import A
 from fabricplan.workload.errors import WorkloadError
@@ -75,7 +76,7 @@ def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
         return 1.0
     return _simulated_slowdown(hw.gpu.id, hw.fabric, hw.design, hw.oversubscription,
                                hw.roce_quality, hw.gpus_per_node, hw.nics_per_node, pattern,
-                               nodes)  # fmt: skip
+                               nodes, hw.catalog)  # fmt: skip
 
 
 # Cached on exactly what the simulation reads. The cluster's size is not among them (the
@@ -84,7 +85,7 @@ def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
 @lru_cache(maxsize=512)
 def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: float,
                         roce_quality: str, gpus_per_node: int, nics_per_node: int, pattern: str,
-                        nodes: int) -> float:  # fmt: skip
+                        nodes: int, catalog: Catalog | None = None) -> float:  # fmt: skip
     # heavy imports: only when a group crosses the network
     from fabricplan.congestion.backends import SimulatedCongestion
     from fabricplan.congestion.simulate import Case, CaseError
@@ -99,7 +100,7 @@ def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: fl
         jitter_us=0.0,
         size_bytes=CONGESTION_PROBE_BYTES,
     )
-    sim = SimulatedCongestion(case=case)
+    sim = SimulatedCongestion(case=case, catalog=catalog)
     try:
         return sim.factor(nodes, gpus_per_node, nics_per_node, pattern)
     except CaseError as exc:  # e.g. a group too large to route within the memory budget

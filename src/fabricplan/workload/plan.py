@@ -46,6 +46,8 @@ class Hardware:
     # The whole cluster for the collective model, built from the scenario's catalog; None
     # builds it from the default catalog.
     system: CommSystem | None = None
+    # The scenario's catalog, for the congestion simulator; None means the default one.
+    catalog: Catalog | None = None
 
     @property
     def nodes(self) -> int:
@@ -148,6 +150,7 @@ def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
             nics_per_node=c.nics_per_node,
             catalog=cat,
         ),
+        catalog=cat,
     )
 
 
