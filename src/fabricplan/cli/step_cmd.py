@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -12,6 +12,11 @@ from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.workload import WorkloadError, evaluate_scenario
+
+if TYPE_CHECKING:
+    from fabricplan.catalog import Catalog
+    from fabricplan.scenario import Scenario
+    from fabricplan.workload import FabricResult
 
 _TRAIN_COLS = (
     ("step (s)", "step_time_s", "{:.3f}"),
@@ -52,6 +57,25 @@ def _breakdown_table(results: list[dict[str, Any]]) -> Table:
     return t
 
 
+def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], congestion: bool
+                   ) -> list[FabricResult]:  # fmt: skip
+    """One fabric at a time behind a transient bar: a group spanning hundreds of nodes makes
+    the congestion simulation take a minute or more."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fabricplan.cli.output import err_console
+
+    out = []
+    cols = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with Progress(*cols, console=err_console, transient=True) as bar:
+        task = bar.add_task("step", total=len(fabrics))
+        for f in fabrics:
+            bar.update(task, description=f"step on {f}")
+            out += evaluate_scenario(sc, cat, [f], congestion=congestion)
+            bar.advance(task)
+    return out
+
+
 def step_cmd(
     file: Path = FILE_ARG,
     fabric: list[str] | None = typer.Option(
@@ -72,8 +96,12 @@ def step_cmd(
         if unknown:
             fail(f"--fabric: unknown id {', '.join(unknown)}; known: "
                  f"{', '.join(cat.ids('fabric'))}", as_json=as_json)  # fmt: skip
+    fabrics = list(fabric or sc.cluster.fabrics)
     try:
-        found = evaluate_scenario(sc, cat, fabric or None, congestion=not no_congestion)
+        if as_json:
+            found = evaluate_scenario(sc, cat, fabrics, congestion=not no_congestion)
+        else:
+            found = _with_progress(sc, cat, fabrics, not no_congestion)
         results = [r.to_dict() for r in found]
     except WorkloadError as exc:
         fail(str(exc), as_json=as_json)
