@@ -46,6 +46,15 @@ def main() -> None:
     assert np.isfinite(res.time).all()
     print(f"vectorised sweep: {n:,} configurations in {dt * 1e3:.0f} ms = {n / dt:,.0f} "
           f"configurations/s (target >= 20,000)")  # fmt: skip
+    overlapped = Plans.of(tp=tp, pp=pp, dp=dp, micro_batch=mb, global_batch=dp * mb * 16,
+                          seq_len=rng.choice([2048, 4096, 8192], n), zero=rng.integers(0, 4, n),
+                          sp=tp > 1, recompute="full", tp_comm_overlap=True)  # fmt: skip
+    training_step(s, overlapped, hw)
+    t0 = time.perf_counter()
+    res = training_step(s, overlapped, hw)
+    dt = time.perf_counter() - t0
+    assert np.isfinite(res.time).all()
+    print(f"  with tp_comm_overlap: {n / dt:,.0f} configurations/s")
 
 
 if __name__ == "__main__":
