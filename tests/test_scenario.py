@@ -287,3 +287,16 @@ def test_pcie_limit_is_flagged(cat):
     assert facts["goodput_per_port_GBps"] == pytest.approx(63.015, rel=1e-4)
     ndr = scenario_from_data({"cluster": {"gpu": "h100", "gpus": 16, "fabric": "ib-ndr"}})
     assert summarize(ndr, cat)["fabrics"][0]["pcie_limited"] is False
+
+
+@pytest.mark.parametrize(
+    ("speed", "expect"),
+    [(400, ("ib-ndr", "roce-400g")), (200, ("ib-hdr", "roce-200g")),
+     (800, ("ib-xdr", "roce-800g")), (1600, ("ib-xdr", "roce-800g")),
+     (100, ("ib-hdr", "roce-100g")), (50, ("ib-hdr", "roce-100g"))],
+)  # fmt: skip
+def test_default_fabrics_follow_the_nic_speed(cat, speed, expect):
+    """Same line rate, else the fastest the NIC can run, else the slowest there is."""
+    from fabricplan.scenario.load import default_fabrics_at
+
+    assert default_fabrics_at(cat, speed) == expect

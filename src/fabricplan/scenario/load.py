@@ -116,14 +116,27 @@ def _structural_problems(exc: ValidationError) -> list[Problem]:
 
 def _default_fabrics(cat: Catalog, gpu_id: str) -> tuple[str, ...]:
     """InfiniBand and RoCE at the reference node's NIC speed: the usual question."""
-    speed = cat.gpu(gpu_id).node.nic_speed_gbps
-    picks = [
-        f.id
-        for fam in ("infiniband", "roce")
-        for f in cat.entries("fabric")
-        if f.family == fam and f.status == "shipping" and f.line_rate_gbps == speed  # type: ignore[attr-defined]
-    ]
-    return tuple(picks) or ("ib-ndr", "roce-400g")
+    return default_fabrics_at(cat, cat.gpu(gpu_id).node.nic_speed_gbps)
+
+
+def default_fabrics_at(cat: Catalog, speed_gbps: float) -> tuple[str, ...]:
+    """One shipping InfiniBand and one shipping RoCE fabric for a NIC of ``speed_gbps``: the
+    same line rate, else the fastest below it (the NIC runs it), else the slowest above."""
+    picks = []
+    for fam in ("infiniband", "roce"):
+        rates = {f.id: f.line_rate_gbps for f in cat.entries("fabric")  # type: ignore[attr-defined]
+                 if f.family == fam and f.status == "shipping"}  # type: ignore[attr-defined]  # fmt: skip
+        if not rates:
+            continue
+        below = [i for i, r in rates.items() if r <= speed_gbps]
+        pick = (max(below, key=rates.__getitem__) if below
+                else min(rates, key=rates.__getitem__))  # fmt: skip
+        picks.append(pick)
+    if not picks:
+        raise ScenarioError([Problem("cluster.fabric", "the catalog has no shipping InfiniBand "
+                                     f"or RoCE fabric to default to; name one of "
+                                     f"{', '.join(cat.ids('fabric'))}")])  # fmt: skip
+    return tuple(picks)
 
 
 def _resolve_workload(w: Workload, cluster: Cluster, cat: Catalog) -> Workload:
