@@ -30,6 +30,9 @@ def test_collective_range_and_table():
                "1G", "--factor", "4")  # fmt: skip
     assert proc.returncode == 0
     assert "1M" in proc.stdout and "1G" in proc.stdout and "roce-400g" in proc.stdout
+    rows = json.loads(run("collective", "--nodes", "4", "--fabric", "roce-400g", "--min", "1M",
+                          "--max", "1G", "--factor", "4", "--json").stdout)["rows"]  # fmt: skip
+    assert [r["size_bytes"] for r in rows] == [2**20 * 4**i for i in range(6)]
 
 
 def test_collective_from_scenario():

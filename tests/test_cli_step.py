@@ -38,6 +38,10 @@ def test_step_tp_comm_overlap_hides_tensor_parallel_time():
 def test_step_fabric_flag_and_table():
     proc = run("step", "examples/llama3-70b-512-h100.yaml", "--fabric", "tcp-100g")
     assert proc.returncode == 0 and "tcp-100g" in proc.stdout and "bubble" in proc.stdout
+    one = lambda f: json.loads(run("step", "examples/llama3-70b-512-h100.yaml", "--fabric", f,  # noqa: E731
+                                   "--json").stdout)  # fmt: skip
+    tcp, ib = one("tcp-100g"), one("ib-ndr")
+    assert len(tcp) == 1 and tcp[0]["step_time_s"] > ib[0]["step_time_s"]
 
 
 def test_step_rejects_a_plan_that_does_not_fit():
@@ -99,4 +103,8 @@ def test_validate_claims_suite():
     out = json.loads(run("validate", "--suite", "claims", "--json").stdout)
     assert {r["id"] for r in out} >= {"16-gpu-roce-92-95pct", "256-gpu-gap-30-40pct"}
     assert all(r["holds"] in (True, False, None) for r in out)
+    # the suite is `fabricplan claims`, verdicts included
+    assert out == json.loads(run("claims", "--json").stdout)
+    verdicts = {r["id"]: r["holds"] for r in out}
+    assert verdicts["16-gpu-roce-92-95pct"] is False and verdicts["256-gpu-gap-30-40pct"] is False
     assert run("validate", "--suite", "nope").returncode == 2

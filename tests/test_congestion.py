@@ -283,11 +283,15 @@ def test_packet_spray_default_routing_runs_as_spray():
     """uec-800g's catalog default is 'packet-spray'; the simulator spreads every flow evenly."""
     from fabricplan.congestion.simulate import Case, run_case
 
-    r = run_case(Case(gpus=64, fabric="uec-800g", seeds=2, jitter_us=0.0)).to_dict()
-    sprayed = run_case(Case(gpus=64, fabric="uec-800g", routing="spray", seeds=2,
-                            jitter_us=0.0)).to_dict()  # fmt: skip
+    # 256 GPUs on a fat-tree: two tiers, so the routing has paths to choose between
+    one = {"gpus": 256, "design": "fat-tree", "fabric": "uec-800g", "seeds": 2, "jitter_us": 0.0}
+    r = run_case(Case(**one)).to_dict()
+    sprayed = run_case(Case(**one, routing="spray")).to_dict()
+    ecmp = run_case(Case(**one, routing="ecmp")).to_dict()
+    assert r["routing"] == "spray"
     assert r["busbw_p50_GBps"] == pytest.approx(sprayed["busbw_p50_GBps"])
-    assert r["busbw_p50_GBps"] > 0
+    assert r["network_slowdown_p50"] == pytest.approx(1.0)  # even spreading: no collisions
+    assert ecmp["network_slowdown_p50"] > 1.2  # hashing collides on the same fabric
 
 
 @pytest.mark.parametrize("nodes", [2, 3, 8])

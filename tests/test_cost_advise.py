@@ -190,6 +190,10 @@ def test_break_even_by_maturity_orders_with_roce_operating_cost():
     assert be["gpus"] == be["by_maturity"][sc.organization.network_maturity]
     order = [be["by_maturity"][m] or float("inf") for m in MATURITIES]
     assert order == sorted(order)
+    # at 512 GPUs the order has something to order: IB pays for itself only at low maturity
+    demo = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
+    assert break_even_gpus(demo, cat)["by_maturity"] == {"low": 1024, "medium": None,
+                                                          "high": None}  # fmt: skip
 
 
 def test_growth_target_is_evaluated_and_followed():

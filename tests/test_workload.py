@@ -152,3 +152,17 @@ def test_a_group_too_large_to_simulate_is_a_workload_error():
         congestion_factor(hw, "alltoall", 4096)
     msg = str(err.value)
     assert msg.startswith("workload.parallel:") and "4,096 nodes" in msg and "GiB" in msg
+
+
+def test_stacked_plans_are_the_rows_of_each():
+    s = shape_of(CAT.model("llama3-8b"))
+    one = Plans.of(tp=2, pp=1, dp=8, global_batch=64, seq_len=4096)
+    two = Plans.of(tp=np.array([1, 4]), pp=np.array([2, 1]), dp=np.array([8, 4]),
+                   global_batch=64, seq_len=4096)  # fmt: skip
+    both = training_step(s, Plans.stack([one, two]), _hw(16), congestion=False).time
+    apart = [*training_step(s, one, _hw(16), congestion=False).time,
+             *training_step(s, two, _hw(16), congestion=False).time]  # fmt: skip
+    assert both == pytest.approx(apart, rel=1e-12)
+    with pytest.raises(ValueError, match="scalar flag"):
+        Plans.stack([one, Plans.of(tp=2, pp=1, dp=8, global_batch=64, seq_len=4096,
+                                   recompute="full")])  # fmt: skip

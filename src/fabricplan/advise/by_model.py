@@ -17,12 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from fabricplan.advise.break_even import ib_and_roce, sizes, summary, sweep
 from fabricplan.catalog import Catalog
 from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
 from fabricplan.scenario.load import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_SEQ_LEN
 from fabricplan.workload import shape_of, training_step
-from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
+from fabricplan.workload.plan import Plans, hardware_from_scenario, plans_from_scenario
 
 # The parallel sizes tried. Tensor parallel stops at the node (it is capped there too);
 # pipelines deeper than 16 stages only add bubble at the sizes evaluated; expert parallel goes to
@@ -66,7 +68,7 @@ def reference_scenario(sc: Scenario, cat: Catalog, model: str, gpus: int, ib: st
     shape = shape_of(m)
     seq = min(DEFAULT_MAX_SEQ_LEN, m.max_seq_len)
     batch_seqs = max(1, DEFAULT_BATCH_TOKENS // seq)  # the model's default batch, in sequences
-    best: tuple[float, Scenario] | None = None
+    valid: dict[str, list[tuple[Scenario, Plans]]] = {r: [] for r in RECOMPUTE}
     for plan in _candidates(gpn, m.heads, experts):
         if gpus % (plan["tp"] * plan["pp"]) or plan["pp"] > m.layers:
             continue
@@ -77,10 +79,18 @@ def reference_scenario(sc: Scenario, cat: Catalog, model: str, gpus: int, ib: st
         p = plans_from_scenario(s)
         if p.dp[0] > batch_seqs:
             continue  # more replicas than sequences would inflate the batch
-        st = training_step(shape, p, hardware_from_scenario(s, cat, ib), congestion=False)
-        per_token = float(st.time[0] / st.tokens[0])
-        if st.memory.fits[0] and (best is None or per_token < best[0]):
-            best = (per_token, s)
+        valid[plan["recompute"]].append((s, p))
+    # every candidate of one recomputation mode in one vectorised step, in the order tried
+    best: tuple[float, Scenario] | None = None
+    for found in valid.values():
+        if not found:
+            continue
+        hw = hardware_from_scenario(found[0][0], cat, ib)  # the same cluster for every plan
+        st = training_step(shape, Plans.stack([p for _, p in found]), hw, congestion=False)
+        per_token = np.where(st.memory.fits, st.time / st.tokens, np.inf)
+        i = int(np.argmin(per_token))  # the first of equals, as tried
+        if np.isfinite(per_token[i]) and (best is None or per_token[i] < best[0]):
+            best = (float(per_token[i]), found[i][0])
     return None if best is None else best[1]
 
 

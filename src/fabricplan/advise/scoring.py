@@ -22,17 +22,17 @@ from fabricplan.cost import FabricCost, fabric_cost, load_assumptions
 from fabricplan.scenario import Scenario, scenario_from_data
 from fabricplan.workload import evaluate_scenario
 
-# Monte Carlo ranges (uniform multipliers, low-high). Assumptions, written next to the driver
-# they move; the server spread comes from the cost assumptions file.
-_SERVER_SPREAD = load_assumptions().server_spread
+# Monte Carlo ranges (uniform multipliers, low-high): labelled assumptions in the cost
+# assumptions file ([uncertainty], and the server spread).
+_A = load_assumptions()
 DRIVERS: dict[str, tuple[str, float, float]] = {
-    "server": ("GPU server price", 1 - _SERVER_SPREAD, 1 + _SERVER_SPREAD),
-    "network": ("network gear price (switches, NICs, optics)", 0.75, 1.25),
-    "power": ("electricity price", 0.7, 1.3),
-    "staff": ("network staff cost and headcount", 0.7, 1.5),
-    "stabilisation": ("weeks to stable collectives", 0.5, 2.0),
-    "risk": ("fabric-caused interruptions per year", 0.5, 2.0),
-    "price": ("rented GPU-hour price", 0.8, 1.2),
+    "server": ("GPU server price", 1 - _A.server_spread, 1 + _A.server_spread),
+    "network": ("network gear price (switches, NICs, optics)", *_A.uncertainty("network")),
+    "power": ("electricity price", *_A.uncertainty("power")),
+    "staff": ("network staff cost and headcount", *_A.uncertainty("staff")),
+    "stabilisation": ("weeks to stable collectives", *_A.uncertainty("stabilisation")),
+    "risk": ("fabric-caused interruptions per year", *_A.uncertainty("risk")),
+    "price": ("rented GPU-hour price", *_A.uncertainty("price")),
     # position within each fabric's catalog RDMA latency range (0 = low, 1 = high)
     "latency": ("fabric latency within the catalog range", 0.0, 1.0),
 }

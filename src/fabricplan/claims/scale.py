@@ -72,7 +72,9 @@ def catalog_with_one_switch_latency(cat: Catalog, fabric: str, us: float) -> Cat
 def _evaluate(cat: Catalog, scenario: str, v: Variant) -> tuple[dict[str, Any], dict[str, Any]]:
     c = catalog_with_latency(cat, ROCE, v.roce_latency)
     sc = load_scenario(EXAMPLES / scenario, catalog=c, overrides=list(v.overrides))
-    ib, roce = (r.values for r in evaluate_scenario(sc, c, [IB, ROCE]))
+    # IB on the unchanged catalog, so its congestion runs are shared across variants
+    (ib,) = (r.values for r in evaluate_scenario(sc, cat, [IB]))
+    (roce,) = (r.values for r in evaluate_scenario(sc, c, [ROCE]))
     return ib, roce
 
 

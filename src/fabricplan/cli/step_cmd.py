@@ -59,21 +59,17 @@ def _breakdown_table(results: list[dict[str, Any]]) -> Table:
 
 def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], congestion: bool
                    ) -> list[FabricResult]:  # fmt: skip
-    """One fabric at a time behind a transient bar: a group spanning hundreds of nodes makes
-    the congestion simulation take a minute or more."""
+    """Behind a transient bar: a group spanning hundreds of nodes makes the congestion
+    simulation take a minute or more."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fabricplan.cli.output import err_console
 
-    out = []
     cols = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*cols, console=err_console, transient=True) as bar:
-        task = bar.add_task("step", total=len(fabrics))
-        for f in fabrics:
-            bar.update(task, description=f"step on {f}")
-            out += evaluate_scenario(sc, cat, [f], congestion=congestion)
-            bar.advance(task)
-    return out
+        task = bar.add_task("step per fabric", total=len(fabrics))
+        return evaluate_scenario(sc, cat, fabrics, congestion=congestion,
+                                 tick=lambda _f: bar.advance(task))  # fmt: skip
 
 
 def step_cmd(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -79,6 +80,16 @@ def scenario_cluster(path: Path, overrides: list[str] | None, catalog: Catalog,
         fail(f"{path}: invalid scenario", exc.problems, as_json=as_json)
 
 
+def _fill_from_scenario(flags: dict[str, Any], scenario: Path, overrides: list[str] | None,
+                        catalog: Catalog, as_json: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
+    """``flags`` (gpu, gpus_per_node, nics_per_node, fabric) with the scenario's cluster where a
+    flag is not given, and the scenario's node count."""
+    c = scenario_cluster(scenario, overrides, catalog, as_json)
+    cluster = {"gpu": c.gpu, "gpus_per_node": c.gpus_per_node, "nics_per_node": c.nics_per_node,
+               "fabric": c.fabrics[0]}  # fmt: skip
+    return {**flags, **{k: flags.get(k) or cluster[k] for k in cluster}}, c.nodes
+
+
 def system_from(
     *,
     gpu: str | None,
@@ -95,12 +106,11 @@ def system_from(
 ) -> CommSystem:
     """Flags win over the scenario; the scenario wins over catalog defaults."""
     if scenario is not None:
-        c = scenario_cluster(scenario, overrides, catalog, as_json)
-        gpu = gpu or c.gpu
-        nodes = nodes or c.nodes
-        gpus_per_node = gpus_per_node or c.gpus_per_node
-        nics_per_node = nics_per_node or c.nics_per_node
-        fabric = fabric or c.fabrics[0]
+        flags = {"gpu": gpu, "gpus_per_node": gpus_per_node, "nics_per_node": nics_per_node,
+                 "fabric": fabric}  # fmt: skip
+        filled, scenario_nodes = _fill_from_scenario(flags, scenario, overrides, catalog, as_json)
+        gpu, gpus_per_node, nics_per_node, fabric = (filled[k] for k in flags)
+        nodes = nodes or scenario_nodes
     if nodes is None:
         fail("give --nodes (or --scenario)", as_json=as_json)
     try:
@@ -119,7 +129,7 @@ def measured_runs(
     run_index: list[int] | None,
     catalog: Catalog,
     as_json: bool,
-    **system: object,
+    **system: Any,
 ) -> list[tuple[Run, CommSystem, str]]:
     """Parse RESULTS and pair each run with the system it ran on and its collective.
 
@@ -132,12 +142,18 @@ def measured_runs(
     except (ParseError, ValueError) as exc:
         fail(f"{results}: {exc}", as_json=as_json)
     out = []
-    gpn = system.get("gpus_per_node")
+    gpn = system.get("gpus_per_node")  # the flag's: it infers nodes from a run's rank count
+    scenario_nodes = None
+    if system.get("scenario") is not None:  # read the scenario once, not once per run
+        path, overrides = system["scenario"], system.get("overrides")
+        system, scenario_nodes = _fill_from_scenario(system, path, overrides, catalog, as_json)
+        system["scenario"] = None
     for run in runs:
         nodes = run.nodes or system.get("nodes")
         ranks = run.inferred_nranks()
         if nodes is None and ranks and isinstance(gpn, int):
             nodes = max(1, ranks // gpn)
-        s = system_from(**{**system, "nodes": nodes}, catalog=catalog, as_json=as_json)  # type: ignore[arg-type]
+        nodes = nodes or scenario_nodes
+        s = system_from(**{**system, "nodes": nodes}, catalog=catalog, as_json=as_json)
         out.append((run, s, forced_op or run.op or "all_reduce"))
     return out

@@ -202,16 +202,20 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return lat, bw, runtime_channels
 
 
-def _tree_fill_us(sa: SystemArrays, sizes: np.ndarray, algbw: np.ndarray, channels: np.ndarray,
+def _tree_fill_us(sizes: np.ndarray, algbw: np.ndarray, channels: np.ndarray,
                   depth: np.ndarray) -> np.ndarray:  # fmt: skip
     """Time to fill and drain a pipelined up/down tree: ~2 x depth chunk-times, with NCCL's
     chunk size for this message (see TREE_CHUNK_RULES). Shapes: sizes (N, S), others (N,)."""
     chunk = np.full(sizes.shape, float(K.SIMPLE_STEP_BYTES))
     per_channel = sizes / channels[:, None]
+    # Each rule can only halve from the previous rule's floor down to its own: a chunk a rule
+    # left above its floor was too big to shrink, and the later rules ask less.
+    top = K.SIMPLE_STEP_BYTES
     for mult, floor in K.TREE_CHUNK_RULES:
-        for _ in range(4):  # at most four halvings reach each floor from 512 KiB
+        for _ in range(int(np.log2(top // floor))):
             shrink = (per_channel / chunk < depth[:, None] * mult) & (chunk > floor)
             chunk = np.where(shrink, chunk / 2, chunk)
+        top = floor
     chunk = np.minimum(chunk, per_channel)
     with np.errstate(divide="ignore", invalid="ignore"):
         chunk_time = chunk * channels[:, None] / (1000.0 * algbw[:, None])
@@ -257,10 +261,10 @@ def times(
         levels = np.floor(np.log2(np.maximum(sa.nodes, 1)))
         nvls_channels = sa.nvls_nch
         lat_s[:, :, TREE, SIMPLE] += _tree_fill_us(
-            sa, sizes, bw[:, TREE, SIMPLE], nch_rt, (sa.k - 1) + levels
+            sizes, bw[:, TREE, SIMPLE], nch_rt, (sa.k - 1) + levels
         )
         lat_s[:, :, NVLS_TREE, SIMPLE] += _tree_fill_us(
-            sa, sizes, bw[:, NVLS_TREE, SIMPLE], nvls_channels, 1 + levels
+            sizes, bw[:, NVLS_TREE, SIMPLE], nvls_channels, 1 + levels
         )
     slow = np.asarray(slowdown, dtype=float)
     if slow.ndim == 2:  # (N, A): one factor per configuration and algorithm

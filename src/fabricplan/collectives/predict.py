@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from fabricplan.collectives import nccl_constants as K
-from fabricplan.collectives.busbw import bus_factor
+from fabricplan.collectives.busbw import algbw_GBps, bus_factor
 from fabricplan.collectives.congestion import CongestionBackend, NoCongestion
 from fabricplan.collectives.model import TABLE_OPS, SystemArrays, best, times
 from fabricplan.collectives.p2p import p2p_times
@@ -70,7 +70,7 @@ def sweep(
         proto = np.argmin(t, axis=-1)
         t_best = np.take_along_axis(t, proto[..., None], -1)[..., 0]
         algo = np.full(proto.shape, -1)
-    alg = sizes / (t_best * 1e3)
+    alg = algbw_GBps(sizes, t_best)
     bus = alg * np.asarray(bus_factor(op, sa.nodes * sa.k))[:, None]
     return SweepResult(t_best, alg, bus, algo, proto)
 

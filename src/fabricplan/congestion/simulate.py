@@ -59,7 +59,14 @@ ROUTE_MEMORY_BUDGET_BYTES = 4 * 2**30
 
 
 class CaseError(ValueError):
-    """An impossible or out-of-range congestion case; the message names the field."""
+    """An impossible or out-of-range congestion case; the message names the field.
+
+    ``reason`` says what is wrong; ``hint`` (may be empty) what to run instead, which only a
+    direct user of the simulator can act on."""
+
+    def __init__(self, reason: str, hint: str = "") -> None:
+        self.reason, self.hint = reason, hint
+        super().__init__(f"{reason}: {hint}" if hint else reason)
 
 
 @dataclass(frozen=True)
@@ -252,8 +259,9 @@ def _check_route_memory(case: Case, routing: str, nodes: int, cluster_nodes: int
         raise CaseError(
             f"gpus: {case.pattern} over {nodes:,} nodes makes {flows:,} flows; routing them "
             f"needs about {need / 2**30:.0f} GiB, over the {ROUTE_MEMORY_BUDGET_BYTES / 2**30:.0f}"
-            " GiB budget: simulate a smaller group (congestion within one group repeats across"
-            " groups of the same size)"
+            " GiB budget",
+            "simulate a smaller group (congestion within one group repeats across groups of the"
+            " same size)",
         )
 
 

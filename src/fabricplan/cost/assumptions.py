@@ -26,6 +26,11 @@ class CostAssumptions:
     def server_spread(self) -> float:
         return float(self.raw["gpu_server"]["spread"])
 
+    def uncertainty(self, driver: str) -> tuple[float, float]:
+        """The Monte Carlo's (low, high) multiplier for ``driver``."""
+        low, high = self.raw["uncertainty"][driver]
+        return float(low), float(high)
+
     @property
     def tdp_multiplier(self) -> float:
         return float(self.raw["node_power"]["tdp_multiplier"])
@@ -64,12 +69,7 @@ class CostAssumptions:
 
     def rent_factor(self, family: str) -> float:
         """Price of a GPU-hour on this family relative to the scenario's ``gpu_hour_price``."""
-        r = self.raw["rent"]
-        if family == "infiniband":
-            return 1.0 + float(r["ib_premium_share"])
-        if family == "tcp":
-            return 1.0 - float(r["tcp_discount_share"])
-        return 1.0
+        return 1.0 + float(self._by("rent", "premium_share", family))
 
     def basis(self) -> dict[str, str]:
         return {k: str(v.get("basis", "")) for k, v in self.raw.items() if isinstance(v, dict)}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fabricplan.collectives.busbw import resolve_op
+from fabricplan.collectives.busbw import OPS, resolve_op
 
 
 class ParseError(ValueError):
@@ -90,8 +90,10 @@ _PREFIXES = (
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+\S")
 _HEADER = re.compile(r"^#?\s*size\s+count\s+type\b", re.IGNORECASE)
 _RANK = re.compile(r"Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device")
-_OP = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv)"
-                 r"(?:_perf)?\b")  # fmt: skip
+_OP = re.compile(rf"\b({'|'.join(OPS)})(?:_perf)?\b")
+# "# ===== label =====": the section header of a file that collects several logs (nccl-tests
+# itself never prints one)
+_SECTION = re.compile(r"^#?\s*=====\s.*=====\s*$")
 _CONCLUDED = re.compile(r"Collective test concluded:\s*(\w+)")
 _ENV = re.compile(r"\b(NCCL_[A-Z0-9_]+)=\(?([\w./^-]*\w)")
 _ENV_INFO = re.compile(r"\b(NCCL_[A-Z0-9_]+) set by environment to (\S+)")
@@ -194,7 +196,7 @@ class _Builder:
 
     def meta(self, line: str, lineno: int) -> None:
         run = self.cur
-        if "=====" in line:
+        if _SECTION.match(line):
             # a section header starts a fresh context: notes above it describe no run
             if run.results:
                 self.finish()

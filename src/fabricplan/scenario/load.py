@@ -124,8 +124,9 @@ def default_fabrics_at(cat: Catalog, speed_gbps: float) -> tuple[str, ...]:
     same line rate, else the fastest below it (the NIC runs it), else the slowest above."""
     picks = []
     for fam in ("infiniband", "roce"):
-        rates = {f.id: f.line_rate_gbps for f in cat.entries("fabric")  # type: ignore[attr-defined]
-                 if f.family == fam and f.status == "shipping"}  # type: ignore[attr-defined]  # fmt: skip
+        fabrics = (cat.fabric(i) for i in cat.ids("fabric"))
+        rates = {f.id: f.line_rate_gbps for f in fabrics
+                 if f.family == fam and f.status == "shipping"}  # fmt: skip
         if not rates:
             continue
         below = [i for i, r in rates.items() if r <= speed_gbps]

@@ -18,7 +18,7 @@ import numpy as np
 from fabricplan.collectives import build_system
 from fabricplan.nccltests.compare import Comparison, compare
 from fabricplan.nccltests.grade import LARGE_BYTES, SMALL_BYTES, Grade, grade
-from fabricplan.nccltests.parse import parse_file
+from fabricplan.nccltests.parse import Run, parse_file
 
 DATA = Path(str(resources.files("fabricplan.validation") / "data"))
 
@@ -79,9 +79,11 @@ def _median_abs_error(measured: np.ndarray, predicted: np.ndarray) -> float | No
 
 def check_runs(manifest: list[dict[str, Any]] | None = None) -> list[RunCheck]:
     out = []
+    parsed: dict[str, list[Run]] = {}  # several setups read the same file
     for setup in manifest or load_manifest():
-        runs = [r for r in parse_file(DATA / "nccl-tests" / setup["file"])
-                if setup["select"] in r.label]  # fmt: skip
+        if setup["file"] not in parsed:
+            parsed[setup["file"]] = parse_file(DATA / "nccl-tests" / setup["file"])
+        runs = [r for r in parsed[setup["file"]] if setup["select"] in r.label]
         if len(runs) != 1:
             raise ValueError(f"{setup['file']}: '{setup['select']}' matches {len(runs)} runs")
         system = build_system(setup["gpu"], setup["nodes"], setup["fabric"],

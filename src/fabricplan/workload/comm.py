@@ -42,10 +42,8 @@ class ConstantSlowdown:
 @lru_cache(maxsize=64)
 def base_system(hw: Hardware) -> CommSystem:
     """The whole cluster as one communicator: NIC goodput, NVLink, per-step latency, hops."""
-    if hw.system is not None:
-        return hw.system
     return build_system(hw.gpu.id, max(hw.nodes, 1), hw.fabric, gpus_per_node=hw.gpus_per_node,
-                        nics_per_node=hw.nics_per_node)  # fmt: skip
+                        nics_per_node=hw.nics_per_node, catalog=hw.catalog)  # fmt: skip
 
 
 @lru_cache(maxsize=64)
@@ -104,10 +102,10 @@ def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: fl
     try:
         return sim.factor(nodes, gpus_per_node, nics_per_node, pattern)
     except CaseError as exc:  # e.g. a group too large to route within the memory budget
-        why = str(exc).split(": simulate")[0]  # the simulator's own hint is for its CLI
         raise WorkloadError(
             f"workload.parallel: the {pattern} traffic of a group over {nodes:,} nodes cannot be "
-            f"simulated for its congestion ({why}); use a plan whose groups span fewer nodes"
+            f"simulated for its congestion ({exc.reason}); use a plan whose groups span fewer "
+            "nodes"
         ) from None
 
 
@@ -157,16 +155,3 @@ def collectives_s(hw: Hardware, requests: list[Request], congestion: bool) -> li
             out[i][live] = t[start : start + len(live)]
             start += len(live)
     return out
-
-
-def collective_s(
-    hw: Hardware,
-    op: str,
-    size: np.ndarray,
-    stride: np.ndarray,
-    nbytes: np.ndarray,
-    pattern: str | None,
-    congestion: bool,
-) -> np.ndarray:
-    """One request of :func:`collectives_s`."""
-    return collectives_s(hw, [(op, size, stride, nbytes, pattern)], congestion)[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,8 +133,10 @@ def _inference(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[s
 
 
 def evaluate_scenario(sc: Scenario, cat: Catalog, fabrics: list[str] | None = None, *,
-                      congestion: bool = True) -> list[FabricResult]:  # fmt: skip
-    """Step time (training) or latency and throughput (inference) on each fabric."""
+                      congestion: bool = True, tick: Callable[[str], None] | None = None
+                      ) -> list[FabricResult]:  # fmt: skip
+    """Step time (training) or latency and throughput (inference) on each fabric; ``tick`` is
+    called with each fabric's id once it is done (for a progress bar)."""
     w = sc.workload
     if w is None:
         raise WorkloadError("workload: the scenario has no workload; add one to compute a step")
@@ -143,4 +146,6 @@ def evaluate_scenario(sc: Scenario, cat: Catalog, fabrics: list[str] | None = No
         hw = hardware_from_scenario(sc, cat, fab)
         run = _training if w.kind == "training" else _inference
         out.append(FabricResult(fab, run(s, sc, hw, congestion)))
+        if tick is not None:
+            tick(fab)
     return out

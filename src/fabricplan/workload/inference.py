@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabricplan.workload.comm import collective_s
+from fabricplan.workload.comm import Request, collectives_s
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, hbm_bytes_per_s, matmul_flops
 from fabricplan.workload.shapes import ACT_BYTES, CAUSAL_FRACTION, TP_COLLECTIVES_PER_LAYER, Shape
 
@@ -32,6 +32,11 @@ class Serving:
     network_fraction: float  # share of the inter-token latency spent on the fabric
 
 
+def _one(op: str, ranks: int, stride: int, nbytes: float, pattern: str | None = None) -> Request:
+    """A request for one group (see :func:`collectives_s`)."""
+    return (op, np.array([ranks]), np.array([stride]), np.array([nbytes]), pattern)
+
+
 def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int, batch: int,
           disaggregated: bool, precision: str, congestion: bool = True) -> Serving:  # fmt: skip
     fp8 = precision == "fp8"
@@ -43,18 +48,27 @@ def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int,
     kv_split = min(tp, s.kv_heads)
     kv_token = s.layers * s.kv_elems * kvb  # bytes per token, all layers
 
-    def one(op: str, size: int, stride: int, nbytes: float, pattern: str | None) -> float:
-        return float(collective_s(hw, op, np.array([size]), np.array([stride]),
-                                  np.array([nbytes]), pattern, congestion)[0])  # fmt: skip
-
     layer_weights = (s.params_active - s.params_embedding) / s.layers * wb
     ctx = prompt + output / 2  # mean context over the decode steps
     flops = batch * (s.proj_flops + s.score_flops_per_ctx * ctx) / tp
     read = layer_weights / tp + batch * ctx * s.kv_elems * kvb / kv_split
     layer_t = max(flops / peak, read / hbm)
     head_t = max(batch * s.logits_flops / tp / peak, s.vocab * s.hidden * wb / tp / hbm)
-    ar_decode = one("all_reduce", tp, 1, batch * s.hidden * ACT_BYTES, None)
-    send_decode = one("sendrecv", 2, tp, batch * s.hidden * ACT_BYTES, None) if pp > 1 else 0.0
+    # every collective of the replica, priced in one call; a group of 1 rank costs 0
+    act = s.hidden * ACT_BYTES
+    pp_ranks = 2 if pp > 1 else 1
+    # disaggregated: each prefill GPU sends its KV shard to its decode peer, one replica (at
+    # least one node) away
+    kv_ranks = 2 if disaggregated else 1
+    kv_peer = hw.gpus_per_node * max(1, tp * pp // hw.gpus_per_node)
+    times = collectives_s(hw, [
+        _one("all_reduce", tp, 1, batch * act),
+        _one("sendrecv", pp_ranks, tp, batch * act),
+        _one("all_reduce", tp, 1, prompt * act),
+        _one("sendrecv", pp_ranks, tp, prompt * act / tp),
+        _one("sendrecv", kv_ranks, kv_peer, prompt * kv_token / (kv_split * pp), "pipeline"),
+    ], congestion)  # fmt: skip
+    ar_decode, send_decode, ar_prefill, send_prefill, kv_xfer = (float(t[0]) for t in times)
     decode_compute = s.layers * layer_t + head_t
     tp_decode = s.layers * TP_COLLECTIVES_PER_LAYER * ar_decode
     pp_decode = (pp - 1) * send_decode
@@ -64,17 +78,8 @@ def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int,
     pre_flops = prompt * (s.layers * (s.proj_flops + s.score_flops_per_ctx * pre_ctx)
                           + s.logits_flops) / tp  # fmt: skip
     prefill = pre_flops / peak
-    tp_prefill = (
-        s.layers
-        * TP_COLLECTIVES_PER_LAYER
-        * one("all_reduce", tp, 1, prompt * s.hidden * ACT_BYTES, None)
-    )
-    pp_prefill = (pp - 1) * (one("sendrecv", 2, tp, prompt * s.hidden * ACT_BYTES / tp, None)
-                             if pp > 1 else 0.0)  # fmt: skip
-    # disaggregated: every GPU of the prefill replica sends its KV shard to its decode peer
-    kv_xfer = (one("sendrecv", 2, hw.gpus_per_node * max(1, tp * pp // hw.gpus_per_node),
-                   prompt * kv_token / (kv_split * pp), "pipeline")
-               if disaggregated else 0.0)  # fmt: skip
+    tp_prefill = s.layers * TP_COLLECTIVES_PER_LAYER * ar_prefill
+    pp_prefill = (pp - 1) * send_prefill
     ttft = prefill + tp_prefill + pp_prefill + kv_xfer
 
     spans = tp > hw.gpus_per_node

@@ -13,7 +13,6 @@ from functools import cached_property
 import numpy as np
 
 from fabricplan.catalog import Catalog, Gpu
-from fabricplan.collectives import CommSystem, build_system
 from fabricplan.scenario import Scenario
 
 # Bytes per gradient element in the data-parallel reduction. Megatron-LM requires
@@ -43,10 +42,8 @@ class Hardware:
     design: str = "rail-optimized"
     oversubscription: float = 1.0
     roce_quality: str = "tuned"
-    # The whole cluster for the collective model, built from the scenario's catalog; None
-    # builds it from the default catalog.
-    system: CommSystem | None = None
-    # The scenario's catalog, for the congestion simulator; None means the default one.
+    # The scenario's catalog, for the collective model and the congestion simulator; None
+    # means the packaged one.
     catalog: Catalog | None = None
 
     @property
@@ -97,6 +94,18 @@ class Plans:
                    precision=precision, grad_accum_fusion=grad_accum_fusion,
                    tp_comm_overlap=tp_comm_overlap)  # fmt: skip
 
+    @classmethod
+    def stack(cls, plans: list[Plans]) -> Plans:
+        """One Plans of all of ``plans``' rows; they must share the scalar flags."""
+        first = plans[0]
+        flags = {f.name: getattr(first, f.name) for f in fields(cls)
+                 if not isinstance(getattr(first, f.name), np.ndarray)}  # fmt: skip
+        if any(getattr(q, k) != v for q in plans for k, v in flags.items()):
+            raise ValueError("Plans.stack: the plans differ in a scalar flag")
+        arrays = {f.name: np.concatenate([getattr(q, f.name) for q in plans])
+                  for f in fields(cls) if f.name not in flags}  # fmt: skip
+        return cls(**arrays, **flags)
+
     def __len__(self) -> int:
         return len(self.tp)
 
@@ -142,14 +151,6 @@ def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
         design=c.topology.design,
         oversubscription=c.topology.oversubscription,
         roce_quality=c.roce_quality,
-        system=build_system(
-            c.gpu,
-            max(c.nodes, 1),
-            fabric,
-            gpus_per_node=c.gpus_per_node,
-            nics_per_node=c.nics_per_node,
-            catalog=cat,
-        ),
         catalog=cat,
     )
 

@@ -36,6 +36,10 @@ from fabricplan.workload.shapes import (
 )
 from fabricplan.workload.tp_overlap import UB_COMM_SMS, exposed_per_layer
 
+# The backward pass of a matmul computes the input and the weight gradients: twice the forward
+# FLOPs (Narayanan et al. SC'21, Sec. 5.1: forward + backward = 3x the forward).
+BACKWARD_PER_FORWARD = 2
+PASSES_FWD_BWD = 1 + BACKWARD_PER_FORWARD
 # FlashAttention-2 (Dao 2023, Sec. 3.1.1): the backward pass does 2.5x the forward's attention
 # matmul FLOPs, not 2x, because it recomputes the scores.
 FLASH_BACKWARD_FACTOR = 2.5
@@ -90,14 +94,15 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
     mem = tokens * ACT_BYTES * (norm_elems + s.ffn_act_elems / p.tp + softmax_elems) / hbm
     softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
     fwd = proj + score + mem
-    bwd = 2 * fwd + (FLASH_BACKWARD_FACTOR - 2) * score * p.flash
+    flash_extra = (FLASH_BACKWARD_FACTOR - BACKWARD_PER_FORWARD) * score * p.flash
+    bwd = BACKWARD_PER_FORWARD * fwd + flash_extra
     if p.recompute == "full":
         recompute = fwd
     elif p.recompute == "selective" and not p.flash:
         recompute = score + softmax_mem
     else:
         recompute = np.zeros_like(fwd)
-    logits = 3 * tokens * s.logits_flops / p.tp / peak_proj  # last stage, forward + backward
+    logits = PASSES_FWD_BWD * tokens * s.logits_flops / p.tp / peak_proj  # last stage
 
     # communication: every collective of the step, priced in one batch per op
     act_bytes = tokens * h * ACT_BYTES
@@ -116,11 +121,9 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
     dpz = np.where(p.zero >= 1, group, 1)
     ep0 = np.where(p.zero >= 1, 1, expert_group)
     epz = np.where(p.zero >= 1, expert_group, 1)
-    z3d = np.where(p.zero >= 3, group, 1)
-    z3e = np.where(p.zero >= 3, expert_group, 1)
     ring, a2a, pipe = "ring-allreduce", "alltoall", "pipeline"
-    (tp_ar_t, tp_rs_t, tp_ag_t, ep_one, kv_one, pp_one, dp_ar, dp_rs, dp_ag, ex_ar, ex_rs, ex_ag,
-     z3_d, z3_e) = collectives_s(hw, [
+    (tp_ar_t, tp_rs_t, tp_ag_t, ep_one, kv_one, pp_one, dp_ar, dp_rs, dp_ag, ex_ar, ex_rs,
+     ex_ag) = collectives_s(hw, [
         ("all_reduce", tp_ar, one, act_bytes, None),
         ("reduce_scatter", tp_sp, one, act_bytes, None),
         ("all_gather", tp_sp, one, act_bytes, None),
@@ -134,8 +137,6 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
         ("all_reduce", ep0, p.tp * p.ep, expert_n * p.grad_bytes, ring),
         ("reduce_scatter", epz, p.tp * p.ep, expert_n * p.grad_bytes, ring),
         ("all_gather", epz, p.tp * p.ep, expert_n * WEIGHT_BYTES, ring),
-        ("all_gather", z3d, p.tp, dense_n * WEIGHT_BYTES, ring),
-        ("all_gather", z3e, p.tp * p.ep, expert_n * WEIGHT_BYTES, ring),
     ], congestion)  # fmt: skip
 
     tp_layer = per_layer * (tp_ar_t + tp_rs_t + tp_ag_t)
@@ -150,7 +151,9 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
         tp_layer = np.where(on, ov_fwd * (passes - 1) + ov_bwd, tp_layer)
     ep_layer = per_layer * ep_one
     cp_ring = (p.cp - 1) * kv_one  # K/V blocks go round the ring behind the attention they feed
-    cp_layer = np.maximum(cp_ring - score, 0) + np.maximum(2 * cp_ring - 2 * score, 0)
+    # backward: K/V and their gradients go round (twice the bytes) behind twice the score work
+    cp_bwd = np.maximum(BACKWARD_PER_FORWARD * (cp_ring - score), 0)
+    cp_layer = np.maximum(cp_ring - score, 0) + cp_bwd
 
     layers_here = s.layers / p.pp
     moe_here = s.moe_layers / p.pp
@@ -174,20 +177,21 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
                       + np.maximum(param_t - layers_here * fwd, 0))  # fmt: skip
     else:
         dp_exposed = dp_total
-    # ZeRO-3 gathers the weights again in every micro-batch's forward and backward
-    z3 = 2 * (z3_d + z3_e)
+    # ZeRO-3 gathers the weights again in every micro-batch's forward and backward: the same
+    # all-gathers as the ZeRO parameter gather above
+    z3 = 2 * np.where(p.zero >= 3, dp_ag + ex_ag, 0.0)
     dp_total = dp_total + z3 * m
     dp_exposed = dp_exposed + np.maximum(z3 - compute_mb, 0) * m
 
-    shard = np.where(p.zero >= 1, group, 1)
-    optimizer = n / shard * OPTIMIZER_STEP_BYTES / hbm
+    optimizer = n / dpz * OPTIMIZER_STEP_BYTES / hbm  # ZeRO >= 1 shards the optimizer step
     time = (m + bubble_mbs) * per_mb + dp_exposed + optimizer
 
     tok = p.global_batch * p.seq_len
     model_flops = tok * model_flops_per_token(s, p.seq_len)
     layer_fwd = s.proj_flops + s.score_flops_per_ctx * p.seq_len  # full scores, as Megatron
     rec_passes = 1.0 if p.recompute == "full" else 0.0
-    hw_flops = tok * (s.layers * layer_fwd * (3 + rec_passes) + 3 * s.logits_flops)
+    hw_flops = tok * (s.layers * layer_fwd * (PASSES_FWD_BWD + rec_passes)
+                      + PASSES_FWD_BWD * s.logits_flops)  # fmt: skip
     return Step(
         time=time,
         compute=m * compute_mb,
