@@ -18,7 +18,7 @@ from fabricplan.cli.system_opts import (
 )
 from fabricplan.congestion.dcqcn import qualities
 from fabricplan.congestion.network import ROUTINGS
-from fabricplan.congestion.simulate import DEFAULT_JITTER_US, Case, run_case
+from fabricplan.congestion.simulate import DEFAULT_JITTER_US, MAX_SEEDS, Case, run_case
 from fabricplan.congestion.traffic import PATTERNS, PLACEMENTS
 from fabricplan.topology import DESIGNS
 
@@ -40,7 +40,7 @@ def congestion(
     ),
     pattern: str = typer.Option("ring-allreduce", "--pattern", help=" | ".join(PATTERNS)),
     size: str = typer.Option("1G", "--size", help="Collective size in bytes (K/M/G suffixes)."),
-    seeds: int = typer.Option(10, "--seeds", min=1, max=100_000, help="Monte Carlo runs."),
+    seeds: int = typer.Option(10, "--seeds", min=1, max=MAX_SEEDS, help="Monte Carlo runs."),
     placement: str = typer.Option("contiguous", "--placement", help=" | ".join(PLACEMENTS)),
     cluster_gpus: int | None = typer.Option(
         None,

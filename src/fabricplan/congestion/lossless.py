@@ -156,7 +156,9 @@ def apply_flow_control(net: Network, routed: Routed, col_of: np.ndarray, a: csr_
             nxt.append(fresh)
         level = np.concatenate(nxt) if nxt else np.zeros(0, np.int64)
     # victims: flows that the pauses slow, beyond what the hot links themselves cost them
-    at_hot = max_min_rates(a, cap, cap=demand, a_t=a_t)
+    # credit fabrics never cut a hot link's capacity: then these are the rates already known
+    unchanged = np.array_equal(cap, net.capacity)
+    at_hot = before if unchanged else max_min_rates(a, cap, cap=demand, a_t=a_t)
     cap = cap * (1 - pause)
     # nothing paused (lossy fabrics always): the rates are the ones just computed
     after = max_min_rates(a, cap, cap=demand, a_t=a_t) if pause.any() else at_hot

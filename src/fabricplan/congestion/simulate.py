@@ -56,6 +56,11 @@ HOTTEST_SHOWN = 5  # switch-to-switch links reported per case
 # benchmarks/congestion.py); a case that would need more is refused before any work.
 ROUTE_BYTES_PER_PIECE_PORT = 24
 ROUTE_MEMORY_BUDGET_BYTES = 4 * 2**30
+# Input guards (what a case may ask for), not physical limits: seeds per case, queue pairs per
+# connection (NCCL_IB_QPS_PER_CONNECTION; NCCL's default is 1) and start jitter in microseconds.
+MAX_SEEDS = 100_000
+MAX_QPS = 64
+MAX_JITTER_US = 1e6
 
 
 class CaseError(ValueError):
@@ -103,16 +108,16 @@ class Case:
             raise bad("routing", self.routing, f"known: {', '.join(ROUTINGS)}")
         if self.design not in DESIGNS:
             raise bad("design", self.design, f"known: {', '.join(DESIGNS)}")
-        if not 1 <= self.seeds <= 100_000:
-            raise bad("seeds", self.seeds, "between 1 and 100000")
-        if not 1 <= self.qps <= 64:
-            raise bad("qps", self.qps, "between 1 and 64 queue pairs per connection")
+        if not 1 <= self.seeds <= MAX_SEEDS:
+            raise bad("seeds", self.seeds, f"between 1 and {MAX_SEEDS}")
+        if not 1 <= self.qps <= MAX_QPS:
+            raise bad("qps", self.qps, f"between 1 and {MAX_QPS} queue pairs per connection")
         if not 0.0 <= self.background <= 1.0:
             raise bad("background", self.background, "a share of NIC goodput, 0 to 1")
         if not (self.size_bytes > 0 and np.isfinite(self.size_bytes)):
             raise bad("size", self.size_bytes, "a positive number of bytes")
-        if not 0.0 <= self.jitter_us <= 1e6:
-            raise bad("jitter_us", self.jitter_us, "0 to 1e6 microseconds")
+        if not 0.0 <= self.jitter_us <= MAX_JITTER_US:
+            raise bad("jitter_us", self.jitter_us, f"0 to {MAX_JITTER_US:,.0f} microseconds")
         if self.gpus < 2:
             raise bad("gpus", self.gpus, "at least 2")
         if self.cluster_gpus is not None and self.cluster_gpus < self.gpus:

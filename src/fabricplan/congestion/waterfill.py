@@ -65,7 +65,13 @@ def max_min_rates(
     free = active & ~touches
     rate[free] = np.where(np.isfinite(cap[free]), cap[free], 0.0)
     unfrozen = active & touches
+    idx = np.arange(n_flows)  # the original flow of each column still carried
     while unfrozen.any():
+        if 2 * np.count_nonzero(unfrozen) < len(idx):
+            # drop settled flows: they only add exact zeros to every product below
+            keep = np.flatnonzero(unfrozen)
+            a, a_t, cap, idx = a[:, keep], a_t[keep], cap[keep], idx[keep]
+            unfrozen = np.ones(len(keep), bool)
         slope = a @ unfrozen.astype(float)
         used = slope > 0
         share = np.full(len(residual), np.inf)
@@ -77,8 +83,10 @@ def max_min_rates(
         settle = unfrozen & (hit | (cap <= flow_min * (1 + LEVEL_MERGE)))
         if not settle.any():  # only uncapped flows on links of infinite capacity remain
             break
-        rate[settle] = np.where(np.isfinite(flow_min[settle]), flow_min[settle], 0.0)
-        residual -= a @ np.where(settle, rate, 0.0)
+        now = np.zeros(len(idx))  # this round's rates, by column
+        now[settle] = np.where(np.isfinite(flow_min[settle]), flow_min[settle], 0.0)
+        rate[idx[settle]] = now[settle]
+        residual -= a @ now
         unfrozen &= ~settle
     return rate
 

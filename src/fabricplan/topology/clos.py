@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from fabricplan.topology.layout import Hops, Layout, Plane, TopologyError
+from fabricplan.topology.layout import INT_ROUNDOFF, Hops, Layout, Plane, TopologyError
 
 MAX_TIERS = 3  # deeper Clos fabrics are not built for GPU clusters
 
@@ -35,7 +35,7 @@ def worst_hops(tiers: int) -> int:
 
 def split_ports(radix: int, oversubscription: float) -> tuple[int, int]:
     """(down, up) ports of a switch with ``radix`` ports at this down:up ratio."""
-    down = math.floor(radix * oversubscription / (1 + oversubscription) + 1e-9)
+    down = math.floor(radix * oversubscription / (1 + oversubscription) + INT_ROUNDOFF)
     return down, radix - down
 
 
@@ -82,7 +82,7 @@ def size_plane(nodes: int, ports_per_node: int, groups: int, radix: int, o_leaf:
         )
     leaves = math.ceil(nodes / per_leaf)
     fullest = math.ceil(nodes / leaves) * ports_per_node
-    up = math.ceil(fullest / o_leaf - 1e-9)
+    up = math.ceil(fullest / o_leaf - INT_ROUNDOFF)
     two = spread(up, groups * leaves, k, k - fullest)
     if two is not None:
         return Plane(tiers=2, groups=groups, leaves_per_group=leaves, nodes=nodes,
@@ -94,7 +94,7 @@ def size_plane(nodes: int, ports_per_node: int, groups: int, radix: int, o_leaf:
     pod = spread(up, pod_leaves, ds, k - fullest)
     assert pod is not None  # pod_leaves <= ds: one link from each leaf to each of `up` spines
     pod_spines, width = pod
-    spine_up = math.ceil(pod_leaves * width / o_spine - 1e-9)
+    spine_up = math.ceil(pod_leaves * width / o_spine - INT_ROUNDOFF)
     pods = groups * pods_per_group
     core = spread(spine_up, pods, k, k - pod_leaves * width) if us else None
     if core is None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 
-from fabricplan.topology.layout import Hops, Layout, TopologyError
+from fabricplan.topology.layout import INT_ROUNDOFF, Hops, Layout, TopologyError
 
 
 def router_shape(radix: int, oversubscription: float) -> tuple[int, int, int]:
     """(p, a, h) for a router of ``radix`` ports: ``p + (a - 1) + h <= radix``, ``a = 2h``."""
-    h = math.floor((radix + 1) / (oversubscription + 3) + 1e-9)
-    p = math.floor(oversubscription * h + 1e-9)
+    h = math.floor((radix + 1) / (oversubscription + 3) + INT_ROUNDOFF)
+    p = math.floor(oversubscription * h + INT_ROUNDOFF)
     return p, 2 * h, h
 
 

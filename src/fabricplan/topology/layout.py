@@ -13,6 +13,9 @@ DESIGNS = ("fat-tree", "rail-optimized", "rail-only", "dragonfly")
 # Down:up port ratios accepted per tier: 1 is non-blocking; the scenario file's field has the
 # same bound (beyond 64:1 a leaf would have fewer uplinks than any catalog switch makes sense of).
 MAX_OVERSUBSCRIPTION = 64.0
+# Port counts are ratios of radix and oversubscription computed in floats: a count that is a
+# whole number in exact arithmetic must round to it, not one below or above.
+INT_ROUNDOFF = 1e-9
 
 
 class TopologyError(ValueError):
