@@ -34,12 +34,26 @@ def test_hardware_flops_match_megatrons_formula():
     assert st_.hw_flops[0] == pytest.approx(formula, rel=0.01)
 
 
-def test_model_flops_are_six_n_plus_attention():
-    s = shape_of(CAT.model("llama3-70b"))
-    per_token = model_flops_per_token(s, 8192)
-    # PaLM (Chowdhery et al. 2022, App. B): 6N + 12 L H Q T, H x Q = 8192, T = 8192
-    assert per_token == pytest.approx(6 * s.params_active + 12 * 80 * 8192 * 8192)
-    assert s.params_active == pytest.approx(70.6e9, rel=0.01)
+def test_model_flops_are_megatrons_count():
+    """Megatron-Core's num_floating_point_operations (megatron/training/training.py, 2024-07):
+    12 B s l h^2 ((1 + g/a + s/h) + f/h + V/(2 l h)) per step, the logit layer counted once."""
+    s = shape_of(CAT.model("llama3-70b"))  # untied, GQA 64/8, gated FFN 28672
+    seq, layers, h, vocab = 8192, 80, 8192, 128256
+    ratio = (1 + 8 / 64 + seq / h) + 28672 / h * 3 / 2 + vocab / (2 * layers * h)
+    assert model_flops_per_token(s, seq) == pytest.approx(12 * layers * h**2 * ratio, rel=1e-3)
+
+
+def test_a_lookup_table_costs_no_flops():
+    """Tying the input embedding to the output head removes weights but no matmul."""
+    row = {"params_b": 1.7, "heads": 16, "hidden": 2048, "layers": 24}
+    common = {"vocab": 131072, "seq_len": 4096}
+    tied = shape_of(gpt_model({**row, "tied_embeddings": True}, common))
+    untied = shape_of(gpt_model({**row, "tied_embeddings": False}, common))
+    assert untied.params_active - tied.params_active == 131072 * 2048
+    assert model_flops_per_token(untied, 4096) == model_flops_per_token(tied, 4096)
+    # 6 x weights overstates the untied model by its input embedding, 14 % at this size
+    six_n = 6 * untied.params_active + 3 * 24 * untied.score_flops_per_ctx * 4096
+    assert six_n / model_flops_per_token(untied, 4096) == pytest.approx(1.143, abs=0.005)
 
 
 def test_activation_memory_is_korthikantis():

@@ -3,10 +3,10 @@
 Each data file holds one source: a ``[common]`` table with the setup its source states and
 ``[[row]]`` tables that may override any of it. A row is measured in exactly one of
 ``hw_tflops_per_gpu`` (Megatron's count, with the recomputed forward pass),
-``model_tflops_per_gpu`` (6N + attention, PaLM's count), ``mfu`` (model FLOPs over the BF16 dense
-peak) or ``step_s`` (seconds per iteration). Nothing here is fitted to them. Models that are not
-in the catalog (the GPT family of the Megatron papers) are built from the row's shape with the
-papers' conventions.
+``model_tflops_per_gpu`` (matmul weights + attention, Megatron's count), ``mfu`` (model FLOPs
+over the BF16 dense peak) or ``step_s`` (seconds per iteration). Nothing here is fitted to
+them. Models that are not in the catalog (the GPT family of the Megatron papers) are built from
+the row's shape with the papers' conventions.
 
 ``megatron_sc21.toml`` is the issue's acceptance table; ``held_back/`` holds the other runs,
 each with the assumptions its source leaves open written next to it.

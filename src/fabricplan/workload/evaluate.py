@@ -12,7 +12,7 @@ from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.inference import serve
 from fabricplan.workload.memory import USABLE_MEMORY_FRACTION, describe, memory
 from fabricplan.workload.plan import Hardware, Plans, hardware_from_scenario, plans_from_scenario
-from fabricplan.workload.shapes import Shape, shape_of
+from fabricplan.workload.shapes import Shape, shape_of, weight_flops_per_token
 from fabricplan.workload.training import training_step
 
 SECONDS_PER_DAY = 86_400.0
@@ -113,7 +113,7 @@ def _inference(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[s
         )
     replicas = hw.gpus // (p.tp * p.pp)
     tokens_per_s = r.tokens_per_s * replicas
-    flops = 2 * s.params_active * tokens_per_s
+    flops = weight_flops_per_token(s) * tokens_per_s
     return {
         "kind": "inference",
         "step_time_s": r.itl,

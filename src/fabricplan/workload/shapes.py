@@ -137,11 +137,23 @@ def shape_of(m: Model) -> Shape:
     )
 
 
+def weight_flops_per_token(s: Shape) -> float:
+    """Forward matmul FLOPs per token against the weights (2 per weight): every layer's
+    projections (active experts only) and the output head. Lookup tables cost nothing."""
+    return s.layers * s.proj_flops + s.logits_flops
+
+
 def model_flops_per_token(s: Shape, seq_len: ArrayLike) -> np.ndarray:
-    """Training FLOPs per token, no recomputation: 6 N plus attention, as PaLM (Chowdhery et
-    al. 2022, App. B) counts MFU: 6 x active weights + 6 x layers x scores over the full
-    context (not halved for causal masking)."""
-    return 6.0 * s.params_active + 3.0 * s.layers * s.score_flops_per_ctx * np.asarray(seq_len)
+    """Training FLOPs per token, no recomputation: 3 passes (forward, two backward) over every
+    matmul weight, plus attention over the full context (not halved for causal masking).
+
+    Matmul weights are the layers' projections and the output head; an input embedding or
+    learned position table is a lookup and costs no FLOPs. This is Megatron's count
+    (``num_floating_point_operations``, megatron/training/training.py, 2024, whose logit term
+    covers the output layer once) and PaLM's 6N + 12 L H Q T (Chowdhery et al. 2022, App. B)
+    when input and output embeddings are tied."""
+    attention = s.layers * s.score_flops_per_ctx * np.asarray(seq_len)
+    return 3.0 * (weight_flops_per_token(s) + attention)
 
 
 def activation_bytes_per_token_layer(s: Shape, seq_len: ArrayLike, tp: ArrayLike, sp: ArrayLike,

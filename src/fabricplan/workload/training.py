@@ -63,7 +63,7 @@ class Step:
     bubble: np.ndarray
     optimizer: np.ndarray
     tokens: np.ndarray  # per step
-    model_flops: np.ndarray  # per step, 6N + attention (PaLM's MFU count)
+    model_flops: np.ndarray  # per step, matmul weights + attention (Megatron's MFU count)
     hw_flops: np.ndarray  # per step, with recomputation (Megatron's count)
     memory: Memory
 
