@@ -157,6 +157,51 @@ def test_unfused_gradient_accumulation_costs_its_hbm_traffic(precision, per_weig
     assert unfused.compute[0] - fused.compute[0] == pytest.approx(expected, rel=1e-6)
 
 
+SMALL_H100 = {"params_b": 1.7, "heads": 16, "hidden": 2048, "layers": 24}
+
+
+def _small(vocab: int):
+    return shape_of(gpt_model(SMALL_H100, {"vocab": vocab, "seq_len": 4096}))
+
+
+def test_the_loss_over_the_vocabulary_costs_its_matmul_and_hbm_traffic():
+    """Per token on the last stage: the output head (3 passes x 2 h V FLOPs) and the unfused
+    cross-entropy (52 bytes per logit, Megatron's op sequence)."""
+    kw = {"tp": 1, "pp": 1, "dp": 1, "global_batch": 4, "seq_len": 4096, "flash": True}
+    big, small = (training_step(_small(v), Plans.of(**kw), _hw(1), congestion=False)
+                  for v in (131072, 65536))  # fmt: skip
+    tokens, dv = 4 * 4096, 131072 - 65536
+    peak = H100.bf16_dense_tflops * 1e12 * H100.matmul_efficiency
+    hbm = H100.hbm_TBps * 1e12 * H100.hbm_efficiency
+    expected = tokens * dv * (3 * 2 * 2048 / peak + 52 / hbm)
+    # the optimizer step also grows with the vocabulary's weights; everything else is equal
+    diff = (big.time[0] - big.optimizer[0]) - (small.time[0] - small.optimizer[0])
+    assert diff == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_last_stage_holds_one_micro_batch_of_logits():
+    s = _small(131072)
+    tokens, logits = 4096, 4096 * 131072 * 6  # 2-byte logits + the FP32 softmax kept
+    one = Plans.of(tp=1, pp=1, dp=1, global_batch=8, seq_len=4096, recompute="full")
+    smaller = _small(65536)
+    diff = memory(s, one, _hw(1)).activations[0] - memory(smaller, one, _hw(1)).activations[0]
+    assert diff == pytest.approx(tokens * 65536 * 6)
+    # 4 stages, full recompute: the first stage keeps 4 micro-batches of 2h bytes per token
+    # per layer, the last one micro-batch plus its logits, which is more
+    four = Plans.of(tp=1, pp=4, dp=1, global_batch=8, seq_len=4096, recompute="full")
+    one_mb = 2 * 2048 * tokens * 24 / 4
+    assert memory(s, four, _hw(4)).activations[0] == pytest.approx(one_mb + logits)
+    # without recompute the first stage's activations are larger again
+    none = Plans.of(tp=1, pp=4, dp=1, global_batch=8, seq_len=4096, recompute="none", flash=True)
+    acts = memory(s, none, _hw(4)).activations[0]
+    per_token = activation_bytes_per_token_layer(s, 4096, 1, False, "none", True)
+    assert acts == pytest.approx(4 * per_token * tokens * 6)  # 1F1B: pp micro-batches
+    vp2 = Plans.of(tp=1, pp=4, vp=2, dp=1, global_batch=8, seq_len=4096, recompute="none",
+                   flash=True)  # fmt: skip
+    # interleaved: 2 (pp - 1) + (vp - 1) pp + 1 = 11 chunk passes of 3 layers each
+    assert memory(s, vp2, _hw(4)).activations[0] == pytest.approx(11 * per_token * tokens * 3)
+
+
 def test_a_group_too_large_to_simulate_is_a_workload_error():
     from fabricplan.workload import WorkloadError
     from fabricplan.workload.comm import congestion_factor

@@ -1,8 +1,12 @@
 """Does a plan fit in GPU memory? Weights, gradients, optimizer state and activations per GPU.
 
-The busiest GPU is on the first pipeline stage: it holds the input embedding and, under 1F1B,
-``pp`` micro-batches of activations in flight (Narayanan et al. SC'21, Sec. 2.2; interleaving
-adds a factor 1 + (pp - 1) / (pp * vp)).
+Pipeline stages keep different numbers of micro-batches' activations in flight. Megatron-LM's
+schedules start each rank with a number of warm-up forward passes: under 1F1B, pp - rank - 1,
+so the first stage holds pp micro-batches and the last one; interleaved over vp chunks,
+2 (pp - rank - 1) + (vp - 1) pp chunk passes, so the first stage holds pp + (pp - 1) / vp
+micro-batches' worth (Narayanan et al. SC'21, Sec. 2.2) and the last pp - (pp - 1) / vp. The
+last stage also holds one micro-batch's logits. Both hold a vocabulary-sized table (input
+embedding, output head), so the busier of the two sets the activation memory.
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.workload.plan import OPTIMIZER_BYTES, WEIGHT_BYTES, Hardware, Plans
-from fabricplan.workload.shapes import Shape, activation_bytes_per_token_layer
+from fabricplan.workload.shapes import (
+    LOGITS_BYTES_PER_LOGIT,
+    Shape,
+    activation_bytes_per_token_layer,
+)
 
 # Share of HBM a training process can fill: the CUDA context, NCCL buffers and allocator
 # fragmentation take the rest. Assumption (PyTorch practice: a few GB of an 80 GB part).
@@ -55,9 +63,13 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     optim = n * OPTIMIZER_BYTES / np.where(p.zero >= 1, shard, 1)
     per_token = activation_bytes_per_token_layer(s, p.seq_len, p.tp, p.sp, p.recompute, p.flash)
     tokens = p.micro_batch * p.seq_len / p.cp
-    inflight = np.where(p.pp > 1, p.pp * (1 + (p.pp - 1) / (p.pp * p.vp)), 1.0)
-    layers_here = s.layers / p.pp
-    acts = per_token * tokens * layers_here * np.minimum(inflight, p.microbatches)
+    interleaved = p.vp > 1
+    first = np.where(interleaved, p.pp + (p.pp - 1) / p.vp, p.pp)
+    last = np.where(interleaved, p.pp - (p.pp - 1) / p.vp, 1.0)
+    one_mb = per_token * tokens * s.layers / p.pp
+    logits = tokens * s.vocab / p.tp * LOGITS_BYTES_PER_LOGIT
+    acts = np.maximum(one_mb * np.minimum(first, p.microbatches),
+                      one_mb * np.minimum(last, p.microbatches) + logits)  # fmt: skip
     cap = hw.gpu.memory_gb * 1e9 * USABLE_MEMORY_FRACTION
     return Memory(weights, grads, optim, acts, cap)
 

@@ -33,6 +33,16 @@ NORM_RESIDUAL_ELEMS_PER_H = 11.0
 # (the tensors Korthikanti et al. 2022 count for memory: 2 + 2 + 1 bytes per score).
 SOFTMAX_ELEMS_PER_SCORE = 6.5
 
+# Vocabulary-parallel cross-entropy, unfused, bytes per logit element on one GPU (op by op in
+# Megatron-LM's _VocabParallelCrossEntropy, the same in its 2021 mpu/cross_entropy.py and its
+# 2024 core/tensor_parallel/cross_entropy.py): forward casts the 2-byte logits to FP32 (2 + 4),
+# takes the max (4), subtracts it (4 + 4), exponentiates (4 + 4), sums (4) and normalises
+# (4 + 4); backward scales the softmax by the loss gradient (4 + 4) and casts it back (4 + 2).
+CROSS_ENTROPY_BYTES_PER_LOGIT = 52.0
+# Bytes per logit element alive at once: the 2-byte logits and their FP32 copy, which is kept
+# as the softmax for the backward pass (same source).
+LOGITS_BYTES_PER_LOGIT = 6.0
+
 # Activation bytes stored per token per layer, Korthikanti et al. (2022), "Reducing Activation
 # Recomputation in Large Transformer Models", Sec. 4: s*b*h*(10 + 24/t + 5*a*s/(h*t)) with tensor
 # parallelism t. The 10h (norm inputs, dropout masks, the inputs of QKV and of the FFN) is

@@ -2,8 +2,9 @@
 
 Compute is a roofline per layer: matmul FLOPs at the GPU's measured matmul ceiling (catalog
 ``matmul_efficiency``) plus the memory-bound ops (norms, residuals, activation functions, and
-the softmax when attention is not fused) at achievable HBM bandwidth. Communication follows
-Megatron-LM's schedule (Narayanan et al. SC'21; Korthikanti et al. 2022):
+the softmax when attention is not fused, the cross-entropy over the vocabulary) at achievable
+HBM bandwidth. Communication follows Megatron-LM's schedule (Narayanan et al. SC'21;
+Korthikanti et al. 2022):
 - tensor parallel: 2 all-reduces (or reduce-scatter + all-gather with sequence parallelism)
   per layer in the forward pass, 2 in the backward, 2 more when the forward is recomputed; on
   the critical path;
@@ -28,6 +29,7 @@ from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans, hbm_bytes_pe
 from fabricplan.workload.shapes import (
     ACT_BYTES,
     CAUSAL_FRACTION,
+    CROSS_ENTROPY_BYTES_PER_LOGIT,
     NORM_RESIDUAL_ELEMS_PER_H,
     SOFTMAX_ELEMS_PER_SCORE,
     TP_COLLECTIVES_PER_LAYER,
@@ -102,7 +104,9 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
         recompute = score + softmax_mem
     else:
         recompute = np.zeros_like(fwd)
-    logits = PASSES_FWD_BWD * tokens * s.logits_flops / p.tp / peak_proj  # last stage
+    # last stage: the output head, then the loss over the vocabulary, memory-bound
+    logits = (PASSES_FWD_BWD * tokens * s.logits_flops / p.tp / peak_proj
+              + tokens * s.vocab / p.tp * CROSS_ENTROPY_BYTES_PER_LOGIT / hbm)  # fmt: skip
 
     # communication: every collective of the step, priced in one batch per op
     act_bytes = tokens * h * ACT_BYTES
