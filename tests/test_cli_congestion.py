@@ -56,3 +56,17 @@ def test_congestion_pipeline_sends_adaptive_is_ideal():
     assert out["network_slowdown_p50"] == pytest.approx(1.0, abs=0.02)
     # one stage's 256 MiB over 8 NICs of ~48 GB/s: about 700 us
     assert 600 < out["ideal_time_us"] < 800
+
+
+def test_congestion_takes_a_spine_ratio_as_topology_does():
+    """--oversubscription LEAF,SPINE: a 3-tier HDR fabric (40-port switches at 1,024 GPUs)
+    thins its top tiers at 4:1 spine; a bad ratio is exit 2 naming the flag."""
+    args = ("congestion", "--gpu", "a100", "--gpus", "1024", "--fabric", "ib-hdr", "--design",
+            "fat-tree", "--seeds", "1", "--json")  # fmt: skip
+    flat = json.loads(run(*args).stdout)
+    thin = json.loads(run(*args, "--oversubscription", "1,4").stdout)
+    assert flat["fabric_layout"]["tiers"] == thin["fabric_layout"]["tiers"] == 3
+    assert thin["case"]["spine_oversubscription"] == 4
+    assert thin["fabric_layout"]["switches"]["core"] < flat["fabric_layout"]["switches"]["core"]
+    bad = run(*args, "--oversubscription", "1,x")
+    assert bad.returncode == 2 and "--oversubscription" in json.loads(bad.stdout)["error"]

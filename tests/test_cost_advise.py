@@ -353,3 +353,29 @@ def test_roce_tuning_reason_reports_each_quality():
     assert "'misconfigured' 40.0% (+$390k per run)" in line
     same = {**differ, "lost_to_congestion": dict.fromkeys(QUALITIES, 0.02)}
     assert "comes from the topology" in tuning_reason(same)
+
+
+def test_cost_prices_the_design_topology_shows():
+    """The scenario's spine oversubscription, switch and optics reach the cost layer as they
+    reach `fabricplan topology`: one scenario, one bill of materials."""
+    example = "examples/16k-gpu-frontier.yaml"
+    sets = ["cluster.topology.spine_oversubscription=2", "costs.optics=compatible"]
+    a = load_assumptions()
+    sc = load_scenario(example, overrides=sets, catalog=CAT)
+    base = load_scenario(example, catalog=CAT)
+    cost = fabric_cost(sc, CAT, a, "ib-ndr")
+    assert cost.capex_network_usd < 0.9 * fabric_cost(base, CAT, a, "ib-ndr").capex_network_usd
+    args = ["topology", "--scenario", example, "--fabric", "ib-ndr", "--json"]
+    topo = json.loads(run(*args, *(x for s in sets for x in ("--set", s))).stdout)
+    assert topo["oversubscription"]["spine"] == 2
+    assert topo["cost_usd"]["total"] == pytest.approx(cost.capex_network_usd)
+    # the flag still wins over the scenario
+    oem = json.loads(run(*args, "--oem-optics", *(x for s in sets for x in ("--set", s))).stdout)
+    assert oem["cost_usd"]["total"] > topo["cost_usd"]["total"]
+    # a deep-buffer chassis as every switch: the scenario's switch is priced, not the default
+    roce = ["cluster.fabric=roce-400g"]
+    deep = load_scenario(example, overrides=[*roce, "cluster.topology.switch=arista-7816r3"],
+                         catalog=CAT)  # fmt: skip
+    default = load_scenario(example, overrides=roce, catalog=CAT)
+    chassis = fabric_cost(deep, CAT, a, "roce-400g").capex_network_usd
+    assert chassis > 1.2 * fabric_cost(default, CAT, a, "roce-400g").capex_network_usd

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DESIGN_EXAMPLE, EXAMPLES
+from conftest import DESIGN_EXAMPLE, EXAMPLES, ROOT
 from fabricplan.scenario import (
     ScenarioError,
     load_scenario,
@@ -31,6 +31,17 @@ def problems_of(data, overrides=()) -> dict[str, str]:
     for p in err.value.problems:
         out[p.field] = f"{out[p.field]} | {p}" if p.field in out else str(p)
     return out
+
+
+def test_the_readmes_scenario_is_valid_and_complete(tmp_path: Path):
+    """The README documents the format with one scenario that sets every field."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("name: llama3-70b-on-512-h100")
+    path = tmp_path / "readme.yaml"
+    path.write_text(text[start : text.index("```", start)])
+    s = load_scenario(path)
+    assert s.cluster.topology.spine_oversubscription == 1.0 and s.costs.optics == "oem"
+    assert s.workload is not None and s.workload.parallel.tp_comm_overlap is False
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabricplan.catalog import default_catalog
+from fabricplan.scenario import load_scenario
 from fabricplan.validation.training_runs import gpt_model
 from fabricplan.workload import Hardware, Plans, shape_of, training_step
+from fabricplan.workload.comm import base_system
 from fabricplan.workload.memory import memory
+from fabricplan.workload.plan import hardware_from_scenario
 from fabricplan.workload.shapes import activation_bytes_per_token_layer, model_flops_per_token
 
 CAT = default_catalog()
@@ -225,3 +230,18 @@ def test_stacked_plans_are_the_rows_of_each():
     with pytest.raises(ValueError, match="scalar flag"):
         Plans.stack([one, Plans.of(tp=2, pp=1, dp=8, global_batch=64, seq_len=4096,
                                    recompute="full")])  # fmt: skip
+
+
+def test_the_scenarios_switch_sets_the_latency_of_every_hop():
+    """cluster.topology.switch reaches the collective model: a deep-buffer chassis adds its
+    3.5 us at each of the switches past the first (3 hops on 16k GPUs)."""
+    sets = ["cluster.fabric=roce-400g", "cluster.topology.switch=arista-7816r3"]
+    sc = load_scenario("examples/16k-gpu-frontier.yaml", overrides=sets, catalog=CAT)
+    hw = hardware_from_scenario(sc, CAT, "roce-400g")
+    assert (hw.switch, hw.spine_oversubscription) == ("arista-7816r3", 1.0)
+    chassis, default = base_system(hw), base_system(replace(hw, switch=None))
+    rdma = CAT.fabric("roce-400g").rdma_latency_us.nominal
+    per_hop = CAT.switch("arista-7816r3").port_to_port_latency_ns.nominal / 1000
+    assert chassis.switch_hops == 3
+    assert chassis.p2p_latency_us == pytest.approx(rdma + 2 * per_hop)
+    assert default.p2p_latency_us < chassis.p2p_latency_us - 5

@@ -14,6 +14,7 @@ from fabricplan.cli.system_opts import (
     GPN_OPT,
     JSON_OPT,
     NICS_OPT,
+    parse_ratios,
     parse_size,
 )
 from fabricplan.congestion.dcqcn import qualities
@@ -34,7 +35,9 @@ def congestion(
         "tuned", "--roce-quality", help=f"RoCE tuning: {', '.join(qualities())}."
     ),
     design: str = typer.Option("fat-tree", "--design", help=f"One of: {', '.join(DESIGNS)}."),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="Leaf down:up ratio."),
+    oversubscription: str = typer.Option(
+        "1", "--oversubscription", help="Leaf down:up ratio, or LEAF,SPINE."
+    ),
     routing: str | None = typer.Option(
         None, "--routing", help=f"{' | '.join(ROUTINGS)} (default: the fabric's own)."
     ),
@@ -71,8 +74,9 @@ def congestion(
     cat = catalog_from(catalog, as_json)
     try:
         size_bytes = float(parse_size(size))
-        case = Case(gpu=gpu, gpus=gpus, fabric=fabric, design=design,
-                    oversubscription=oversubscription, routing=routing,
+        leaf, spine = parse_ratios(oversubscription)
+        case = Case(gpu=gpu, gpus=gpus, fabric=fabric, design=design, oversubscription=leaf,
+                    spine_oversubscription=spine, routing=routing,
                     roce_quality=roce_quality, pattern=pattern, size_bytes=size_bytes,
                     seeds=seeds, placement=placement, cluster_gpus=cluster_gpus,
                     background=background, qps=qps, jitter_us=jitter_us,

@@ -12,7 +12,7 @@ from fabricplan.catalog import Catalog, UnknownIdError
 from fabricplan.cli.output import fail
 from fabricplan.collectives import CommSystem, build_system, resolve_op
 from fabricplan.nccltests import ParseError, Run, parse_file
-from fabricplan.scenario import ScenarioError, load_scenario
+from fabricplan.scenario import Scenario, ScenarioError, load_scenario
 from fabricplan.scenario.models import Cluster
 
 GPU_OPT = typer.Option(None, "--gpu", help="GPU id (default h100, or the scenario's).")
@@ -71,23 +71,44 @@ def size_list(sizes: str | None, lo: str, hi: str, factor: float) -> list[int]:
     return out
 
 
+def parse_ratios(text: str) -> tuple[float, float]:
+    """'2' -> leaf 2, spine 1; '2,1.5' -> leaf 2, spine 1.5."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [float(p) for p in parts if p]
+    except ValueError:
+        raise ValueError(f"--oversubscription '{text}': give a number or LEAF,SPINE") from None
+    if not 1 <= len(values) <= 2:
+        raise ValueError(f"--oversubscription '{text}': give a number or LEAF,SPINE")
+    return values[0], values[1] if len(values) == 2 else 1.0
+
+
+def scenario_file(path: Path, overrides: list[str] | None, catalog: Catalog,
+                  as_json: bool) -> Scenario:  # fmt: skip
+    """The resolved scenario file, or a clean exit 2 listing its problems."""
+    try:
+        return load_scenario(path, overrides=overrides or (), catalog=catalog)
+    except ScenarioError as exc:
+        fail(f"{path}: invalid scenario", exc.problems, as_json=as_json)
+
+
 def scenario_cluster(path: Path, overrides: list[str] | None, catalog: Catalog,
                      as_json: bool) -> Cluster:  # fmt: skip
     """The resolved cluster of a scenario file, or a clean exit 2 listing its problems."""
-    try:
-        return load_scenario(path, overrides=overrides or (), catalog=catalog).cluster
-    except ScenarioError as exc:
-        fail(f"{path}: invalid scenario", exc.problems, as_json=as_json)
+    return scenario_file(path, overrides, catalog, as_json).cluster
 
 
 def _fill_from_scenario(flags: dict[str, Any], scenario: Path, overrides: list[str] | None,
                         catalog: Catalog, as_json: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
     """``flags`` (gpu, gpus_per_node, nics_per_node, fabric) with the scenario's cluster where a
-    flag is not given, and the scenario's node count."""
+    flag is not given, and the scenario's node count. The scenario's switch comes along only
+    with its own fabric (``switch``; None: the fabric's default)."""
     c = scenario_cluster(scenario, overrides, catalog, as_json)
     cluster = {"gpu": c.gpu, "gpus_per_node": c.gpus_per_node, "nics_per_node": c.nics_per_node,
                "fabric": c.fabrics[0]}  # fmt: skip
-    return {**flags, **{k: flags.get(k) or cluster[k] for k in cluster}}, c.nodes
+    filled = {**flags, **{k: flags.get(k) or cluster[k] for k in cluster}}
+    own_fabric = not flags.get("fabric") or flags["fabric"] in c.fabrics
+    return {**filled, "switch": c.topology.switch if own_fabric else None}, c.nodes
 
 
 def system_from(
@@ -103,6 +124,7 @@ def system_from(
     overrides: list[str] | None,
     catalog: Catalog,
     as_json: bool,
+    switch: str | None = None,
 ) -> CommSystem:
     """Flags win over the scenario; the scenario wins over catalog defaults."""
     if scenario is not None:
@@ -110,13 +132,14 @@ def system_from(
                  "fabric": fabric}  # fmt: skip
         filled, scenario_nodes = _fill_from_scenario(flags, scenario, overrides, catalog, as_json)
         gpu, gpus_per_node, nics_per_node, fabric = (filled[k] for k in flags)
+        switch = filled["switch"]
         nodes = nodes or scenario_nodes
     if nodes is None:
         fail("give --nodes (or --scenario)", as_json=as_json)
     try:
         return build_system(
             gpu or "h100", nodes, fabric or "ib-ndr", gpus_per_node=gpus_per_node,
-            nics_per_node=nics_per_node, hops=hops, sharp=sharp, catalog=catalog,
+            nics_per_node=nics_per_node, hops=hops, sharp=sharp, switch=switch, catalog=catalog,
         )  # fmt: skip
     except UnknownIdError as exc:
         fail(str(exc), as_json=as_json)

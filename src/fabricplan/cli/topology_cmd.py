@@ -16,22 +16,11 @@ from fabricplan.cli.system_opts import (
     NICS_OPT,
     SCENARIO_OPT,
     SET_OPT,
-    scenario_cluster,
+    parse_ratios,
+    scenario_file,
 )
 from fabricplan.topology import DESIGNS, FabricDesign, TopologyError, design_fabric
 from fabricplan.topology.cabling import DEFAULT_LENGTHS
-
-
-def _ratios(text: str) -> tuple[float, float]:
-    """'2' -> leaf 2, spine 1; '2,1.5' -> leaf 2, spine 1.5."""
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        values = [float(p) for p in parts if p]
-    except ValueError:
-        raise ValueError(f"--oversubscription '{text}': give a number or LEAF,SPINE") from None
-    if not 1 <= len(values) <= 2:
-        raise ValueError(f"--oversubscription '{text}': give a number or LEAF,SPINE")
-    return values[0], values[1] if len(values) == 2 else 1.0
 
 
 def _lengths(items: list[str] | None) -> dict[str, float]:
@@ -67,8 +56,11 @@ def topology(
         metavar="TIER=M",
         help="Override an assumed cable run, e.g. node_leaf=3 (repeatable).",
     ),
-    compatible_optics: bool = typer.Option(
-        False, "--compatible-optics", help="Price third-party compatible cables and optics."
+    compatible_optics: bool | None = typer.Option(
+        None,
+        "--compatible-optics/--oem-optics",
+        help="Price third-party compatible or OEM cables and optics (default: the scenario's "
+        "costs.optics, else OEM).",
     ),
     scenario: Path | None = SCENARIO_OPT,
     set_: list[str] | None = SET_OPT,
@@ -83,8 +75,10 @@ def topology(
     cat = catalog_from(catalog, as_json)
     fabrics = [fabric] if fabric else []
     o_leaf, o_spine = None, None
+    optics = "oem"
     if scenario is not None:
-        c = scenario_cluster(scenario, set_, cat, as_json)
+        sc = scenario_file(scenario, set_, cat, as_json)
+        c, optics = sc.cluster, sc.costs.optics
         gpus, gpu = gpus or c.gpus, gpu or c.gpu
         gpus_per_node = gpus_per_node or c.gpus_per_node
         nics_per_node = nics_per_node or c.nics_per_node
@@ -96,14 +90,16 @@ def topology(
         fail("give --gpus (or --scenario)", as_json=as_json)
     try:
         if oversubscription is not None:
-            o_leaf, o_spine = _ratios(oversubscription)
+            o_leaf, o_spine = parse_ratios(oversubscription)
         lengths = _lengths(cable_length)
         designs = [
             design_fabric(
                 gpus, design or "rail-optimized", f, gpu=gpu or "h100", switch=switch,
                 oversubscription=o_leaf or 1.0, spine_oversubscription=o_spine or 1.0,
                 gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
-                cable_lengths=lengths, optics="compatible" if compatible_optics else "oem",
+                cable_lengths=lengths,
+                optics=optics if compatible_optics is None else
+                ("compatible" if compatible_optics else "oem"),
                 catalog=cat,
             )
             for f in fabrics or ["ib-ndr"]

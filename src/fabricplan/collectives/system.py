@@ -75,6 +75,7 @@ def build_system(
     nics_per_node: int | None = None,
     hops: int | None = None,
     sharp: bool = False,
+    switch: str | None = None,
     catalog: Catalog | None = None,
 ) -> CommSystem:
     """Describe a cluster for the collective model from catalog ids and counts."""
@@ -84,10 +85,10 @@ def build_system(
     k = gpus_per_node or g.node.gpus_per_node
     m = nics_per_node or g.node.nics_per_node
     nic = cat.nic(f.default_nic)
-    switch = cat.switch(f.default_switch)
-    radix = switch.radix_at(f.line_rate_gbps) or switch.ports
+    sw = cat.switch(switch or f.default_switch)
+    radix = sw.radix_at(f.line_rate_gbps) or sw.ports
     h = job_hops(nodes, m, k, radix, f.line_rate_gbps) if hops is None else hops
-    sw_ns = switch.port_to_port_latency_ns.nominal
+    sw_ns = sw.port_to_port_latency_ns.nominal
 
     pcie = nic.pcie_GBps_in(g.node.pcie_gen)
     nic_bw = min(f.nic_goodput_GBps.nominal, nic.port_speed_gbps / 8 * nic.ports, pcie)

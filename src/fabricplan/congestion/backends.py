@@ -46,6 +46,8 @@ class ClosedFormECMP:
     fabric: str = "roce-400g"
     design: str = "fat-tree"
     oversubscription: float = 1.0
+    spine_oversubscription: float = 1.0
+    switch: str | None = None  # None: the fabric's default
     qps: int = 1
     name: str = "ecmp-closed-form"
     catalog: Catalog | None = None  # None: the default catalog
@@ -54,9 +56,10 @@ class ClosedFormECMP:
         # scipy.stats and scipy.signal: loaded here, not by every user of the simulator
         from fabricplan.congestion.closed_form import collision_slowdown
 
-        d = design_fabric(nodes * k, self.design, self.fabric, gpu=self.gpu,
-                          oversubscription=self.oversubscription, gpus_per_node=k,
-                          nics_per_node=m, catalog=self.catalog)  # fmt: skip
+        d = design_fabric(nodes * k, self.design, self.fabric, gpu=self.gpu, switch=self.switch,
+                          oversubscription=self.oversubscription,
+                          spine_oversubscription=self.spine_oversubscription,
+                          gpus_per_node=k, nics_per_node=m, catalog=self.catalog)  # fmt: skip
         g = build_graph(d.layout, 1.0, 1.0)
         nic = d.fabric.nic_goodput_GBps.nominal
         net = Network(g, nic / (d.fabric.line_rate_gbps / 8))

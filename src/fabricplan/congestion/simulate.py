@@ -81,6 +81,7 @@ class Case:
     fabric: str = "roce-400g"
     design: str = "fat-tree"
     oversubscription: float = 1.0
+    spine_oversubscription: float = 1.0
     routing: str | None = None  # None: the fabric's default
     roce_quality: str = "tuned"
     pattern: str = "ring-allreduce"
@@ -292,8 +293,10 @@ def run_case(case: Case, catalog: Catalog | None = None,
     elif routing == "packet-spray":
         routing = "spray"  # the catalog's name for the simulator's per-packet spreading
     design = design_fabric(cluster, case.design, case.fabric, gpu=case.gpu, switch=case.switch,
-                           oversubscription=case.oversubscription, gpus_per_node=k,
-                           nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
+                           oversubscription=case.oversubscription,
+                           spine_oversubscription=case.spine_oversubscription,
+                           gpus_per_node=k, nics_per_node=case.nics_per_node,
+                           catalog=cat)  # fmt: skip
     _check_route_memory(
         case,
         routing,
@@ -303,7 +306,8 @@ def run_case(case: Case, catalog: Catalog | None = None,
         case.nics_per_node or cat.gpu(case.gpu).node.nics_per_node,
     )
     sys = build_system(case.gpu, nodes, case.fabric, gpus_per_node=k,
-                       nics_per_node=case.nics_per_node, catalog=cat)  # fmt: skip
+                       nics_per_node=case.nics_per_node, switch=case.switch,
+                       catalog=cat)  # fmt: skip
     graph = build_graph(design.layout, sys.nvlink_GBps, sys.nic_GBps)
     net = Network(graph, efficiency=sys.nic_GBps / (fab.line_rate_gbps / 8))
     qual = quality(case.roce_quality) if fab.family == "roce" else None

@@ -88,8 +88,10 @@ def fabric_cost(sc: Scenario, cat: Catalog, a: CostAssumptions, fabric: str, *,
     fam = cat.fabric(fabric).family
     maturity = org.network_maturity
     try:
-        bom = design_fabric(c.gpus, c.topology.design, fabric, gpu=c.gpu,
-                            oversubscription=c.topology.oversubscription,
+        t = c.topology
+        bom = design_fabric(c.gpus, t.design, fabric, gpu=c.gpu, switch=t.switch,
+                            oversubscription=t.oversubscription,
+                            spine_oversubscription=t.spine_oversubscription,
                             gpus_per_node=c.gpus_per_node, nics_per_node=c.nics_per_node,
                             optics=k.optics, catalog=cat)  # fmt: skip
     except TopologyError as exc:

@@ -43,7 +43,8 @@ class ConstantSlowdown:
 def base_system(hw: Hardware) -> CommSystem:
     """The whole cluster as one communicator: NIC goodput, NVLink, per-step latency, hops."""
     return build_system(hw.gpu.id, max(hw.nodes, 1), hw.fabric, gpus_per_node=hw.gpus_per_node,
-                        nics_per_node=hw.nics_per_node, catalog=hw.catalog)  # fmt: skip
+                        nics_per_node=hw.nics_per_node, switch=hw.switch,
+                        catalog=hw.catalog)  # fmt: skip
 
 
 @lru_cache(maxsize=64)
@@ -73,8 +74,9 @@ def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
     if nodes < 2:
         return 1.0
     return _simulated_slowdown(hw.gpu.id, hw.fabric, hw.design, hw.oversubscription,
-                               hw.roce_quality, hw.gpus_per_node, hw.nics_per_node, pattern,
-                               nodes, hw.catalog)  # fmt: skip
+                               hw.spine_oversubscription, hw.switch, hw.roce_quality,
+                               hw.gpus_per_node, hw.nics_per_node, pattern, nodes,
+                               hw.catalog)  # fmt: skip
 
 
 # Cached on exactly what the simulation reads. The cluster's size is not among them (the
@@ -82,8 +84,9 @@ def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
 # (break-even) reuses the runs of groups whose span did not change: each run is tens of ms.
 @lru_cache(maxsize=512)
 def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: float,
-                        roce_quality: str, gpus_per_node: int, nics_per_node: int, pattern: str,
-                        nodes: int, catalog: Catalog | None = None) -> float:  # fmt: skip
+                        spine_oversubscription: float, switch: str | None, roce_quality: str,
+                        gpus_per_node: int, nics_per_node: int, pattern: str, nodes: int,
+                        catalog: Catalog | None = None) -> float:  # fmt: skip
     # heavy imports: only when a group crosses the network
     from fabricplan.congestion.backends import SimulatedCongestion
     from fabricplan.congestion.simulate import Case, CaseError
@@ -93,6 +96,8 @@ def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: fl
         fabric=fabric,
         design=design,
         oversubscription=oversubscription,
+        spine_oversubscription=spine_oversubscription,
+        switch=switch,
         roce_quality=roce_quality,
         seeds=CONGESTION_SEEDS,
         jitter_us=0.0,

@@ -42,6 +42,8 @@ class Hardware:
     design: str = "rail-optimized"
     oversubscription: float = 1.0
     roce_quality: str = "tuned"
+    switch: str | None = None  # None: the fabric's default switch
+    spine_oversubscription: float = 1.0
     # The scenario's catalog, for the collective model and the congestion simulator; None
     # means the packaged one.
     catalog: Catalog | None = None
@@ -151,6 +153,8 @@ def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
         design=c.topology.design,
         oversubscription=c.topology.oversubscription,
         roce_quality=c.roce_quality,
+        switch=c.topology.switch,
+        spine_oversubscription=c.topology.spine_oversubscription,
         catalog=cat,
     )
 
