@@ -134,3 +134,18 @@ def test_collective_cta_limits():
 
     assert busbw("--min-ctas", "24") < 0.95 * busbw()
     assert run("collective", "--min-ctas", "0").returncode == 2
+
+
+def test_without_fabric_each_command_takes_the_gpus_own_nic_speed():
+    """A100 nodes carry 200 Gb/s HDR NICs: collective and topology default to ib-hdr,
+    congestion to roce-200g, as a scenario on A100 would; an unknown GPU is exit 2."""
+    coll = json.loads(run("collective", "--gpu", "a100", "--nodes", "2", "--sizes", "1G",
+                          "--json").stdout)  # fmt: skip
+    assert coll["system"]["fabric"] == "ib-hdr"
+    topo = json.loads(run("topology", "--gpu", "a100", "--gpus", "256", "--json").stdout)
+    assert topo["fabric"] == "ib-hdr"
+    cong = json.loads(run("congestion", "--gpu", "a100", "--gpus", "64", "--seeds", "1",
+                          "--json").stdout)  # fmt: skip
+    assert cong["case"]["fabric"] == "roce-200g"
+    bad = run("topology", "--gpu", "a1000", "--gpus", "256", "--json")
+    assert bad.returncode == 2 and "unknown gpu 'a1000'" in json.loads(bad.stdout)["error"]

@@ -21,6 +21,7 @@ from fabricplan.congestion.dcqcn import qualities
 from fabricplan.congestion.network import ROUTINGS
 from fabricplan.congestion.simulate import DEFAULT_JITTER_US, MAX_SEEDS, Case, run_case
 from fabricplan.congestion.traffic import PATTERNS, PLACEMENTS
+from fabricplan.scenario import default_fabric
 from fabricplan.topology import DESIGNS
 
 # Runs shorter than this many seeds finish before a progress bar would help.
@@ -30,7 +31,9 @@ PROGRESS_MIN_SEEDS = 10
 def congestion(
     gpu: str = typer.Option("h100", "--gpu", help="GPU id."),
     gpus: int = typer.Option(1024, "--gpus", min=2, help="GPUs in the job."),
-    fabric: str = typer.Option("roce-400g", "--fabric", help="Fabric id."),
+    fabric: str | None = typer.Option(
+        None, "--fabric", help="Fabric id (default: RoCE at the GPU's NIC speed)."
+    ),
     roce_quality: str = typer.Option(
         "tuned", "--roce-quality", help=f"RoCE tuning: {', '.join(qualities())}."
     ),
@@ -75,6 +78,7 @@ def congestion(
     try:
         size_bytes = float(parse_size(size))
         leaf, spine = parse_ratios(oversubscription)
+        fabric = fabric or default_fabric(cat, gpu, "roce")
         case = Case(gpu=gpu, gpus=gpus, fabric=fabric, design=design, oversubscription=leaf,
                     spine_oversubscription=spine, routing=routing,
                     roce_quality=roce_quality, pattern=pattern, size_bytes=size_bytes,

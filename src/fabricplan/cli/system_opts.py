@@ -12,7 +12,7 @@ from fabricplan.catalog import Catalog, UnknownIdError
 from fabricplan.cli.output import fail
 from fabricplan.collectives import CommSystem, build_system, resolve_op
 from fabricplan.nccltests import ParseError, Run, parse_file
-from fabricplan.scenario import Scenario, ScenarioError, load_scenario
+from fabricplan.scenario import Scenario, ScenarioError, default_fabric, load_scenario
 from fabricplan.scenario.models import Cluster
 
 GPU_OPT = typer.Option(None, "--gpu", help="GPU id (default h100, or the scenario's).")
@@ -20,7 +20,9 @@ NODES_OPT = typer.Option(None, "--nodes", min=1, help="Nodes in the job.")
 GPN_OPT = typer.Option(None, "--gpus-per-node", min=1, help="Default: the GPU's reference node.")
 NICS_OPT = typer.Option(None, "--nics-per-node", min=1, help="Default: the GPU's reference node.")
 FABRIC_OPT = typer.Option(
-    None, "--fabric", help="Fabric id (default ib-ndr, or the scenario's first)."
+    None,
+    "--fabric",
+    help="Fabric id (default: the scenario's first, else InfiniBand at the GPU's NIC speed).",
 )
 HOPS_OPT = typer.Option(
     None, "--hops", min=1, help="Switch hops between nodes (default from radix)."
@@ -137,8 +139,10 @@ def system_from(
     if nodes is None:
         fail("give --nodes (or --scenario)", as_json=as_json)
     try:
+        gpu = gpu or "h100"
         return build_system(
-            gpu or "h100", nodes, fabric or "ib-ndr", gpus_per_node=gpus_per_node,
+            gpu, nodes, fabric or default_fabric(catalog, gpu, "infiniband"),
+            gpus_per_node=gpus_per_node,
             nics_per_node=nics_per_node, hops=hops, sharp=sharp, switch=switch, catalog=catalog,
         )  # fmt: skip
     except UnknownIdError as exc:

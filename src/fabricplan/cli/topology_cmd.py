@@ -19,6 +19,7 @@ from fabricplan.cli.system_opts import (
     parse_ratios,
     scenario_file,
 )
+from fabricplan.scenario import default_fabric
 from fabricplan.topology import DESIGNS, FabricDesign, TopologyError, design_fabric
 from fabricplan.topology.cabling import DEFAULT_LENGTHS
 
@@ -43,7 +44,9 @@ def topology(
     design: str | None = typer.Option(
         None, "--design", help=f"One of: {', '.join(DESIGNS)} (default rail-optimized)."
     ),
-    fabric: str | None = typer.Option(None, "--fabric", help="Fabric id (default ib-ndr)."),
+    fabric: str | None = typer.Option(
+        None, "--fabric", help="Fabric id (default: InfiniBand at the GPU's NIC speed)."
+    ),
     switch: str | None = typer.Option(None, "--switch", help="Switch id (default per fabric)."),
     oversubscription: str | None = typer.Option(
         None, "--oversubscription", help="Leaf down:up ratio, or LEAF,SPINE (default 1)."
@@ -92,9 +95,11 @@ def topology(
         if oversubscription is not None:
             o_leaf, o_spine = parse_ratios(oversubscription)
         lengths = _lengths(cable_length)
+        gpu = gpu or "h100"
+        fabrics = fabrics or [default_fabric(cat, gpu, "infiniband")]
         designs = [
             design_fabric(
-                gpus, design or "rail-optimized", f, gpu=gpu or "h100", switch=switch,
+                gpus, design or "rail-optimized", f, gpu=gpu, switch=switch,
                 oversubscription=o_leaf or 1.0, spine_oversubscription=o_spine or 1.0,
                 gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
                 cable_lengths=lengths,
@@ -102,7 +107,7 @@ def topology(
                 ("compatible" if compatible_optics else "oem"),
                 catalog=cat,
             )
-            for f in fabrics or ["ib-ndr"]
+            for f in fabrics
         ]  # fmt: skip
     except (TopologyError, UnknownIdError, ValueError) as exc:
         fail(str(exc), as_json=as_json)

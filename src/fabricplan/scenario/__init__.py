@@ -8,7 +8,7 @@
 
 from fabricplan.scenario.checks import check_scenario, scenario_warnings
 from fabricplan.scenario.errors import Problem, ScenarioError
-from fabricplan.scenario.load import load_scenario, resolve, scenario_from_data
+from fabricplan.scenario.load import default_fabric, load_scenario, resolve, scenario_from_data
 from fabricplan.scenario.models import (
     Cluster,
     Costs,
@@ -37,6 +37,7 @@ __all__ = [
     "Workload",
     "apply_overrides",
     "check_scenario",
+    "default_fabric",
     "load_scenario",
     "parse_override",
     "resolve",

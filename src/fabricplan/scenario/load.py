@@ -119,6 +119,13 @@ def _default_fabrics(cat: Catalog, gpu_id: str) -> tuple[str, ...]:
     return default_fabrics_at(cat, cat.gpu(gpu_id).node.nic_speed_gbps)
 
 
+def default_fabric(cat: Catalog, gpu_id: str, family: str) -> str:
+    """The fabric of ``family`` ("infiniband" or "roce") that a scenario on ``gpu_id`` gets by
+    default, or the other family's when the catalog has none of it. Raises UnknownIdError."""
+    picks = {cat.fabric(f).family: f for f in _default_fabrics(cat, gpu_id)}
+    return picks.get(family) or next(iter(picks.values()))
+
+
 def default_fabrics_at(cat: Catalog, speed_gbps: float) -> tuple[str, ...]:
     """One shipping InfiniBand and one shipping RoCE fabric for a NIC of ``speed_gbps``: the
     same line rate, else the fastest below it (the NIC runs it), else the slowest above."""
