@@ -379,3 +379,22 @@ def test_cost_prices_the_design_topology_shows():
     default = load_scenario(example, overrides=roce, catalog=CAT)
     chassis = fabric_cost(deep, CAT, a, "roce-400g").capex_network_usd
     assert chassis > 1.2 * fabric_cost(default, CAT, a, "roce-400g").capex_network_usd
+
+
+def test_latency_driver_is_typical_at_its_nominal_position():
+    """Position 0 / 0.5 / 1 of the latency driver is each fabric's catalog low / typical /
+    high, so nominal advice prices the step times as computed (at typical latency)."""
+    from fabricplan.advise.scoring import Parts, nominal_multipliers
+
+    zero, one = np.zeros(2), np.ones(2)
+    lo, hi = np.array([1.0 / 1.1, 1.6 / 3.5]), np.array([2.0 / 1.1, 10.0 / 3.5])  # NDR, RoCE
+    parts = Parts(kind="rent-train", years=1.0, servers=zero, network=zero, power=zero,
+                  staff=zero, support=zero, stabilisation=zero, risk=zero, rent=zero,
+                  run_rent=one, run_risk=zero, time=one, comm_share=np.full(2, 0.5),
+                  lat_lo=lo, lat_hi=hi)  # fmt: skip
+    m = nominal_multipliers(4)
+    m["latency"] = np.array([0.0, 0.25, 0.5, 1.0])
+    s = parts.scores(m)  # = 1 + comm_share x (latency multiplier - 1)
+    lat = np.stack([lo, (lo + 1) / 2, one, hi], axis=1)
+    assert s == pytest.approx(1 + 0.5 * (lat - 1))
+    assert parts.nominal() == pytest.approx(one)

@@ -33,10 +33,12 @@ DRIVERS: dict[str, tuple[str, float, float]] = {
     "stabilisation": ("weeks to stable collectives", *_A.uncertainty("stabilisation")),
     "risk": ("fabric-caused interruptions per year", *_A.uncertainty("risk")),
     "price": ("rented GPU-hour price", *_A.uncertainty("price")),
-    # position within each fabric's catalog RDMA latency range (0 = low, 1 = high)
+    # position within each fabric's catalog RDMA latency range: 0 = low, 0.5 = typical, 1 = high
     "latency": ("fabric latency within the catalog range", 0.0, 1.0),
 }
-# The latency driver's nominal value: each fabric's catalog ``typical`` is taken as mid-range.
+# The latency driver's nominal value: the catalog's ``typical``, at which step times were
+# computed. Linear from low to typical and from typical to high, so a uniform sample of the
+# position has the typical latency as its median, however lopsided the range.
 NOMINAL_LATENCY_POSITION = 0.5
 
 
@@ -68,7 +70,11 @@ class Parts:
     def scores(self, m: dict[str, np.ndarray]) -> np.ndarray:
         """Cost for the same work, shape (F, S) for S samples of multipliers ``m``."""
         col = lambda a: a[:, None]  # noqa: E731
-        lat = col(self.lat_lo) + m["latency"][None, :] * col(self.lat_hi - self.lat_lo)
+        pos = m["latency"][None, :]
+        lat = np.where(pos <= NOMINAL_LATENCY_POSITION,
+                       col(self.lat_lo) + pos / NOMINAL_LATENCY_POSITION * (1 - col(self.lat_lo)),
+                       1 + (pos - NOMINAL_LATENCY_POSITION) / (1 - NOMINAL_LATENCY_POSITION)
+                       * (col(self.lat_hi) - 1))  # fmt: skip
         t = col(self.time) * (1 + col(self.comm_share) * (lat - 1))
         rel = t / t.min(axis=0, keepdims=True)
         if self.kind == "rent-train":
