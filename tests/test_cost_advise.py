@@ -270,6 +270,17 @@ def test_reasons_name_the_synchronisation_pattern_and_serving_latency():
     assert max(comm, key=comm.get) == "ep_comm_s"  # MoE: the all-to-all is the largest part
     assert len(sync) == 1 and "expert all-to-all" in sync[0]
     assert f"{comm['ep_comm_s'] / best['step_time_s']:.1%}" in sync[0]
+    assert "over the fabric" in sync[0]
+
+    # tensor parallelism: on NVLink inside a node, over the fabric once TP spans two nodes
+    def tp_line(overrides: list[str]) -> str:
+        sc = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat, overrides=overrides)
+        rs = advise(sc, cat, break_even=False).recommendation["reasons"]
+        return next(r for r in rs if r.startswith("synchronisation"))
+
+    assert "tensor-parallel" in tp_line([]) and "on NVLink" in tp_line([])
+    spanning = tp_line(["workload.parallel.tp=16", "workload.parallel.pp=1"])
+    assert "tensor-parallel" in spanning and "over the fabric" in spanning
 
     def serving(overrides: list[str]) -> tuple[dict, str]:
         sc = load_scenario("examples/inference-405b.yaml", catalog=cat, overrides=overrides)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from fabricplan.advise.scoring import fabric_parts
 from fabricplan.scenario import Scenario
 
 # Margins below this share are called close: the held-back training runs put the step-time
@@ -23,32 +24,34 @@ def usd(v: float | None) -> str:
     return f"${v:,.0f}"
 
 
-# What each exposed communication part is, and whether it crosses the fabric.
+# What each exposed communication part is; whether it crosses the fabric is the scenario's
+# (scoring.fabric_parts), so the reasons and the score agree.
 SYNC_PARTS = {
-    "tp_comm_s": ("tensor-parallel collectives, on NVLink unless TP spans nodes", False),
-    "dp_comm_s": ("gradient reduction that the backward pass does not hide, over the fabric",
-                  True),
-    "ep_comm_s": ("expert all-to-all, over the fabric and the most congestion-prone pattern",
-                  True),
-    "pp_comm_s": ("pipeline sends between stages, over the fabric", True),
-    "cp_comm_s": ("context-parallel K/V exchange not hidden by attention", True),
-}  # fmt: skip
+    "tp_comm_s": "tensor-parallel collectives",
+    "dp_comm_s": "gradient reduction that the backward pass does not hide",
+    "ep_comm_s": "expert all-to-all, the most congestion-prone pattern",
+    "pp_comm_s": "pipeline sends between stages",
+    "cp_comm_s": "context-parallel K/V exchange not hidden by attention",
+}
 # Below this share of the inter-token latency the fabric is called marginal for serving.
 SERVING_MARGINAL_SHARE = 0.01
 
 
-def sync_pattern(f: dict[str, Any]) -> str | None:
-    """The training step's synchronisation pattern: its largest exposed communication part."""
+def sync_pattern(f: dict[str, Any], on_fabric: tuple[str, ...]) -> str | None:
+    """The training step's synchronisation pattern: its largest exposed communication part,
+    and whether it crosses the fabric (``on_fabric``: the parts that do)."""
     parts = {k: v for k, v in f.get("breakdown", {}).items() if k in SYNC_PARTS and v > 0}
     if not parts:
         return None
     top = max(parts, key=parts.__getitem__)
-    label, fabric = SYNC_PARTS[top]
     share = parts[top] / f["step_time_s"]
-    where = "the fabric is on the critical path" if fabric else "the fabric is barely on it"
+    if top in on_fabric:
+        where = "over the fabric, which is on the critical path"
+    else:
+        where = "on NVLink inside each node, so the fabric is barely on it"
     return (
-        f"synchronisation: most exposed communication is {label} ({share:.1%} of the step): "
-        + where
+        f"synchronisation: most exposed communication is {SYNC_PARTS[top]} ({share:.1%} of the "
+        f"step), {where}"
     )
 
 
@@ -83,7 +86,7 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
             f"{o['comm_exposed_fraction']:.1%}; the run takes {b['time_to_train_days']:.1f} vs "
             f"{o['time_to_train_days']:.1f} days"
         )
-        pattern = sync_pattern(b)
+        pattern = sync_pattern(b, fabric_parts(sc))
         if pattern:
             out.append(pattern)
     else:

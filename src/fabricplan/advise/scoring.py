@@ -96,18 +96,26 @@ def nominal_multipliers(n: int) -> dict[str, np.ndarray]:
     return m
 
 
-def _network_share(sc: Scenario, p: dict[str, Any]) -> float:
-    """Share of the step spent in exposed communication that crosses the fabric (TP only when
-    it spans nodes). The latency driver scales all of it: an upper bound, since much of it is
-    bandwidth-bound."""
-    if p["kind"] != "training":
-        return float(p["network_fraction"])
-    b = p["breakdown"]
+# Exposed-communication parts of a training step that cross the fabric whatever the plan.
+ALWAYS_ON_FABRIC = ("dp_comm_s", "ep_comm_s", "pp_comm_s", "cp_comm_s")
+
+
+def fabric_parts(sc: Scenario) -> tuple[str, ...]:
+    """The step's exposed-communication parts that cross the fabric: tensor parallelism too
+    when its group spans nodes (otherwise it stays on NVLink)."""
     w = sc.workload
     assert w is not None and sc.cluster.gpus_per_node is not None
     spans = w.parallel.tp > sc.cluster.gpus_per_node
-    net = b["pp_comm_s"] + b["ep_comm_s"] + b["cp_comm_s"] + b["dp_comm_s"]
-    return (net + (b["tp_comm_s"] if spans else 0.0)) / p["step_time_s"]
+    return ALWAYS_ON_FABRIC + (("tp_comm_s",) if spans else ())
+
+
+def _network_share(sc: Scenario, p: dict[str, Any]) -> float:
+    """Share of the step spent in exposed communication that crosses the fabric. The latency
+    driver scales all of it: an upper bound, since much of it is bandwidth-bound."""
+    if p["kind"] != "training":
+        return float(p["network_fraction"])
+    b = p["breakdown"]
+    return sum(b[k] for k in fabric_parts(sc)) / p["step_time_s"]
 
 
 def build_parts(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
