@@ -257,6 +257,43 @@ def test_backends_share_the_interface():
     assert closed.busbw_GBps < ideal.busbw_GBps
 
 
+class _Fixed:
+    """A backend with one factor for every configuration and algorithm."""
+
+    name = "fixed"
+
+    def __init__(self, f: float) -> None:
+        self.f = f
+
+    def slowdown(self, sa, op):
+        return np.full((len(sa), 7), self.f)
+
+
+@pytest.mark.parametrize("op", ["alltoall", "sendrecv"])
+def test_point_to_point_ops_take_the_backends_factor_on_the_fabric_only(op):
+    """Twice the slowdown doubles the bandwidth term across nodes, not the latency; inside one
+    node (NVLink only) nothing changes."""
+    from fabricplan.collectives import SystemArrays, sweep
+
+    sa = SystemArrays.of(
+        [build_system("h100", 4, "roce-400g"), build_system("h100", 1, "roce-400g")]
+    )
+    sizes = np.array([8.0, 2.0**30])
+    t1, t2 = (sweep(sa, op, sizes, backend=_Fixed(f)).time_us for f in (1.0, 2.0))
+    lat = t1[0, 0]  # 8 bytes: all latency
+    assert t2[0, 0] == pytest.approx(lat, rel=1e-3)
+    assert t2[0, 1] - lat == pytest.approx(2 * (t1[0, 1] - lat), rel=1e-3)
+    assert t2[1] == pytest.approx(t1[1])
+
+
+def test_the_closed_form_refuses_what_its_law_does_not_cover():
+    s = build_system("h100", 64, "roce-400g")
+    with pytest.raises(ValueError, match="not alltoall"):
+        predict(s, "alltoall", [2**30], backend=ClosedFormECMP())
+    with pytest.raises(ValueError, match="not dragonfly"):
+        predict(s, "all_reduce", [2**30], backend=ClosedFormECMP(design="dragonfly"))
+
+
 # --- case validation -----------------------------------------------------------------------
 
 

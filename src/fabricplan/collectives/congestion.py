@@ -18,7 +18,9 @@ class CongestionBackend(Protocol):
     name: str
 
     def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
-        """Factor >= 1 per (configuration, algorithm), shape (N, number of algorithms)."""
+        """Factor >= 1 per (configuration, algorithm), shape (N, number of algorithms). For
+        the point-to-point ops (sendrecv, alltoall), which run outside NCCL's algorithms, the
+        ring column is read."""
         ...
 
 

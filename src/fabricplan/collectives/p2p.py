@@ -23,15 +23,18 @@ def _hop_latency(sa: SystemArrays, proto: int, across_nodes: np.ndarray) -> np.n
     return K.BASE_LAT_US[RING, proto] + np.where(across_nodes, net, intra)
 
 
-def p2p_times(sa: SystemArrays, op: str, sizes: np.ndarray) -> np.ndarray:
-    """Time (us) per (N, S, protocol) for LL and Simple (inf for LL128, unused by p2p)."""
+def p2p_times(sa: SystemArrays, op: str, sizes: np.ndarray,
+              slowdown: np.ndarray | float = 1.0) -> np.ndarray:  # fmt: skip
+    """Time (us) per (N, S, protocol) for LL and Simple (inf for LL128, unused by p2p).
+    ``slowdown`` (>= 1, scalar or (N,)) stretches the time the traffic spends on the fabric."""
     sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
     n = sa.nodes * sa.k
     multi = sa.nodes > 1
+    slow = np.broadcast_to(np.asarray(slowdown, dtype=float), (len(sa),))
     out = np.full((*sizes.shape, 3), np.inf)
     if op == "sendrecv":
         # nccl-tests sends to rank+1: with several nodes one pair per node boundary uses a NIC.
-        link = np.where(multi, np.minimum(sa.nic, sa.nvl), sa.nvl)
+        link = np.where(multi, np.minimum(sa.nic, sa.nvl) / slow, sa.nvl)
         for proto, factor in ((LL, K.RING_LL_FACTOR), (SIMPLE, 1.0)):
             lat = _hop_latency(sa, proto, multi)
             out[..., proto] = lat[:, None] + sizes / (1000.0 * link[:, None] * factor)
@@ -40,7 +43,7 @@ def p2p_times(sa: SystemArrays, op: str, sizes: np.ndarray) -> np.ndarray:
         raise ValueError(f"{op} is not a point-to-point collective")
     # Each rank sends size/n to every peer. A node's NICs carry k ranks' traffic to the
     # (n - k) ranks outside it; each GPU's NVLink carries its traffic to the k - 1 inside.
-    out_of_node = sa.k * (n - sa.k) / n / (np.maximum(sa.m, 1) * sa.nic)
+    out_of_node = sa.k * (n - sa.k) / n / (np.maximum(sa.m, 1) * sa.nic) * slow
     in_node = (sa.k - 1) / n / sa.nvl
     per_byte = np.maximum(np.where(multi, out_of_node, 0.0), in_node)  # us per KB, below
     for proto, factor in ((LL, K.RING_LL_FACTOR), (SIMPLE, 1.0)):

@@ -10,7 +10,7 @@ import numpy as np
 from fabricplan.collectives import nccl_constants as K
 from fabricplan.collectives.busbw import algbw_GBps, bus_factor
 from fabricplan.collectives.congestion import CongestionBackend, NoCongestion
-from fabricplan.collectives.model import TABLE_OPS, SystemArrays, best, times
+from fabricplan.collectives.model import RING, TABLE_OPS, SystemArrays, best, times
 from fabricplan.collectives.p2p import p2p_times
 from fabricplan.collectives.system import CommSystem
 
@@ -59,14 +59,15 @@ def sweep(
     """Predict ``op`` for N configurations at sizes of shape (S,) or (N, S) in one call."""
     sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
     proto_mask = _mask(protocols, {p.lower(): i for i, p in enumerate(K.PROTOCOLS)}, 3, "protocol")
+    slow = (backend or NoCongestion()).slowdown(sa, op)
     if op in TABLE_OPS:
-        slow = (backend or NoCongestion()).slowdown(sa, op)
         t = times(sa, op, sizes, slow)
         algo_mask = _mask(algorithms, ALGO_NAMES, len(K.ALGORITHMS), "algorithm")
         t = np.where(algo_mask[:, None] & proto_mask[None, :], t, np.inf)
         t_best, algo, proto = best(t)
     else:
-        t = np.where(proto_mask, p2p_times(sa, op, sizes), np.inf)
+        # point-to-point runs outside NCCL's algorithms: one factor, the ring column's
+        t = np.where(proto_mask, p2p_times(sa, op, sizes, slow[:, RING]), np.inf)
         proto = np.argmin(t, axis=-1)
         t_best = np.take_along_axis(t, proto[..., None], -1)[..., 0]
         algo = np.full(proto.shape, -1)

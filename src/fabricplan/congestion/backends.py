@@ -22,18 +22,22 @@ from fabricplan.topology import build_graph, design_fabric
 
 # Which traffic pattern stands for each NCCL algorithm's network traffic.
 _PATTERN_COLUMNS = (("ring-allreduce", (RING,)), ("tree-allreduce", (TREE, NVLS_TREE)))
+# Point-to-point ops run outside NCCL's algorithms; the collective model reads the ring column.
+# nccl-tests' sendrecv sends to rank + 1, a ring's neighbour traffic.
+_P2P_PATTERN = {"alltoall": "alltoall", "sendrecv": "ring-allreduce"}
 
 
-def _per_configuration(sa: SystemArrays, factor: Callable[[int, int, int, str], float]
-                       ) -> np.ndarray:  # fmt: skip
+def _per_configuration(sa: SystemArrays, op: str,
+                       factor: Callable[[int, int, int, str], float]) -> np.ndarray:  # fmt: skip
     """(N, algorithms) slowdowns: ``factor(nodes, gpus per node, NICs per node, pattern)`` for
     the algorithms each pattern stands for, 1 elsewhere and on single nodes."""
     out = np.ones((len(sa), A))
+    columns = ((_P2P_PATTERN[op], tuple(range(A))),) if op in _P2P_PATTERN else _PATTERN_COLUMNS
     for i in range(len(sa)):
         nodes, k, m = int(sa.nodes[i]), int(sa.k[i]), int(sa.m[i])
         if nodes < 2:
             continue
-        for pattern, cols in _PATTERN_COLUMNS:
+        for pattern, cols in columns:
             out[i, list(cols)] = factor(nodes, k, m, pattern)
     return out
 
@@ -67,7 +71,14 @@ class ClosedFormECMP:
         return collision_slowdown(net, tr, self.qps, nic / T.CHANNELS_PER_NIC)
 
     def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
-        return _per_configuration(sa, self._one)
+        # the law counts a few large channels per NIC landing on equal-cost uplinks of a Clos
+        if self.design == "dragonfly":
+            raise ValueError(f"{self.name}: covers Clos designs, not dragonfly; use the "
+                             "flow-level simulator (fabricplan congestion)")  # fmt: skip
+        if op == "alltoall":
+            raise ValueError(f"{self.name}: covers ring and tree channels, not alltoall's "
+                             "many small flows per NIC; use the flow-level simulator")  # fmt: skip
+        return _per_configuration(sa, op, self._one)
 
 
 @dataclass(frozen=True)
@@ -84,4 +95,4 @@ class SimulatedCongestion:
         return float(np.median(run_case(c, self.catalog).network_slowdowns))
 
     def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
-        return _per_configuration(sa, self.factor)
+        return _per_configuration(sa, op, self.factor)

@@ -153,8 +153,6 @@ def collectives_s(hw: Hardware, requests: list[Request], congestion: bool) -> li
                     f[nodes == n] = congestion_factor(hw, pattern, int(n))
         res = sweep(sa, op, nbytes[:, None], backend=ConstantSlowdown(factor))
         t = res.time_us[:, 0] * 1e-6
-        if op in ("sendrecv", "alltoall"):  # point-to-point: no backend inside, scale here
-            t = t * factor
         start = 0
         for i, live, *_r in parts:
             out[i][live] = t[start : start + len(live)]
