@@ -344,3 +344,26 @@ def test_a_case_too_large_to_route_is_refused_before_any_work():
     case = Case(gpus=16384, pattern="alltoall", design="rail-optimized", seeds=1)
     with pytest.raises(CaseError, match=r"33,538,048 flows.*over the 4 GiB budget"):
         run_case(case)
+
+
+@pytest.mark.parametrize("routing", ["adaptive", "ecmp"])
+def test_every_flow_is_routed_once_background_first(routing, monkeypatch):
+    """Other tenants' load is routed before the job (adaptive routing steers around it) and
+    is not routed again with the job, which would count its load twice."""
+    calls: list[tuple[int, float]] = []
+    original = Network.route
+
+    def spy(self, src, dst, mode, rng, qps=1, demand=None, preload=None):
+        calls.append((len(src), 0.0 if preload is None else float(np.sum(preload))))
+        return original(self, src, dst, mode, rng, qps=qps, demand=demand, preload=preload)
+
+    monkeypatch.setattr(Network, "route", spy)
+    case = Case(gpus=128, cluster_gpus=512, fabric="ib-ndr", design="fat-tree",
+                routing=routing, background=0.5, seeds=1)  # fmt: skip
+    run_case(case)
+    seed = [c for c in calls if c[0] > 0][-2:]  # the last seed's two routings
+    bg, job = seed
+    assert bg[1] == 0.0 and job[1] > 0  # the job sees the background's load, once
+    idle_nics = (512 - 128) // 8 * 8
+    assert bg[0] == idle_nics  # one background flow per idle NIC
+    assert job[0] == T.flow_count("ring-allreduce", 16, 8)  # the job's flows only

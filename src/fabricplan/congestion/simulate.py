@@ -229,13 +229,7 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     t_ideal = alone.ideal_net_us
     # what each sender pushes before congestion control reacts: its NIC share
     demand = np.concatenate([alone.nic_rates, tr.demand_GBps[n_job:]])
-    pre = np.zeros(net.lanes)
-    bg = tr.background[tr.column]
-    if bg.any():  # background is placed first (ECMP); adaptive routing sees its load
-        r_bg = net.route(tr.src[bg], tr.dst[bg], "ecmp", rng)
-        np.add.at(pre, r_bg.lane, r_bg.weight * tr.demand_GBps[tr.column[bg]][r_bg.flow])
-    routed = net.route(tr.src, tr.dst, st.routing, rng, qps=case.qps,
-                       demand=demand[tr.column], preload=pre)  # fmt: skip
+    routed = _route(st, tr, demand, rng)
     a = _columns(net, routed, tr)
     a_t = a.T.tocsr()  # for both passes below
     eff = apply_flow_control(net, routed, tr.column, a, demand, tr.self_clocked, job_col, st.fc,
@@ -251,6 +245,23 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     lat = latency_under_load(net, routed, np.flatnonzero(hop_job), util, eff.queue_kb,
                              st.fabric, st.switch_latency_ns, rng, st.probes)  # fmt: skip
     return _Seed(t_ideal, float(done.finish_us[:n_job].max()), eff, util, lat)
+
+
+def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generator) -> Routed:
+    """Route every hop flow once: the other tenants' background first (it is there before the
+    job starts, on the same fabric and routing), then the job's, which adaptive routing steers
+    around the background's load."""
+    net = st.net
+    is_bg = tr.background[tr.column]
+    bg, job = np.flatnonzero(is_bg), np.flatnonzero(~is_bg)
+    pre = np.zeros(net.lanes)
+    r_bg = net.route(tr.src[bg], tr.dst[bg], st.routing, rng, demand=demand[tr.column[bg]])
+    np.add.at(pre, r_bg.lane, r_bg.weight * demand[tr.column[bg]][r_bg.flow])
+    r_job = net.route(tr.src[job], tr.dst[job], st.routing, rng, qps=st.case.qps,
+                      demand=demand[tr.column[job]], preload=pre)  # fmt: skip
+    return Routed(lane=np.concatenate([r_job.lane, r_bg.lane]),
+                  flow=np.concatenate([job[r_job.flow], bg[r_bg.flow]]),
+                  weight=np.concatenate([r_job.weight, r_bg.weight]))  # fmt: skip
 
 
 def _check_route_memory(case: Case, routing: str, nodes: int, cluster_nodes: int, radix: int,
