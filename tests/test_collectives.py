@@ -185,3 +185,19 @@ def test_constants_keep_nccl_shapes():
     assert K.BASE_LAT_US.shape == (7, 3)
     assert K.HW_LAT_US.shape == (3, 7, 3)
     assert K.TREE_CORRECTION.shape == (3, 24)
+
+
+def test_the_design_sets_the_switch_hops_the_collectives_see():
+    """64 H100 nodes on 64-port NDR switches: a rail needs two leaves (3 hops), as does a
+    fat-tree; rail-only keeps each rail on one switch (1); dragonfly is 2 inside a group. The
+    workload's communicators take the scenario's design."""
+    from fabricplan.catalog import default_catalog
+    from fabricplan.workload import Hardware
+    from fabricplan.workload.comm import base_system
+
+    hops = {d: build_system("h100", 64, "ib-ndr", design=d).switch_hops
+            for d in ("rail-optimized", "fat-tree", "rail-only", "dragonfly")}  # fmt: skip
+    assert hops == {"rail-optimized": 3, "fat-tree": 3, "rail-only": 1, "dragonfly": 2}
+    hw = Hardware(gpu=default_catalog().gpu("h100"), gpus=512, gpus_per_node=8,
+                  nics_per_node=8, fabric="ib-ndr", design="rail-only")  # fmt: skip
+    assert base_system(hw).switch_hops == 1

@@ -103,14 +103,16 @@ def scenario_cluster(path: Path, overrides: list[str] | None, catalog: Catalog,
 def _fill_from_scenario(flags: dict[str, Any], scenario: Path, overrides: list[str] | None,
                         catalog: Catalog, as_json: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
     """``flags`` (gpu, gpus_per_node, nics_per_node, fabric) with the scenario's cluster where a
-    flag is not given, and the scenario's node count. The scenario's switch comes along only
-    with its own fabric (``switch``; None: the fabric's default)."""
+    flag is not given, and the scenario's node count. The scenario's topology design comes
+    along, its switch only with its own fabric (``switch``; None: the fabric's default)."""
     c = scenario_cluster(scenario, overrides, catalog, as_json)
     cluster = {"gpu": c.gpu, "gpus_per_node": c.gpus_per_node, "nics_per_node": c.nics_per_node,
                "fabric": c.fabrics[0]}  # fmt: skip
     filled = {**flags, **{k: flags.get(k) or cluster[k] for k in cluster}}
     own_fabric = not flags.get("fabric") or flags["fabric"] in c.fabrics
-    return {**filled, "switch": c.topology.switch if own_fabric else None}, c.nodes
+    t = c.topology
+    return {**filled, "switch": t.switch if own_fabric else None, "design": t.design,
+            "oversubscription": t.oversubscription}, c.nodes  # fmt: skip
 
 
 def system_from(
@@ -127,6 +129,8 @@ def system_from(
     catalog: Catalog,
     as_json: bool,
     switch: str | None = None,
+    design: str = "rail-optimized",
+    oversubscription: float = 1.0,
 ) -> CommSystem:
     """Flags win over the scenario; the scenario wins over catalog defaults."""
     if scenario is not None:
@@ -134,7 +138,8 @@ def system_from(
                  "fabric": fabric}  # fmt: skip
         filled, scenario_nodes = _fill_from_scenario(flags, scenario, overrides, catalog, as_json)
         gpu, gpus_per_node, nics_per_node, fabric = (filled[k] for k in flags)
-        switch = filled["switch"]
+        switch, design = filled["switch"], filled["design"]
+        oversubscription = filled["oversubscription"]
         nodes = nodes or scenario_nodes
     if nodes is None:
         fail("give --nodes (or --scenario)", as_json=as_json)
@@ -143,7 +148,8 @@ def system_from(
         return build_system(
             gpu, nodes, fabric or default_fabric(catalog, gpu, "infiniband"),
             gpus_per_node=gpus_per_node,
-            nics_per_node=nics_per_node, hops=hops, sharp=sharp, switch=switch, catalog=catalog,
+            nics_per_node=nics_per_node, hops=hops, sharp=sharp, switch=switch, design=design,
+            oversubscription=oversubscription, catalog=catalog,
         )  # fmt: skip
     except UnknownIdError as exc:
         fail(str(exc), as_json=as_json)

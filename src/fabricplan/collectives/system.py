@@ -76,9 +76,12 @@ def build_system(
     hops: int | None = None,
     sharp: bool = False,
     switch: str | None = None,
+    design: str = "rail-optimized",
+    oversubscription: float = 1.0,
     catalog: Catalog | None = None,
 ) -> CommSystem:
-    """Describe a cluster for the collective model from catalog ids and counts."""
+    """Describe a cluster for the collective model from catalog ids and counts; ``design`` and
+    ``oversubscription`` (of the leaves) set the switch hops between the job's nodes."""
     cat = catalog or default_catalog()
     g = cat.gpu(gpu)
     f = cat.fabric(fabric)
@@ -87,7 +90,10 @@ def build_system(
     nic = cat.nic(f.default_nic)
     sw = cat.switch(switch or f.default_switch)
     radix = sw.radix_at(f.line_rate_gbps) or sw.ports
-    h = job_hops(nodes, m, k, radix, f.line_rate_gbps) if hops is None else hops
+    if hops is None:
+        h = job_hops(nodes, m, k, radix, f.line_rate_gbps, design, oversubscription)
+    else:
+        h = hops
     sw_ns = sw.port_to_port_latency_ns.nominal
 
     pcie = nic.pcie_GBps_in(g.node.pcie_gen)

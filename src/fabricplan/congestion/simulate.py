@@ -318,6 +318,7 @@ def run_case(case: Case, catalog: Catalog | None = None,
     )
     sys = build_system(case.gpu, nodes, case.fabric, gpus_per_node=k,
                        nics_per_node=case.nics_per_node, switch=case.switch,
+                       design=case.design, oversubscription=case.oversubscription,
                        catalog=cat)  # fmt: skip
     graph = build_graph(design.layout, sys.nvlink_GBps, sys.nic_GBps)
     net = Network(graph, efficiency=sys.nic_GBps / (fab.line_rate_gbps / 8))

@@ -43,8 +43,8 @@ class ConstantSlowdown:
 def base_system(hw: Hardware) -> CommSystem:
     """The whole cluster as one communicator: NIC goodput, NVLink, per-step latency, hops."""
     return build_system(hw.gpu.id, max(hw.nodes, 1), hw.fabric, gpus_per_node=hw.gpus_per_node,
-                        nics_per_node=hw.nics_per_node, switch=hw.switch,
-                        catalog=hw.catalog)  # fmt: skip
+                        nics_per_node=hw.nics_per_node, switch=hw.switch, design=hw.design,
+                        oversubscription=hw.oversubscription, catalog=hw.catalog)  # fmt: skip
 
 
 @lru_cache(maxsize=64)
