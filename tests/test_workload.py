@@ -245,3 +245,18 @@ def test_the_scenarios_switch_sets_the_latency_of_every_hop():
     assert chassis.switch_hops == 3
     assert chassis.p2p_latency_us == pytest.approx(rdma + 2 * per_hop)
     assert default.p2p_latency_us < chassis.p2p_latency_us - 5
+
+
+def test_suggested_plans_keep_the_expert_groups_whole():
+    """DeepSeek-V3 at 131k context, ep 64 on 64 GPUs, ZeRO-3 and full recompute: 216 GB of
+    activations. More TP would fit but shrinks dp below 64, which ep must divide, so nothing
+    is suggested; with ep 8, TP 8 (dp 8) is a valid plan that fits."""
+    from fabricplan.workload.evaluate import _alternatives
+
+    s = shape_of(CAT.model("deepseek-v3"))
+    kw = {"tp": 1, "pp": 1, "dp": 64, "global_batch": 64, "seq_len": 131072, "zero": 3,
+          "recompute": "full"}  # fmt: skip
+    p64, p8 = Plans.of(ep=64, **kw), Plans.of(ep=8, **kw)
+    assert not memory(s, p64, _hw(64)).fits[0]
+    assert _alternatives(s, p64, _hw(64)) == []
+    assert [a.split(" (")[0] for a in _alternatives(s, p8, _hw(64))] == ["tp: 8"]

@@ -42,13 +42,16 @@ def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
         if pp * f <= s.layers:
             options.append((f"pp: {pp * f}", {"pp": pp * f}, {}))
     out = []
+    ep, vp = int(p.ep[0]), int(p.vp[0])
     for label, arrays, flags in options:
         new_tp, new_pp = arrays.get("tp", tp), arrays.get("pp", pp)
         if hw.gpus % (new_tp * new_pp * cp):
             continue
         dp = hw.gpus // (new_tp * new_pp * cp)
         mb = int(p.micro_batch[0])
-        if int(p.global_batch[0]) % (dp * mb):
+        # the scenario's own rules: batch, expert groups, interleaved chunks
+        if (int(p.global_batch[0]) % (dp * mb) or (dp * cp) % ep
+                or (vp > 1 and new_pp * vp > s.layers)):  # fmt: skip
             continue
         q = Plans.of(
             tp=new_tp, pp=new_pp, dp=dp, cp=cp, ep=p.ep, vp=p.vp, micro_batch=mb,
