@@ -91,6 +91,13 @@ def test_pcie_bandwidth_is_the_analytic_value(cat):
     assert cat.nic("cx8").pcie_GBps_in(5) == pytest.approx(63.015, rel=1e-4)
 
 
+def test_a_nic_delivers_the_least_of_fabric_ports_and_pcie(cat):
+    cx7 = cat.nic("cx7")  # one 400G port, PCIe Gen5 x16
+    assert cx7.goodput_GBps(48.0, 5) == 48.0  # the fabric's goodput
+    assert cx7.goodput_GBps(48.0, 4) == pytest.approx(31.508, rel=1e-4)  # a Gen4 host
+    assert cx7.goodput_GBps(60.0, 5) == pytest.approx(50.0)  # its port: 400 Gb/s
+
+
 def test_switch_radix_with_breakout(cat):
     qm = cat.switch("qm9700")
     assert qm.radix_at(400) == 64

@@ -185,6 +185,12 @@ class Nic(Entry):
         trains at the older of the two generations."""
         return PCIE_LANE_GBPS[min(self.pcie_gen, host_pcie_gen)] * self.pcie_lanes
 
+    def goodput_GBps(self, fabric_goodput_GBps: float, host_pcie_gen: int) -> float:
+        """What this NIC delivers on a fabric: the fabric's goodput, capped by the NIC's own
+        ports and by its PCIe link in the host (e.g. a 400G NIC on PCIe Gen4 x16)."""
+        ports = self.port_speed_gbps / 8 * self.ports
+        return min(fabric_goodput_GBps, ports, self.pcie_GBps_in(host_pcie_gen))
+
 
 class _Media(Entry):
     link_layers: tuple[LinkLayer, ...] = Field(min_length=1)

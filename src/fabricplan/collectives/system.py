@@ -96,8 +96,7 @@ def build_system(
         h = hops
     sw_ns = sw.port_to_port_latency_ns.nominal
 
-    pcie = nic.pcie_GBps_in(g.node.pcie_gen)
-    nic_bw = min(f.nic_goodput_GBps.nominal, nic.port_speed_gbps / 8 * nic.ports, pcie)
+    nic_bw = nic.goodput_GBps(f.nic_goodput_GBps.nominal, g.node.pcie_gen)
 
     eff = SCALEUP_EFFICIENCY[g.arch]
     nvlink = g.scaleup_unidir_GBps * eff

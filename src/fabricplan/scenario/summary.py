@@ -22,9 +22,8 @@ def _fabric_facts(s: Scenario, cat: Catalog, fabric_id: str) -> dict[str, Any]:
     nic = cat.nic(f.default_nic)
     nics = s.cluster.nics_per_node or 1
     per_port = f.nic_goodput_GBps.nominal
-    # A NIC behind a slower PCIe link cannot exceed the link (e.g. a 400G NIC on PCIe Gen4 x16).
-    pcie_cap = nic.pcie_GBps_in(cat.gpu(s.cluster.gpu).node.pcie_gen)
-    per_port_eff = min(per_port, pcie_cap)
+    pcie_gen = cat.gpu(s.cluster.gpu).node.pcie_gen
+    per_port_eff = nic.goodput_GBps(per_port, pcie_gen)
     switch = cat.switch(s.cluster.topology.switch or f.default_switch)
     return {
         "id": f.id,
@@ -32,7 +31,7 @@ def _fabric_facts(s: Scenario, cat: Catalog, fabric_id: str) -> dict[str, Any]:
         "status": f.status,
         "line_rate_gbps": f.line_rate_gbps,
         "goodput_per_port_GBps": per_port_eff,
-        "pcie_limited": per_port > pcie_cap,
+        "pcie_limited": per_port > nic.pcie_GBps_in(pcie_gen),
         "injection_per_node_GBps": per_port_eff * nics,
         "injection_per_gpu_GBps": per_port_eff * nics / (s.cluster.gpus_per_node or 1),
         "rdma_latency_us": [f.rdma_latency_us.low, f.rdma_latency_us.high],
