@@ -409,3 +409,9 @@ def test_latency_driver_is_typical_at_its_nominal_position():
     lat = np.stack([lo, (lo + 1) / 2, one, hi], axis=1)
     assert s == pytest.approx(1 + 0.5 * (lat - 1))
     assert parts.nominal() == pytest.approx(one)
+
+
+def test_advise_table_states_a_missing_break_even_plainly():
+    out = run("advise", "examples/16-gpu-finetune.yaml", "--no-congestion").stdout
+    assert "break-even: none (InfiniBand does not repay its premium" in out
+    assert "none GPUs" not in out

@@ -96,7 +96,8 @@ def _show(a: Advice) -> None:
     if a.sensitivity:
         console.print(s)
     be = a.break_even_gpus
-    console.print(f"break-even: {be['gpus'] or 'none'} GPUs ({be['note']})", highlight=False)
+    at = f"{be['gpus']:,} GPUs" if be["gpus"] else "none"
+    console.print(f"break-even: {at} ({be['note']})", highlight=False)
     if be.get("by_maturity"):
         per = ", ".join(f"{m} {n or 'none'}" for m, n in be["by_maturity"].items())
         console.print(f"break-even by network maturity: {per}", highlight=False)
