@@ -412,6 +412,6 @@ def test_latency_driver_is_typical_at_its_nominal_position():
 
 
 def test_advise_table_states_a_missing_break_even_plainly():
-    out = run("advise", "examples/16-gpu-finetune.yaml", "--no-congestion").stdout
+    out = run("advise", "examples/16-gpu-finetune.yaml").stdout
     assert "break-even: none (InfiniBand does not repay its premium" in out
     assert "none GPUs" not in out
