@@ -260,3 +260,17 @@ def test_suggested_plans_keep_the_expert_groups_whole():
     assert not memory(s, p64, _hw(64)).fits[0]
     assert _alternatives(s, p64, _hw(64)) == []
     assert [a.split(" (")[0] for a in _alternatives(s, p8, _hw(64))] == ["tp: 8"]
+
+
+def test_fragmented_placement_reaches_the_congestion_simulator():
+    """cluster.placement: a 16-node ring on a RoCE fat-tree runs collision-free side by side;
+    scattered over a fabric twice its size, its flows cross the spine and ECMP collides."""
+    from fabricplan.workload.comm import congestion_factor
+
+    sets = ["cluster.placement=fragmented", "cluster.topology.design=fat-tree",
+            "cluster.fabric=roce-400g"]  # fmt: skip
+    sc = load_scenario("examples/256-gpu-moe.yaml", overrides=sets, catalog=CAT)
+    hw = hardware_from_scenario(sc, CAT, "roce-400g")
+    assert hw.placement == "fragmented"
+    assert congestion_factor(hw, "ring-allreduce", 16) > 1.2
+    assert congestion_factor(replace(hw, placement="contiguous"), "ring-allreduce", 16) == 1.0

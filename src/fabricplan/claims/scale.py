@@ -44,11 +44,13 @@ COMMON_VARIANTS = (
              f"cluster.topology.oversubscription={OVERSUBSCRIBED}")),
     Variant("gradient reduction not overlapped", ("workload.overlap_dp=false",)),
     Variant("RoCE latency at the catalog's high end", roce_latency="high"),
+    Variant("fragmented placement (a shared cluster)", ("cluster.placement=fragmented",)),
 )  # fmt: skip
 WORST = Variant(
     "all adverse at once",
     ("cluster.roce_quality=misconfigured", "cluster.topology.design=fat-tree",
-     f"cluster.topology.oversubscription={OVERSUBSCRIBED}", "workload.overlap_dp=false"),
+     f"cluster.topology.oversubscription={OVERSUBSCRIBED}", "workload.overlap_dp=false",
+     "cluster.placement=fragmented"),
     roce_latency="high",
 )  # fmt: skip
 

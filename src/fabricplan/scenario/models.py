@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Design = Literal["fat-tree", "rail-optimized", "rail-only", "dragonfly"]
 RoceQuality = Literal["tuned", "default", "misconfigured"]
+# Where the job's nodes sit: side by side (a dedicated cluster), or scattered over a fabric twice
+# the job's size, as a busy shared cluster hands them out.
+Placement = Literal["contiguous", "fragmented"]
 Maturity = Literal["low", "medium", "high"]
 MATURITIES: tuple[str, ...] = get_args(Maturity)
 
@@ -43,6 +46,10 @@ class Cluster(_Strict):
     fabric: tuple[str, ...] | None = Field(default=None, description="one id or a list to compare")
     topology: Topology = Topology()
     roce_quality: RoceQuality = "tuned"
+    placement: Placement = Field(
+        default="contiguous",
+        description="contiguous nodes, or fragmented over a fabric twice the job's size",
+    )
 
     @field_validator("fabric", mode="before")
     @classmethod

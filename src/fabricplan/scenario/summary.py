@@ -95,6 +95,7 @@ def summarize(s: Scenario, cat: Catalog) -> dict[str, Any]:
             "nics_per_node": c.nics_per_node,
             "topology": c.topology.model_dump(),
             "roce_quality": c.roce_quality,
+            "placement": c.placement,
         },
         "fabrics": [_fabric_facts(s, cat, f) for f in c.fabrics],
         "workload": _workload_facts(s, cat),

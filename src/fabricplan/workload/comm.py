@@ -75,7 +75,7 @@ def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
         return 1.0
     return _simulated_slowdown(hw.gpu.id, hw.fabric, hw.design, hw.oversubscription,
                                hw.spine_oversubscription, hw.switch, hw.roce_quality,
-                               hw.gpus_per_node, hw.nics_per_node, pattern, nodes,
+                               hw.placement, hw.gpus_per_node, hw.nics_per_node, pattern, nodes,
                                hw.catalog)  # fmt: skip
 
 
@@ -85,8 +85,8 @@ def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
 @lru_cache(maxsize=512)
 def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: float,
                         spine_oversubscription: float, switch: str | None, roce_quality: str,
-                        gpus_per_node: int, nics_per_node: int, pattern: str, nodes: int,
-                        catalog: Catalog | None = None) -> float:  # fmt: skip
+                        placement: str, gpus_per_node: int, nics_per_node: int, pattern: str,
+                        nodes: int, catalog: Catalog | None = None) -> float:  # fmt: skip
     # heavy imports: only when a group crosses the network
     from fabricplan.congestion.backends import SimulatedCongestion
     from fabricplan.congestion.simulate import Case, CaseError
@@ -99,6 +99,7 @@ def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: fl
         spine_oversubscription=spine_oversubscription,
         switch=switch,
         roce_quality=roce_quality,
+        placement=placement,
         seeds=CONGESTION_SEEDS,
         jitter_us=0.0,
         size_bytes=CONGESTION_PROBE_BYTES,

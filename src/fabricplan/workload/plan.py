@@ -42,6 +42,7 @@ class Hardware:
     design: str = "rail-optimized"
     oversubscription: float = 1.0
     roce_quality: str = "tuned"
+    placement: str = "contiguous"  # or "fragmented": the congestion simulator's placements
     switch: str | None = None  # None: the fabric's default switch
     spine_oversubscription: float = 1.0
     # The scenario's catalog, for the collective model and the congestion simulator; None
@@ -153,6 +154,7 @@ def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
         design=c.topology.design,
         oversubscription=c.topology.oversubscription,
         roce_quality=c.roce_quality,
+        placement=c.placement,
         switch=c.topology.switch,
         spine_oversubscription=c.topology.spine_oversubscription,
         catalog=cat,
