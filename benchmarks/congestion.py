@@ -11,7 +11,8 @@ import resource
 import time
 
 from fabricplan.catalog import default_catalog
-from fabricplan.congestion.simulate import Case, run_case
+from fabricplan.congestion.case import Case
+from fabricplan.congestion.simulate import run_case
 
 # The targets in the docstring above.
 TARGET_16K_S = 2.0

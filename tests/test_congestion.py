@@ -11,11 +11,12 @@ from scipy.sparse import csr_matrix
 from fabricplan.collectives import build_system, predict
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.backends import ClosedFormECMP, SimulatedCongestion
+from fabricplan.congestion.case import Case, CaseError
 from fabricplan.congestion.closed_form import collision_slowdown, expected_max_load, max_load_cdf
 from fabricplan.congestion.dcqcn import dcqcn_fluid, go_back_n_efficiency, quality
 from fabricplan.congestion.lossless import FlowControl, apply_flow_control
 from fabricplan.congestion.network import Network
-from fabricplan.congestion.simulate import Case, CaseError, run_case
+from fabricplan.congestion.simulate import run_case
 from fabricplan.congestion.waterfill import complete, max_min_rates
 from fabricplan.topology.clos import size_clos
 from fabricplan.topology.graph import build_graph
@@ -318,7 +319,8 @@ def test_case_check_rejects_out_of_range_cleanly(seeds, qps, background, size, p
 
 def test_packet_spray_default_routing_runs_as_spray():
     """uec-800g's catalog default is 'packet-spray'; the simulator spreads every flow evenly."""
-    from fabricplan.congestion.simulate import Case, run_case
+    from fabricplan.congestion.case import Case
+    from fabricplan.congestion.simulate import run_case
 
     # 256 GPUs on a fat-tree: two tiers, so the routing has paths to choose between
     one = {"gpus": 256, "design": "fat-tree", "fabric": "uec-800g", "seeds": 2, "jitter_us": 0.0}

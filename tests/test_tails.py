@@ -10,7 +10,8 @@ import pytest
 
 from fabricplan.collectives import p2p_latency_us
 from fabricplan.congestion import simulate, tails
-from fabricplan.congestion.simulate import Case, run_case
+from fabricplan.congestion.case import Case
+from fabricplan.congestion.simulate import run_case
 from fabricplan.topology.graph import LEAF
 
 

@@ -40,8 +40,7 @@ RECOMPUTE = ("selective", "full")
 def _candidates(tp_max: int, heads: int, experts: int) -> list[dict[str, Any]]:
     tps = [t for t in TP_SIZES if t <= tp_max and heads % t == 0]
     eps = [e for e in EP_SIZES if experts % e == 0]  # [1] for a dense model
-    return [{"tp": t, "pp": p, "ep": e, "recompute": r} for r in RECOMPUTE for t in tps
-            for p in PP_SIZES for e in eps]  # fmt: skip
+    return [{"tp": t, "pp": p, "ep": e} for t in tps for p in PP_SIZES for e in eps]
 
 
 def _model_data(sc: Scenario, model: str, gpus: int, plan: dict[str, Any], fabrics: list[str]
@@ -51,7 +50,7 @@ def _model_data(sc: Scenario, model: str, gpus: int, plan: dict[str, Any], fabri
     w = data["workload"]
     data["workload"] = {
         "kind": "training", "model": model, "precision": w.get("precision", "bf16"),
-        "recompute": plan["recompute"],
+        "recompute": RECOMPUTE[0],
         "parallel": {"tp": plan["tp"], "pp": plan["pp"], "ep": plan["ep"], "dp": "auto",
                      "zero": 1, "cp": 1, "vp": 1},
     }  # fmt: skip
@@ -76,10 +75,13 @@ def reference_scenario(sc: Scenario, cat: Catalog, model: str, gpus: int, ib: st
             s = scenario_from_data(_model_data(sc, model, gpus, plan, [ib, roce]), catalog=cat)
         except ScenarioError:
             continue  # does not divide: dp, ep or the batch
-        p = plans_from_scenario(s)
-        if p.dp[0] > batch_seqs:
-            continue  # more replicas than sequences would inflate the batch
-        valid[plan["recompute"]].append((s, p))
+        assert s.workload is not None
+        for r in RECOMPUTE:  # the recomputation mode changes no rule: validated once
+            s_r = s.model_copy(update={"workload": s.workload.model_copy(update={"recompute": r})})
+            p = plans_from_scenario(s_r)
+            if p.dp[0] > batch_seqs:
+                break  # more replicas than sequences would inflate the batch
+            valid[r].append((s_r, p))
     # every candidate of one recomputation mode in one vectorised step, in the order tried
     best: tuple[float, Scenario] | None = None
     for found in valid.values():

@@ -1,4 +1,4 @@
-"""The ``--catalog`` option every command that reads the catalog shares. Kept apart from
+"""The ``--catalog`` and ``--json`` options every command shares. Kept apart from
 ``system_opts`` so that light commands (``scenario``, ``catalog``, ``version``) do not import the
 collective model and numpy at start-up."""
 
@@ -11,6 +11,7 @@ import typer
 from fabricplan.catalog import Catalog, CatalogError, default_catalog, load_catalog
 from fabricplan.cli.output import fail
 
+JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 CATALOG_OPT = typer.Option(
     None, "--catalog", help="Extra catalog file (e.g. written by `fabricplan calibrate`)."
 )

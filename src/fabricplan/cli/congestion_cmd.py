@@ -14,12 +14,14 @@ from fabricplan.cli.system_opts import (
     GPN_OPT,
     JSON_OPT,
     NICS_OPT,
+    SWITCH_OPT,
     parse_ratios,
     parse_size,
 )
+from fabricplan.congestion.case import DEFAULT_JITTER_US, MAX_SEEDS, Case
 from fabricplan.congestion.dcqcn import qualities
 from fabricplan.congestion.network import ROUTINGS
-from fabricplan.congestion.simulate import DEFAULT_JITTER_US, MAX_SEEDS, Case, run_case
+from fabricplan.congestion.simulate import run_case
 from fabricplan.congestion.traffic import PATTERNS, PLACEMENTS
 from fabricplan.scenario import default_fabric
 from fabricplan.topology import DESIGNS
@@ -64,7 +66,7 @@ def congestion(
     ),
     gpus_per_node: int | None = GPN_OPT,
     nics_per_node: int | None = NICS_OPT,
-    switch: str | None = typer.Option(None, "--switch", help="Switch id (default per fabric)."),
+    switch: str | None = SWITCH_OPT,
     seed: int = typer.Option(0, "--seed", help="Random seed of the first run."),
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,

@@ -10,6 +10,7 @@ import typer
 from fabricplan.catalog import Catalog
 from fabricplan.cli import output
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
+from fabricplan.cli.catalog_opt import JSON_OPT as JSON_OPT
 from fabricplan.cli.output import emit_json, fail, fmt, kv_table
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, summarize
 
@@ -25,7 +26,6 @@ SET_OPT = typer.Option(
     metavar="KEY=VALUE",
     help="Override a field, e.g. --set cluster.gpus=1024 (repeatable).",
 )
-JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 
 def load_or_fail(

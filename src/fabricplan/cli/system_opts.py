@@ -9,11 +9,12 @@ from typing import Any
 import typer
 
 from fabricplan.catalog import Catalog, UnknownIdError
+from fabricplan.cli.catalog_opt import JSON_OPT as JSON_OPT
 from fabricplan.cli.output import fail
+from fabricplan.cli.scenario_cmd import load_or_fail
 from fabricplan.collectives import CommSystem, build_system, resolve_op
 from fabricplan.nccltests import ParseError, Run, parse_file
-from fabricplan.scenario import Scenario, ScenarioError, default_fabric, load_scenario
-from fabricplan.scenario.models import Cluster
+from fabricplan.scenario import default_fabric
 
 GPU_OPT = typer.Option(None, "--gpu", help="GPU id (default h100, or the scenario's).")
 NODES_OPT = typer.Option(None, "--nodes", min=1, help="Nodes in the job.")
@@ -27,10 +28,10 @@ FABRIC_OPT = typer.Option(
 HOPS_OPT = typer.Option(
     None, "--hops", min=1, help="Switch hops between nodes (default from radix)."
 )
+SWITCH_OPT = typer.Option(None, "--switch", help="Switch id (default per fabric).")
 SHARP_OPT = typer.Option(False, "--sharp", help="Enable in-network reduction (InfiniBand SHARP).")
 SCENARIO_OPT = typer.Option(None, "--scenario", help="Take the cluster from a scenario file.")
 SET_OPT = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field.")
-JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 RUN_OPT = typer.Option(None, "--run", min=1, help="Only run N of the file (1-based; repeatable).")
 
 
@@ -85,27 +86,12 @@ def parse_ratios(text: str) -> tuple[float, float]:
     return values[0], values[1] if len(values) == 2 else 1.0
 
 
-def scenario_file(path: Path, overrides: list[str] | None, catalog: Catalog,
-                  as_json: bool) -> Scenario:  # fmt: skip
-    """The resolved scenario file, or a clean exit 2 listing its problems."""
-    try:
-        return load_scenario(path, overrides=overrides or (), catalog=catalog)
-    except ScenarioError as exc:
-        fail(f"{path}: invalid scenario", exc.problems, as_json=as_json)
-
-
-def scenario_cluster(path: Path, overrides: list[str] | None, catalog: Catalog,
-                     as_json: bool) -> Cluster:  # fmt: skip
-    """The resolved cluster of a scenario file, or a clean exit 2 listing its problems."""
-    return scenario_file(path, overrides, catalog, as_json).cluster
-
-
 def _fill_from_scenario(flags: dict[str, Any], scenario: Path, overrides: list[str] | None,
                         catalog: Catalog, as_json: bool) -> tuple[dict[str, Any], int]:  # fmt: skip
     """``flags`` (gpu, gpus_per_node, nics_per_node, fabric) with the scenario's cluster where a
     flag is not given, and the scenario's node count. The scenario's topology design comes
     along, its switch only with its own fabric (``switch``; None: the fabric's default)."""
-    c = scenario_cluster(scenario, overrides, catalog, as_json)
+    c = load_or_fail(scenario, overrides, as_json, catalog).cluster
     cluster = {"gpu": c.gpu, "gpus_per_node": c.gpus_per_node, "nics_per_node": c.nics_per_node,
                "fabric": c.fabrics[0]}  # fmt: skip
     filled = {**flags, **{k: flags.get(k) or cluster[k] for k in cluster}}

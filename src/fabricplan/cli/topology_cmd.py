@@ -10,14 +10,15 @@ from rich.table import Table
 from fabricplan.catalog import UnknownIdError
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail, kv_table
+from fabricplan.cli.scenario_cmd import load_or_fail
 from fabricplan.cli.system_opts import (
     GPN_OPT,
     JSON_OPT,
     NICS_OPT,
     SCENARIO_OPT,
     SET_OPT,
+    SWITCH_OPT,
     parse_ratios,
-    scenario_file,
 )
 from fabricplan.scenario import default_fabric
 from fabricplan.topology import DESIGNS, FabricDesign, TopologyError, design_fabric
@@ -47,7 +48,7 @@ def topology(
     fabric: str | None = typer.Option(
         None, "--fabric", help="Fabric id (default: InfiniBand at the GPU's NIC speed)."
     ),
-    switch: str | None = typer.Option(None, "--switch", help="Switch id (default per fabric)."),
+    switch: str | None = SWITCH_OPT,
     oversubscription: str | None = typer.Option(
         None, "--oversubscription", help="Leaf down:up ratio, or LEAF,SPINE (default 1)."
     ),
@@ -80,7 +81,7 @@ def topology(
     o_leaf, o_spine = None, None
     optics = "oem"
     if scenario is not None:
-        sc = scenario_file(scenario, set_, cat, as_json)
+        sc = load_or_fail(scenario, set_, as_json, cat)
         c, optics = sc.cluster, sc.costs.optics
         gpus, gpu = gpus or c.gpus, gpu or c.gpu
         gpus_per_node = gpus_per_node or c.gpus_per_node

@@ -16,8 +16,9 @@ import numpy as np
 from fabricplan.catalog import Catalog
 from fabricplan.collectives.model import NVLS_TREE, RING, TREE, A, SystemArrays
 from fabricplan.congestion import traffic as T
+from fabricplan.congestion.case import Case
 from fabricplan.congestion.network import Network
-from fabricplan.congestion.simulate import Case, run_case
+from fabricplan.congestion.simulate import run_case
 from fabricplan.topology import build_graph, design_fabric
 
 # Which traffic pattern stands for each NCCL algorithm's network traffic.

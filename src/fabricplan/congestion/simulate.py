@@ -10,7 +10,7 @@ limit it. The collective model supplies the latency part, so ``time = ideal coll
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -21,156 +21,30 @@ from fabricplan.collectives.model import SystemArrays
 from fabricplan.collectives.system import CommSystem
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.alone import JobAlone, job_alone
-from fabricplan.congestion.dcqcn import qualities, quality
-from fabricplan.congestion.lossless import Effect, FlowControl, apply_flow_control
+from fabricplan.congestion.case import (
+    FRAGMENTED_CLUSTER_FACTOR,
+    Case,
+    CaseError,
+    CaseResult,
+    check_route_memory,
+)
+from fabricplan.congestion.dcqcn import quality
+from fabricplan.congestion.lossless import FlowControl, apply_flow_control
 from fabricplan.congestion.network import (
-    ADAPTIVE_PIECES,
-    ADAPTIVE_ROUNDS,
-    ROUTINGS,
     Network,
     Routed,
 )
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
 from fabricplan.congestion.waterfill import complete
-from fabricplan.topology import DESIGNS, build_graph, design_fabric
+from fabricplan.topology import build_graph, design_fabric
 from fabricplan.topology.graph import EDGE_KINDS, LEAF, VERTEX_KINDS
 
-# Assumption: ranks enter a collective a few microseconds apart (host scheduling and kernel
-# launch; a CUDA launch alone costs ~2-4 us). Exponential skew with this mean per node.
-DEFAULT_JITTER_US = 2.0
-# NCCL_IB_QPS_PER_CONNECTION default (NCCL environment-variable documentation).
-DEFAULT_QPS = 1
 # The collective-model op (and forced algorithm) whose ideal time a pattern's run starts from.
 PATTERN_OP = {"ring-allreduce": ("all_reduce", "ring"), "tree-allreduce": ("all_reduce", "tree"),
               "alltoall": ("alltoall", None)}  # fmt: skip
 # Point-to-point patterns: their ideal is one message latency plus the NIC-limited transfer.
 P2P_PATTERNS = ("incast", "pipeline")
-# A fragmented job is scattered over a fabric this many times its size (unless told otherwise).
-FRAGMENTED_CLUSTER_FACTOR = 2
 HOTTEST_SHOWN = 5  # switch-to-switch links reported per case
-
-
-# Routing works on every flow piece of a round at once, gathering each piece's candidate ports
-# and their next hops (two int64 arrays) and a distance per candidate (a third): 24 bytes per
-# piece per switch port. The budget is the simulator's own target for one 16k-GPU case (4 GiB,
-# benchmarks/congestion.py); a case that would need more is refused before any work.
-ROUTE_BYTES_PER_PIECE_PORT = 24
-ROUTE_MEMORY_BUDGET_BYTES = 4 * 2**30
-# Input guards (what a case may ask for), not physical limits: seeds per case, queue pairs per
-# connection (NCCL_IB_QPS_PER_CONNECTION; NCCL's default is 1) and start jitter in microseconds.
-MAX_SEEDS = 100_000
-MAX_QPS = 64
-MAX_JITTER_US = 1e6
-
-
-class CaseError(ValueError):
-    """An impossible or out-of-range congestion case; the message names the field.
-
-    ``reason`` says what is wrong; ``hint`` (may be empty) what to run instead, which only a
-    direct user of the simulator can act on."""
-
-    def __init__(self, reason: str, hint: str = "") -> None:
-        self.reason, self.hint = reason, hint
-        super().__init__(f"{reason}: {hint}" if hint else reason)
-
-
-@dataclass(frozen=True)
-class Case:
-    gpu: str = "h100"
-    gpus: int = 1024
-    fabric: str = "roce-400g"
-    design: str = "fat-tree"
-    oversubscription: float = 1.0
-    spine_oversubscription: float = 1.0
-    routing: str | None = None  # None: the fabric's default
-    roce_quality: str = "tuned"
-    pattern: str = "ring-allreduce"
-    size_bytes: float = float(1 << 30)
-    seeds: int = 10
-    placement: str = "contiguous"
-    cluster_gpus: int | None = None  # None: the job's GPUs (x2 when fragmented)
-    background: float = 0.0  # load of other tenants' NICs, share of their goodput
-    qps: int = DEFAULT_QPS
-    jitter_us: float = DEFAULT_JITTER_US
-    gpus_per_node: int | None = None
-    nics_per_node: int | None = None
-    switch: str | None = None
-    seed: int = 0
-
-    def check(self) -> None:
-        def bad(name: str, value: object, allowed: str) -> CaseError:
-            return CaseError(f"{name}: {value!r} is not allowed; {allowed}")
-
-        if self.pattern not in T.PATTERNS:
-            raise bad("pattern", self.pattern, f"known: {', '.join(T.PATTERNS)}")
-        if self.placement not in T.PLACEMENTS:
-            raise bad("placement", self.placement, f"known: {', '.join(T.PLACEMENTS)}")
-        if self.routing is not None and self.routing not in ROUTINGS:
-            raise bad("routing", self.routing, f"known: {', '.join(ROUTINGS)}")
-        if self.design not in DESIGNS:
-            raise bad("design", self.design, f"known: {', '.join(DESIGNS)}")
-        if not 1 <= self.seeds <= MAX_SEEDS:
-            raise bad("seeds", self.seeds, f"between 1 and {MAX_SEEDS}")
-        if not 1 <= self.qps <= MAX_QPS:
-            raise bad("qps", self.qps, f"between 1 and {MAX_QPS} queue pairs per connection")
-        if not 0.0 <= self.background <= 1.0:
-            raise bad("background", self.background, "a share of NIC goodput, 0 to 1")
-        if not (self.size_bytes > 0 and np.isfinite(self.size_bytes)):
-            raise bad("size", self.size_bytes, "a positive number of bytes")
-        if not 0.0 <= self.jitter_us <= MAX_JITTER_US:
-            raise bad("jitter_us", self.jitter_us, f"0 to {MAX_JITTER_US:,.0f} microseconds")
-        if self.gpus < 2:
-            raise bad("gpus", self.gpus, "at least 2")
-        if self.cluster_gpus is not None and self.cluster_gpus < self.gpus:
-            raise bad("cluster_gpus", self.cluster_gpus, f"at least the job's {self.gpus} GPUs")
-        if self.roce_quality not in qualities():
-            raise bad("roce_quality", self.roce_quality, f"known: {', '.join(qualities())}")
-
-
-@dataclass(frozen=True)
-class CaseResult:
-    case: Case
-    nodes: int
-    routing: str
-    flow_control: str
-    ideal_time_us: float
-    times_us: np.ndarray  # per seed
-    network_slowdowns: np.ndarray  # per seed: simulated / ideal network transfer time
-    busbw_ideal_GBps: float
-    bus_factor: float
-    paused_fraction: float
-    victim_flows: float  # mean per seed
-    hottest_links: list[dict]
-    latency_us: dict[str, float]
-    layout: dict = field(default_factory=dict)
-
-    def pct(self, q: float) -> float:
-        return float(np.percentile(self.times_us, q))
-
-    def to_dict(self) -> dict:
-        p50, p99 = self.pct(50), self.pct(99)
-        size = self.case.size_bytes
-        return {
-            "case": asdict(self.case),
-            "nodes": self.nodes,
-            "routing": self.routing,
-            "flow_control": self.flow_control,
-            "ideal_time_us": self.ideal_time_us,
-            "p50_time_us": p50,
-            "p99_time_us": p99,
-            "p50_slowdown": p50 / self.ideal_time_us,
-            "p99_slowdown": p99 / self.ideal_time_us,
-            "network_slowdown_p50": float(np.median(self.network_slowdowns)),
-            "busbw_ideal_GBps": self.busbw_ideal_GBps,
-            "busbw_p50_GBps": size * self.bus_factor / (p50 * 1e3),
-            "busbw_p99_GBps": size * self.bus_factor / (p99 * 1e3),
-            "paused_fraction": self.paused_fraction,
-            "victim_flows": self.victim_flows,
-            "hottest_links": self.hottest_links,
-            "latency_under_load_us": self.latency_us,
-            "seeds": len(self.times_us),
-            "fabric_layout": self.layout,
-        }
 
 
 def _ideal_collective_us(case: Case, sys: CommSystem) -> tuple[float, float]:
@@ -209,8 +83,9 @@ class _Setup:
 class _Seed:
     ideal_net_us: float  # the job alone, limited by its NICs
     net_us: float  # simulated network time
-    effect: Effect
-    utilisation: np.ndarray  # per lane
+    paused_fraction: float
+    victims: int  # flows slowed by pauses
+    utilisation: np.ndarray  # per lane; dropped once the hottest links are folded in
     latency_us: np.ndarray  # probe samples
 
 
@@ -219,6 +94,8 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     job = T.place(graph.nodes, st.nodes, case.placement, rng)
     key = job.tobytes()
     if key not in st.alone:
+        if case.placement != "contiguous":  # a fresh draw each seed: keep only the last
+            st.alone.clear()
         st.alone[key] = job_alone(net, graph, case.pattern, case.size_bytes, job)
     alone = st.alone[key]
     n_job = alone.traffic.columns
@@ -244,7 +121,8 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     util = np.divide(load, eff.capacity, out=np.zeros_like(load), where=eff.capacity > 0)
     lat = latency_under_load(net, routed, np.flatnonzero(hop_job), util, eff.queue_kb,
                              st.fabric, st.switch_latency_ns, rng, st.probes)  # fmt: skip
-    return _Seed(t_ideal, float(done.finish_us[:n_job].max()), eff, util, lat)
+    return _Seed(t_ideal, float(done.finish_us[:n_job].max()), eff.paused_fraction,
+                 int(np.count_nonzero(eff.victims)), util, lat)  # fmt: skip
 
 
 def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generator) -> Routed:
@@ -254,6 +132,11 @@ def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generat
     net = st.net
     is_bg = tr.background[tr.column]
     bg, job = np.flatnonzero(is_bg), np.flatnonzero(~is_bg)
+    if not len(bg):  # no background: route the job alone (keeps the router's distance cache)
+        r_job = net.route(
+            tr.src, tr.dst, st.routing, rng, qps=st.case.qps, demand=demand[tr.column]
+        )
+        return r_job
     pre = np.zeros(net.lanes)
     r_bg = net.route(tr.src[bg], tr.dst[bg], st.routing, rng, demand=demand[tr.column[bg]])
     np.add.at(pre, r_bg.lane, r_bg.weight * demand[tr.column[bg]][r_bg.flow])
@@ -262,24 +145,6 @@ def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generat
     return Routed(lane=np.concatenate([r_job.lane, r_bg.lane]),
                   flow=np.concatenate([job[r_job.flow], bg[r_bg.flow]]),
                   weight=np.concatenate([r_job.weight, r_bg.weight]))  # fmt: skip
-
-
-def _check_route_memory(case: Case, routing: str, nodes: int, cluster_nodes: int, radix: int,
-                        nics: int) -> None:  # fmt: skip
-    """Refuse a case whose routing tables alone would outgrow the memory budget."""
-    flows = T.flow_count(case.pattern, nodes, nics) + (cluster_nodes - nodes) * nics  # + background
-    # pieces routed at once: every queue pair's (ECMP), one round's share (adaptive), one (spray)
-    adaptive = -(-flows * ADAPTIVE_PIECES // ADAPTIVE_ROUNDS)
-    per_round = {"ecmp": flows * case.qps, "adaptive": adaptive, "spray": flows}
-    need = per_round.get(routing, flows) * radix * ROUTE_BYTES_PER_PIECE_PORT
-    if need > ROUTE_MEMORY_BUDGET_BYTES:
-        raise CaseError(
-            f"gpus: {case.pattern} over {nodes:,} nodes makes {flows:,} flows; routing them "
-            f"needs about {need / 2**30:.0f} GiB, over the {ROUTE_MEMORY_BUDGET_BYTES / 2**30:.0f}"
-            " GiB budget",
-            "simulate a smaller group (congestion within one group repeats across groups of the"
-            " same size)",
-        )
 
 
 def run_case(case: Case, catalog: Catalog | None = None,
@@ -308,7 +173,7 @@ def run_case(case: Case, catalog: Catalog | None = None,
                            spine_oversubscription=case.spine_oversubscription,
                            gpus_per_node=k, nics_per_node=case.nics_per_node,
                            catalog=cat)  # fmt: skip
-    _check_route_memory(
+    check_route_memory(
         case,
         routing,
         nodes,
@@ -337,11 +202,11 @@ def run_case(case: Case, catalog: Catalog | None = None,
     hottest: dict[int, float] = {}
     for _ in range(case.seeds):
         run = _run_seed(st, rng)
-        runs.append(run)
         util = run.utilisation
         # ties (links at the same utilisation) in lane order, so runs repeat exactly
         for lane in fabric_lanes[np.argsort(-util[fabric_lanes], kind="stable")[:HOTTEST_SHOWN]]:
             hottest[int(lane)] = max(hottest.get(int(lane), 0.0), float(util[lane]))
+        runs.append(replace(run, utilisation=np.empty(0)))  # keep scalars, not lanes x seeds
         if progress:
             progress(1)
     # a point-to-point ideal includes the NIC-limited transfer (the receiving NIC sets the pace
@@ -361,8 +226,8 @@ def run_case(case: Case, catalog: Catalog | None = None,
         network_slowdowns=np.array([r.net_us / r.ideal_net_us for r in runs]),
         busbw_ideal_GBps=case.size_bytes * bus / (ideal_us * 1e3),
         bus_factor=bus,
-        paused_fraction=float(np.mean([r.effect.paused_fraction for r in runs])),
-        victim_flows=float(np.mean([np.count_nonzero(r.effect.victims) for r in runs])),
+        paused_fraction=float(np.mean([r.paused_fraction for r in runs])),
+        victim_flows=float(np.mean([r.victims for r in runs])),
         hottest_links=[_describe(net, lane, u) for lane, u in top],
         latency_us={f"p{q:g}": float(np.percentile(lat, q)) for q in (50, 99, 99.9)},
         layout={"tiers": design.layout.tiers, "switches": design.layout.switches},

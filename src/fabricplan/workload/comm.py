@@ -10,7 +10,7 @@ pattern they create across the job's nodes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -64,9 +64,7 @@ def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemAr
     nic_share = m * per_node / k
     nics = np.maximum(np.floor(nic_share), 1)
     nic_bw = base.nic[0] * np.minimum(nic_share / nics, 1.0)
-    cols = {f: np.repeat(getattr(base, f), n) for f in
-            ("nvl", "nvls_ch", "delta", "arch", "nvls", "sharp", "nvls_nch")}  # fmt: skip
-    return SystemArrays(nodes=nodes, k=per_node, m=nics, nic=nic_bw, **cols)
+    return replace(base.take(np.zeros(n, dtype=int)), nodes=nodes, k=per_node, m=nics, nic=nic_bw)
 
 
 def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
@@ -82,6 +80,8 @@ def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
 # Cached on exactly what the simulation reads. The cluster's size is not among them (the
 # simulated fabric is sized to the group's nodes), so evaluating the same cluster at other sizes
 # (break-even) reuses the runs of groups whose span did not change: each run is tens of ms.
+# Fields, not the Hardware: the GPU by id, so GPUs that differ only in compute (the validation's
+# matmul-ceiling variants) share runs. A new Hardware field the simulator reads goes here.
 @lru_cache(maxsize=512)
 def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: float,
                         spine_oversubscription: float, switch: str | None, roce_quality: str,
@@ -89,7 +89,7 @@ def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: fl
                         nodes: int, catalog: Catalog | None = None) -> float:  # fmt: skip
     # heavy imports: only when a group crosses the network
     from fabricplan.congestion.backends import SimulatedCongestion
-    from fabricplan.congestion.simulate import Case, CaseError
+    from fabricplan.congestion.case import Case, CaseError
 
     case = Case(
         gpu=gpu,

@@ -8,14 +8,14 @@ from typing import Any
 
 from fabricplan.catalog import Catalog
 from fabricplan.scenario import Scenario
+from fabricplan.scenario.summary import SECONDS_PER_DAY
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.inference import serve
-from fabricplan.workload.memory import USABLE_MEMORY_FRACTION, describe, memory
+from fabricplan.workload.memory import describe, memory, usable_bytes
 from fabricplan.workload.plan import Hardware, Plans, hardware_from_scenario, plans_from_scenario
 from fabricplan.workload.shapes import Shape, shape_of, weight_flops_per_token
 from fabricplan.workload.training import training_step
 
-SECONDS_PER_DAY = 86_400.0
 __all__ = ["FabricResult", "WorkloadError", "evaluate_scenario"]
 
 
@@ -67,8 +67,7 @@ def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
 
 def _training(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[str, Any]:
     p = plans_from_scenario(sc)
-    st = training_step(s, p, hw, congestion=congestion)
-    mem = st.memory
+    mem = memory(s, p, hw)  # before the step: a plan that does not fit needs no simulation
     if not mem.fits[0]:
         alt = _alternatives(s, p, hw)
         hint = f"; fits with {', or '.join(alt)}" if alt else "; no nearby plan fits: use more GPUs"
@@ -76,6 +75,7 @@ def _training(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[st
             f"workload.parallel: the plan needs {describe(mem)} but {hw.gpu.id} offers "
             f"{mem.capacity / 1e9:.0f} GB usable{hint}"
         )
+    st = training_step(s, p, hw, congestion=congestion)
     w = sc.workload
     assert w is not None and w.tokens is not None
     t = float(st.time[0])
@@ -105,7 +105,7 @@ def _inference(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[s
     r = serve(s, hw, tp=p.tp, pp=p.pp, prompt=sv.prompt_tokens, output=sv.output_tokens,
               batch=sv.concurrency, disaggregated=sv.disaggregated, precision=w.precision,
               congestion=congestion)  # fmt: skip
-    cap = hw.gpu.memory_gb * 1e9 * USABLE_MEMORY_FRACTION  # same headroom as training
+    cap = usable_bytes(hw.gpu)  # same headroom as training
     need = r.weights_per_gpu + r.kv_per_gpu
     if need > cap:
         raise WorkloadError(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabricplan.catalog import Gpu
 from fabricplan.workload.plan import OPTIMIZER_BYTES, WEIGHT_BYTES, Hardware, Plans
 from fabricplan.workload.shapes import (
     LOGITS_BYTES_PER_LOGIT,
@@ -25,6 +26,11 @@ from fabricplan.workload.shapes import (
 # Share of HBM a training process can fill: the CUDA context, NCCL buffers and allocator
 # fragmentation take the rest. Assumption (PyTorch practice: a few GB of an 80 GB part).
 USABLE_MEMORY_FRACTION = 0.92
+
+
+def usable_bytes(gpu: Gpu) -> float:
+    """HBM a training or serving process can fill on ``gpu``."""
+    return gpu.memory_gb * 1e9 * USABLE_MEMORY_FRACTION
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     logits = tokens * s.vocab / p.tp * LOGITS_BYTES_PER_LOGIT
     acts = np.maximum(one_mb * np.minimum(first, p.microbatches),
                       one_mb * np.minimum(last, p.microbatches) + logits)  # fmt: skip
-    cap = hw.gpu.memory_gb * 1e9 * USABLE_MEMORY_FRACTION
+    cap = usable_bytes(hw.gpu)
     return Memory(weights, grads, optim, acts, cap)
 
 

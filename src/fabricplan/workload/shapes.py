@@ -90,10 +90,6 @@ class Shape:
         """FFN up (and gate) projections (column-parallel)."""
         return self.proj_flops - self.attn_proj_flops - self.ffn_out_flops
 
-    @property
-    def dense_params(self) -> float:
-        return self.params_total - self.params_expert
-
 
 def shape_of(m: Model) -> Shape:
     """The per-token costs of catalog model ``m``."""

@@ -87,11 +87,13 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
     h = float(s.hidden)
     tokens = p.micro_batch * p.seq_len / p.cp  # per GPU per micro-batch
     ctx = p.seq_len * (CAUSAL_FRACTION if p.flash else 1.0)
+    sp_div = np.where(p.sp, p.tp, 1)  # sequence parallelism splits the rest of the layer too
+    rec_passes = 1.0 if p.recompute == "full" else 0.0  # full recomputation: one more forward
 
     # one layer, one micro-batch, one GPU
     proj = tokens * s.proj_flops / p.tp / peak_proj
     score = tokens * s.score_flops_per_ctx * ctx / p.tp / peak_attn
-    norm_elems = NORM_RESIDUAL_ELEMS_PER_H * h / np.where(p.sp, p.tp, 1)
+    norm_elems = NORM_RESIDUAL_ELEMS_PER_H * h / sp_div
     softmax_elems = 0.0 if p.flash else SOFTMAX_ELEMS_PER_SCORE * s.heads * p.seq_len / p.tp
     mem = tokens * ACT_BYTES * (norm_elems + s.ffn_act_elems / p.tp + softmax_elems) / hbm
     softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
@@ -110,16 +112,15 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
 
     # communication: every collective of the step, priced in one batch per op
     act_bytes = tokens * h * ACT_BYTES
-    passes = 2 + (p.recompute == "full")  # forward, backward, and the recomputed forward
+    passes = 2 + rec_passes  # forward, backward, and the recomputed forward
     per_layer = TP_COLLECTIVES_PER_LAYER * passes  # TP (and EP) collectives per layer
     one = np.ones(len(p))
-    sp_div = np.where(p.sp, p.tp, 1)
     n = params_per_gpu(s, p)
     expert_n = s.params_expert / (p.tp * p.pp * p.ep)
     dense_n = n - expert_n
     group = p.dp * p.cp
     expert_group = np.maximum(group / p.ep, 1)
-    tp_sp = np.where(p.sp, p.tp, 1)  # sequence parallel: reduce-scatter + all-gather instead
+    tp_sp = sp_div  # sequence parallel: reduce-scatter + all-gather instead
     tp_ar = np.where(p.sp, 1, p.tp)
     dp0 = np.where(p.zero >= 1, 1, group)  # ZeRO 0: all-reduce; else reduce-scatter+gather
     dpz = np.where(p.zero >= 1, group, 1)
@@ -183,7 +184,7 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
         dp_exposed = dp_total
     # ZeRO-3 gathers the weights again in every micro-batch's forward and backward: the same
     # all-gathers as the ZeRO parameter gather above
-    z3 = 2 * np.where(p.zero >= 3, dp_ag + ex_ag, 0.0)
+    z3 = 2 * np.where(p.zero >= 3, param_t, 0.0)
     dp_total = dp_total + z3 * m
     dp_exposed = dp_exposed + np.maximum(z3 - compute_mb, 0) * m
 
@@ -193,7 +194,6 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
     tok = p.global_batch * p.seq_len
     model_flops = tok * model_flops_per_token(s, p.seq_len)
     layer_fwd = s.proj_flops + s.score_flops_per_ctx * p.seq_len  # full scores, as Megatron
-    rec_passes = 1.0 if p.recompute == "full" else 0.0
     hw_flops = tok * (s.layers * layer_fwd * (PASSES_FWD_BWD + rec_passes)
                       + PASSES_FWD_BWD * s.logits_flops)  # fmt: skip
     return Step(

@@ -1,0 +1,162 @@
+"""A congestion case: what the simulator is asked (``Case``, checked with clear errors), the
+guards on what it may ask, and what one run answers (``CaseResult``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from fabricplan.congestion import traffic as T
+from fabricplan.congestion.dcqcn import qualities
+from fabricplan.congestion.network import ADAPTIVE_PIECES, ADAPTIVE_ROUNDS, ROUTINGS
+from fabricplan.topology import DESIGNS
+
+# Assumption: ranks enter a collective a few microseconds apart (host scheduling and kernel
+# launch; a CUDA launch alone costs ~2-4 us). Exponential skew with this mean per node.
+DEFAULT_JITTER_US = 2.0
+# NCCL_IB_QPS_PER_CONNECTION default (NCCL environment-variable documentation).
+DEFAULT_QPS = 1
+# A fragmented job is scattered over a fabric this many times its size (unless told otherwise).
+FRAGMENTED_CLUSTER_FACTOR = 2
+
+
+# Routing works on every flow piece of a round at once, gathering each piece's candidate ports
+# and their next hops (two int64 arrays) and a distance per candidate (a third): 24 bytes per
+# piece per switch port. The budget is the simulator's own target for one 16k-GPU case (4 GiB,
+# benchmarks/congestion.py); a case that would need more is refused before any work.
+ROUTE_BYTES_PER_PIECE_PORT = 24
+ROUTE_MEMORY_BUDGET_BYTES = 4 * 2**30
+# Input guards (what a case may ask for), not physical limits: seeds per case, queue pairs per
+# connection (NCCL_IB_QPS_PER_CONNECTION; NCCL's default is 1) and start jitter in microseconds.
+MAX_SEEDS = 100_000
+MAX_QPS = 64
+MAX_JITTER_US = 1e6
+
+
+class CaseError(ValueError):
+    """An impossible or out-of-range congestion case; the message names the field.
+
+    ``reason`` says what is wrong; ``hint`` (may be empty) what to run instead, which only a
+    direct user of the simulator can act on."""
+
+    def __init__(self, reason: str, hint: str = "") -> None:
+        self.reason, self.hint = reason, hint
+        super().__init__(f"{reason}: {hint}" if hint else reason)
+
+
+@dataclass(frozen=True)
+class Case:
+    gpu: str = "h100"
+    gpus: int = 1024
+    fabric: str = "roce-400g"
+    design: str = "fat-tree"
+    oversubscription: float = 1.0
+    spine_oversubscription: float = 1.0
+    routing: str | None = None  # None: the fabric's default
+    roce_quality: str = "tuned"
+    pattern: str = "ring-allreduce"
+    size_bytes: float = float(1 << 30)
+    seeds: int = 10
+    placement: str = "contiguous"
+    cluster_gpus: int | None = None  # None: the job's GPUs (x2 when fragmented)
+    background: float = 0.0  # load of other tenants' NICs, share of their goodput
+    qps: int = DEFAULT_QPS
+    jitter_us: float = DEFAULT_JITTER_US
+    gpus_per_node: int | None = None
+    nics_per_node: int | None = None
+    switch: str | None = None
+    seed: int = 0
+
+    def check(self) -> None:
+        def bad(name: str, value: object, allowed: str) -> CaseError:
+            return CaseError(f"{name}: {value!r} is not allowed; {allowed}")
+
+        if self.pattern not in T.PATTERNS:
+            raise bad("pattern", self.pattern, f"known: {', '.join(T.PATTERNS)}")
+        if self.placement not in T.PLACEMENTS:
+            raise bad("placement", self.placement, f"known: {', '.join(T.PLACEMENTS)}")
+        if self.routing is not None and self.routing not in ROUTINGS:
+            raise bad("routing", self.routing, f"known: {', '.join(ROUTINGS)}")
+        if self.design not in DESIGNS:
+            raise bad("design", self.design, f"known: {', '.join(DESIGNS)}")
+        if not 1 <= self.seeds <= MAX_SEEDS:
+            raise bad("seeds", self.seeds, f"between 1 and {MAX_SEEDS}")
+        if not 1 <= self.qps <= MAX_QPS:
+            raise bad("qps", self.qps, f"between 1 and {MAX_QPS} queue pairs per connection")
+        if not 0.0 <= self.background <= 1.0:
+            raise bad("background", self.background, "a share of NIC goodput, 0 to 1")
+        if not (self.size_bytes > 0 and np.isfinite(self.size_bytes)):
+            raise bad("size", self.size_bytes, "a positive number of bytes")
+        if not 0.0 <= self.jitter_us <= MAX_JITTER_US:
+            raise bad("jitter_us", self.jitter_us, f"0 to {MAX_JITTER_US:,.0f} microseconds")
+        if self.gpus < 2:
+            raise bad("gpus", self.gpus, "at least 2")
+        if self.cluster_gpus is not None and self.cluster_gpus < self.gpus:
+            raise bad("cluster_gpus", self.cluster_gpus, f"at least the job's {self.gpus} GPUs")
+        if self.roce_quality not in qualities():
+            raise bad("roce_quality", self.roce_quality, f"known: {', '.join(qualities())}")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    nodes: int
+    routing: str
+    flow_control: str
+    ideal_time_us: float
+    times_us: np.ndarray  # per seed
+    network_slowdowns: np.ndarray  # per seed: simulated / ideal network transfer time
+    busbw_ideal_GBps: float
+    bus_factor: float
+    paused_fraction: float
+    victim_flows: float  # mean per seed
+    hottest_links: list[dict]
+    latency_us: dict[str, float]
+    layout: dict = field(default_factory=dict)
+
+    def pct(self, q: float) -> float:
+        return float(np.percentile(self.times_us, q))
+
+    def to_dict(self) -> dict:
+        p50, p99 = self.pct(50), self.pct(99)
+        size = self.case.size_bytes
+        return {
+            "case": asdict(self.case),
+            "nodes": self.nodes,
+            "routing": self.routing,
+            "flow_control": self.flow_control,
+            "ideal_time_us": self.ideal_time_us,
+            "p50_time_us": p50,
+            "p99_time_us": p99,
+            "p50_slowdown": p50 / self.ideal_time_us,
+            "p99_slowdown": p99 / self.ideal_time_us,
+            "network_slowdown_p50": float(np.median(self.network_slowdowns)),
+            "busbw_ideal_GBps": self.busbw_ideal_GBps,
+            "busbw_p50_GBps": size * self.bus_factor / (p50 * 1e3),
+            "busbw_p99_GBps": size * self.bus_factor / (p99 * 1e3),
+            "paused_fraction": self.paused_fraction,
+            "victim_flows": self.victim_flows,
+            "hottest_links": self.hottest_links,
+            "latency_under_load_us": self.latency_us,
+            "seeds": len(self.times_us),
+            "fabric_layout": self.layout,
+        }
+
+
+def check_route_memory(case: Case, routing: str, nodes: int, cluster_nodes: int, radix: int,
+                        nics: int) -> None:  # fmt: skip
+    """Refuse a case whose routing tables alone would outgrow the memory budget."""
+    flows = T.flow_count(case.pattern, nodes, nics) + (cluster_nodes - nodes) * nics  # + background
+    # pieces routed at once: every queue pair's (ECMP), one round's share (adaptive), one (spray)
+    adaptive = -(-flows * ADAPTIVE_PIECES // ADAPTIVE_ROUNDS)
+    per_round = {"ecmp": flows * case.qps, "adaptive": adaptive, "spray": flows}
+    need = per_round.get(routing, flows) * radix * ROUTE_BYTES_PER_PIECE_PORT
+    if need > ROUTE_MEMORY_BUDGET_BYTES:
+        raise CaseError(
+            f"gpus: {case.pattern} over {nodes:,} nodes makes {flows:,} flows; routing them "
+            f"needs about {need / 2**30:.0f} GiB, over the {ROUTE_MEMORY_BUDGET_BYTES / 2**30:.0f}"
+            " GiB budget",
+            "simulate a smaller group (congestion within one group repeats across groups of the"
+            " same size)",
+        )
