@@ -415,3 +415,14 @@ def test_advise_table_states_a_missing_break_even_plainly():
     out = run("advise", "examples/16-gpu-finetune.yaml").stdout
     assert "break-even: none (InfiniBand does not repay its premium" in out
     assert "none GPUs" not in out
+    demo = run("advise", "examples/llama3-70b-512-h100.yaml").stdout
+    assert "break-even by network maturity: low 1,024, medium none, high none" in demo
+
+
+def test_dollars_round_before_the_unit_is_picked():
+    from fabricplan.cost import usd
+
+    assert usd(999_600) == "$1M"  # was "$1e+03k"
+    assert usd(53_123_456) == "$53.1M" and usd(711e6) == "$711M"
+    assert usd(2_211_840, sig=2) == "$2.2M" and usd(110_592, sig=2) == "$110k"
+    assert usd(-12_345) == "$-12.3k" and usd(0) == "$0" and usd(None) == "-"

@@ -7,21 +7,12 @@ from typing import Any
 import numpy as np
 
 from fabricplan.advise.scoring import fabric_parts
+from fabricplan.cost import usd
 from fabricplan.scenario import Scenario
 
 # Margins below this share are called close: the held-back training runs put the step-time
 # model's own error at several percent, more than such a margin.
 CLOSE_CALL_SHARE = 0.03
-
-
-def usd(v: float | None) -> str:
-    """Three significant figures: $711M, $53.1M, $1.00B."""
-    if v is None:
-        return "-"
-    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= scale:
-            return f"${v / scale:.3g}{unit}"
-    return f"${v:,.0f}"
 
 
 # What each exposed communication part is; whether it crosses the fabric is the scenario's

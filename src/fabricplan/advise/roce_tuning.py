@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
-from fabricplan.advise.reasons import usd
 from fabricplan.advise.scoring import first_of_family
 from fabricplan.catalog import Catalog
+from fabricplan.cost import usd
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.models import RoceQuality
 from fabricplan.workload import evaluate_scenario

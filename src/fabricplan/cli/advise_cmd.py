@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from fabricplan.advise.reasons import usd
 from fabricplan.cli import output
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
-from fabricplan.cost import CostError
+from fabricplan.cost import CostError, usd
 from fabricplan.workload import WorkloadError
 
 if TYPE_CHECKING:
@@ -96,10 +95,10 @@ def _show(a: Advice) -> None:
     if a.sensitivity:
         console.print(s)
     be = a.break_even_gpus
-    at = f"{be['gpus']:,} GPUs" if be["gpus"] else "none"
-    console.print(f"break-even: {at} ({be['note']})", highlight=False)
+    size = f"{_gpus(be['gpus'])} GPUs" if be["gpus"] else "none"
+    console.print(f"break-even: {size} ({be['note']})", highlight=False)
     if be.get("by_maturity"):
-        per = ", ".join(f"{m} {n or 'none'}" for m, n in be["by_maturity"].items())
+        per = ", ".join(f"{m} {_gpus(gpus)}" for m, gpus in be["by_maturity"].items())
         console.print(f"break-even by network maturity: {per}", highlight=False)
     if be.get("by_model"):
         console.print(_by_model_table(be["by_model"]))
@@ -109,6 +108,11 @@ def _show(a: Advice) -> None:
         console.print(f"  ? {q['question']}{planned}", highlight=False)
     console.print("[dim]prices, staffing, stabilisation and risk rates are labelled assumptions "
                   "(catalog economics/costs.toml)[/]")  # fmt: skip
+
+
+def _gpus(n: int | None) -> str:
+    """A break-even size as printed: 1,024, or none."""
+    return f"{n:,}" if n else "none"
 
 
 def _by_model_table(rows: list[dict]) -> object:
@@ -126,5 +130,5 @@ def _by_model_table(rows: list[dict]) -> object:
         sizes = r["evaluated_gpus"]
         span = f"{sizes[0]:,}-{sizes[-1]:,}" if sizes else "none"
         m = r["by_maturity"]
-        t.add_row(r["model"], plan, *(f"{m[k]:,}" if m[k] else "none" for k in m), span)
+        t.add_row(r["model"], plan, *(_gpus(m[k]) for k in m), span)
     return t

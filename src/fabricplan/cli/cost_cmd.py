@@ -7,18 +7,7 @@ from rich.table import Table
 
 from fabricplan.cli.output import console, emit_json
 from fabricplan.cli.scenario_cmd import JSON_OPT
-from fabricplan.cost import run_cost
-
-
-def approx_usd(v: float) -> str:
-    """Two significant figures, as people quote budgets: $2.2M, $110k."""
-    if v == 0:
-        return "$0"
-    r = float(f"{v:.2g}")
-    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if r >= scale:
-            return f"${r / scale:g}{unit}"
-    return f"${r:g}"
+from fabricplan.cost import run_cost, usd
 
 
 def cost_cmd(
@@ -42,8 +31,8 @@ def cost_cmd(
     t.add_column("what")
     t.add_column("value", justify="right")
     t.add_row("GPU-hours", f"{r.gpu_hours:,.0f}")
-    t.add_row("compute cost", f"${r.cost_usd:,.0f} (≈ {approx_usd(r.cost_usd)})")
+    t.add_row("compute cost", f"${r.cost_usd:,.0f} (≈ {usd(r.cost_usd, sig=2)})")
     t.add_row(f"lost to the network ({loss:.1%})", f"{r.wasted_gpu_hours:,.0f} GPU-hours")
-    t.add_row("wasted", f"${r.wasted_usd:,.0f} (≈ {approx_usd(r.wasted_usd)})")
+    t.add_row("wasted", f"${r.wasted_usd:,.0f} (≈ {usd(r.wasted_usd, sig=2)})")
     t.add_row("extra schedule", f"{r.extra_days:.2f} days")
     console.print(t)

@@ -95,9 +95,8 @@ def _fill_from_scenario(flags: dict[str, Any], scenario: Path, overrides: list[s
     cluster = {"gpu": c.gpu, "gpus_per_node": c.gpus_per_node, "nics_per_node": c.nics_per_node,
                "fabric": c.fabrics[0]}  # fmt: skip
     filled = {**flags, **{k: flags.get(k) or cluster[k] for k in cluster}}
-    own_fabric = not flags.get("fabric") or flags["fabric"] in c.fabrics
     t = c.topology
-    return {**filled, "switch": t.switch if own_fabric else None, "design": t.design,
+    return {**filled, "switch": c.switch_for(filled["fabric"]), "design": t.design,
             "oversubscription": t.oversubscription}, c.nodes  # fmt: skip
 
 

@@ -80,6 +80,7 @@ def topology(
     fabrics = [fabric] if fabric else []
     o_leaf, o_spine = None, None
     optics = "oem"
+    scenario_switch: dict[str, str | None] = {}  # per fabric: the scenario's, on its own ones
     if scenario is not None:
         sc = load_or_fail(scenario, set_, as_json, cat)
         c, optics = sc.cluster, sc.costs.optics
@@ -87,9 +88,9 @@ def topology(
         gpus_per_node = gpus_per_node or c.gpus_per_node
         nics_per_node = nics_per_node or c.nics_per_node
         design = design or c.topology.design
-        switch = switch or c.topology.switch
         o_leaf, o_spine = c.topology.oversubscription, c.topology.spine_oversubscription
         fabrics = fabrics or list(c.fabrics)
+        scenario_switch = {f: c.switch_for(f) for f in fabrics}
     if gpus is None:
         fail("give --gpus (or --scenario)", as_json=as_json)
     try:
@@ -100,7 +101,8 @@ def topology(
         fabrics = fabrics or [default_fabric(cat, gpu, "infiniband")]
         designs = [
             design_fabric(
-                gpus, design or "rail-optimized", f, gpu=gpu, switch=switch,
+                gpus, design or "rail-optimized", f, gpu=gpu,
+                switch=switch or scenario_switch.get(f),
                 oversubscription=o_leaf or 1.0, spine_oversubscription=o_spine or 1.0,
                 gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
                 cable_lengths=lengths,

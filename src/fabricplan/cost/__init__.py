@@ -5,7 +5,7 @@ labelled assumptions in ``catalog/data/economics/costs.toml``; nothing here reac
 """
 
 from fabricplan.cost.assumptions import CostAssumptions, load_assumptions
-from fabricplan.cost.run import RunCost, run_cost
+from fabricplan.cost.run import RunCost, run_cost, usd
 from fabricplan.cost.tco import CostError, FabricCost, fabric_cost
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "fabric_cost",
     "load_assumptions",
     "run_cost",
+    "usd",
 ]

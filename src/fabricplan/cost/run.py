@@ -40,3 +40,18 @@ def run_cost(gpus: int, days: float, gpu_hour_price: float, loss: float = 0.0) -
         cost_usd=gpu_hours * gpu_hour_price, wasted_gpu_hours=wasted,
         wasted_usd=wasted * gpu_hour_price, extra_days=days * loss,
     )  # fmt: skip
+
+
+def usd(v: float | None, sig: int = 3) -> str:
+    """Dollars to ``sig`` significant figures, as people quote them: $711M, $53.1M, $2.2M
+    (sig 2); whole dollars under $1,000. Rounded before the unit is picked, so $999,600 is $1M,
+    not $1e+03k."""
+    if v is None:
+        return "-"
+    if v == 0:
+        return "$0"
+    r = float(f"{v:.{sig}g}")
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(r) >= scale:
+            return f"${r / scale:g}{unit}"
+    return f"${r:,.0f}"  # under $1,000: whole dollars

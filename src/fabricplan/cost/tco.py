@@ -89,7 +89,7 @@ def fabric_cost(sc: Scenario, cat: Catalog, a: CostAssumptions, fabric: str, *,
     maturity = org.network_maturity
     try:
         t = c.topology
-        bom = design_fabric(c.gpus, t.design, fabric, gpu=c.gpu, switch=t.switch,
+        bom = design_fabric(c.gpus, t.design, fabric, gpu=c.gpu, switch=c.switch_for(fabric),
                             oversubscription=t.oversubscription,
                             spine_oversubscription=t.spine_oversubscription,
                             gpus_per_node=c.gpus_per_node, nics_per_node=c.nics_per_node,

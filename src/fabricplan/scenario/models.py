@@ -70,6 +70,11 @@ class Cluster(_Strict):
         assert self.fabric is not None, "resolve the scenario first"
         return self.fabric
 
+    def switch_for(self, fabric: str) -> str | None:
+        """The scenario's switch on one of its own fabrics (checked to carry them all); None,
+        the fabric's default switch, on any other fabric a command is asked about."""
+        return self.topology.switch if fabric in self.fabrics else None
+
 
 class Parallel(_Strict):
     tp: int = Field(default=1, gt=0, le=1024)

@@ -155,7 +155,7 @@ def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
         oversubscription=c.topology.oversubscription,
         roce_quality=c.roce_quality,
         placement=c.placement,
-        switch=c.topology.switch,
+        switch=c.switch_for(fabric),
         spine_oversubscription=c.topology.spine_oversubscription,
         catalog=cat,
     )
