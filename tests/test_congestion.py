@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 
 from fabricplan.collectives import build_system, predict
+from fabricplan.congestion import network as network_module
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.backends import ClosedFormECMP, SimulatedCongestion
 from fabricplan.congestion.case import Case, CaseError
@@ -348,6 +349,39 @@ def test_a_case_too_large_to_route_is_refused_before_any_work():
         run_case(case)
 
 
+def test_spraying_in_blocks_routes_exactly_as_in_one(monkeypatch):
+    """The sprayed hops are gathered in blocks to bound their scratch memory: any block size
+    gives the same lanes, flows and weights."""
+    lay = size_clos("fat-tree", 32, 8, 8, 16, 400.0, 1.0)
+    g = build_graph(lay, 450.0, 50.0)
+    net = Network(g, 1.0)
+    tr = T.pattern("alltoall", g, np.arange(32), 1e6)
+    whole = net.route(tr.src, tr.dst, "spray", np.random.default_rng(0))
+    monkeypatch.setattr(network_module, "ROUTE_BLOCK_CELLS", 7)  # a few pieces per block
+    blocks = net.route(tr.src, tr.dst, "spray", np.random.default_rng(0))
+    assert len(whole.lane) > 4 * len(tr.src)  # flows really are split over several ports
+    for name in ("lane", "flow", "weight"):
+        assert np.array_equal(getattr(whole, name), getattr(blocks, name)), name
+    # each flow's weights add up to one per hop: NIC, leaf, spine, NIC (4) or over a core (6)
+    per_flow = np.bincount(whole.flow, weights=whole.weight, minlength=len(tr.src))
+    hops, counts = np.unique(np.round(per_flow, 9), return_counts=True)
+    assert hops.tolist() == [4.0, 6.0] and counts.sum() == len(tr.src)
+
+
+def test_a_sprayed_case_past_the_budget_is_refused_not_crashed(monkeypatch):
+    """Spraying multiplies pieces by the fan-out at each hop, which the up-front check cannot
+    see; routing counts them and stops at the budget with the case's own error."""
+    from fabricplan.congestion import simulate
+
+    case = Case(gpus=256, pattern="alltoall", fabric="ib-ndr", routing="spray", seeds=1)
+    ok = run_case(case).to_dict()
+    assert ok["routing"] == "spray"
+    monkeypatch.setattr(simulate, "ROUTE_MEMORY_BUDGET_BYTES", 2**20)  # 1 MiB
+    with pytest.raises(CaseError, match=r"routing spray splits its flows over more than "
+                       r"[\d,]+ \(lane, flow\) pairs.*routing adaptive"):  # fmt: skip
+        run_case(case)
+
+
 @pytest.mark.parametrize("routing", ["adaptive", "ecmp"])
 def test_every_flow_is_routed_once_background_first(routing, monkeypatch):
     """Other tenants' load is routed before the job (adaptive routing steers around it) and
@@ -355,9 +389,10 @@ def test_every_flow_is_routed_once_background_first(routing, monkeypatch):
     calls: list[tuple[int, float]] = []
     original = Network.route
 
-    def spy(self, src, dst, mode, rng, qps=1, demand=None, preload=None):
+    def spy(self, src, dst, mode, rng, qps=1, demand=None, preload=None, **kw):
         calls.append((len(src), 0.0 if preload is None else float(np.sum(preload))))
-        return original(self, src, dst, mode, rng, qps=qps, demand=demand, preload=preload)
+        return original(self, src, dst, mode, rng, qps=qps, demand=demand, preload=preload,
+                        **kw)  # fmt: skip
 
     monkeypatch.setattr(Network, "route", spy)
     case = Case(gpus=128, cluster_gpus=512, fabric="ib-ndr", design="fat-tree",

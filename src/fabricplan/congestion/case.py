@@ -27,6 +27,11 @@ FRAGMENTED_CLUSTER_FACTOR = 2
 # benchmarks/congestion.py); a case that would need more is refused before any work.
 ROUTE_BYTES_PER_PIECE_PORT = 24
 ROUTE_MEMORY_BUDGET_BYTES = 4 * 2**30
+# Spraying splits each flow over every closer port at every hop, so its (lane, flow) pairs
+# depend on the fabric's fan-out and are counted while routing, not foreseen. Everything after
+# routing (flow control, max-min rates, completion) scales with them: a 2,048-GPU all-to-all
+# peaked at 4.68 GB for 66.1 M pairs, 71 bytes a pair (measured, one seed).
+SPRAY_BYTES_PER_ENTRY = 72
 # Input guards (what a case may ask for), not physical limits: seeds per case, queue pairs per
 # connection (NCCL_IB_QPS_PER_CONNECTION; NCCL's default is 1) and start jitter in microseconds.
 MAX_SEEDS = 100_000
@@ -142,6 +147,18 @@ class CaseResult:
             "seeds": len(self.times_us),
             "fabric_layout": self.layout,
         }
+
+
+def spray_too_large(case: Case, nodes: int, entries: int) -> CaseError:
+    """The refusal for a sprayed case whose routing passed the memory budget."""
+    gib = entries * SPRAY_BYTES_PER_ENTRY / 2**30
+    return CaseError(
+        f"gpus: {case.pattern} over {nodes:,} nodes with routing spray splits its flows over "
+        f"more than {entries:,} (lane, flow) pairs, about {gib:.1f} GiB, over the "
+        f"{ROUTE_MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget",
+        "simulate a smaller group, or routing adaptive (per-packet load balancing in "
+        f"{ADAPTIVE_PIECES} pieces per flow)",
+    )
 
 
 def check_route_memory(case: Case, routing: str, nodes: int, cluster_nodes: int, radix: int,

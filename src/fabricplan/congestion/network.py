@@ -31,6 +31,17 @@ ROUTINGS = ("ecmp", "adaptive", "spray")
 # almost complete load picture (a per-packet scheme sees it exactly).
 ADAPTIVE_PIECES = 8
 ADAPTIVE_ROUNDS = 16
+# (piece, port) cells a spraying hop examines at once: bounds its scratch arrays (about 25 bytes
+# a cell) to ~100 MB whatever the fan-out has made of the pieces.
+ROUTE_BLOCK_CELLS = 1 << 22
+
+
+class RouteTooLarge(MemoryError):
+    """Spraying has split a case's flows over more (lane, flow) pairs than the caller allows."""
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        super().__init__(f"over {entries:,} (lane, flow) pairs")
 
 
 @dataclass(frozen=True)
@@ -178,11 +189,15 @@ class Network:
         qps: int = 1,
         demand: np.ndarray | None = None,
         preload: np.ndarray | None = None,
+        max_entries: int | None = None,
     ) -> Routed:
         """Lanes of NIC-to-NIC flows ``src[i] -> dst[i]`` (NIC vertices), with weights.
 
         ``demand`` (GB/s per flow) and ``preload`` (GB/s per lane already used, e.g. by
-        background traffic) steer adaptive routing; ECMP and spraying ignore load.
+        background traffic) steer adaptive routing; ECMP and spraying ignore load. Spraying
+        splits a flow over every closer port at every hop, so its pieces multiply with the
+        fabric's fan-out: past ``max_entries`` (lane, flow) pairs it raises
+        :class:`RouteTooLarge`.
         """
         if mode not in ROUTINGS:
             raise ValueError(f"unknown routing '{mode}'; known: {', '.join(ROUTINGS)}")
@@ -206,6 +221,7 @@ class Network:
         weights_out = [np.ones(n), np.ones(n)]
         load = np.zeros(self.lanes) if preload is None else np.asarray(preload, float).copy()
         rate = np.ones(n) if demand is None else np.asarray(demand, float)
+        entries = 2 * n  # the NIC up- and downlinks above
         rounds = (rng.integers(0, ADAPTIVE_ROUNDS, len(flow)) if mode == "adaptive"
                   else np.zeros(len(flow), np.int64))  # fmt: skip
         # the pieces of each round, in piece order (a stable sort keeps it within a round; on
@@ -221,16 +237,12 @@ class Network:
                 f, v, w, t, d_here = f[moving], v[moving], w[moving], t[moving], d_here[moving]
                 if not len(f):
                     break
-                cand, nxt = out[v], heads[v]
-                # candidates one hop closer
-                ok = (cand >= 0) & (hops_to[(t * n_sw)[:, None] + nxt] == d_here[:, None] - 1)
-                count = ok.sum(1)
-                if (count == 0).any():
-                    raise ValueError("no route between two NICs of the fabric")
                 if mode == "spray":
-                    rows, cols = np.nonzero(ok)
+                    rows, lane, v, count = self._closer_lanes(v, t, d_here, hops_to)
+                    entries += len(rows)
+                    if max_entries is not None and entries > max_entries:
+                        raise RouteTooLarge(entries)
                     f, w, t = f[rows], (w / count)[rows], t[rows]
-                    lane, v = cand[rows, cols], nxt[rows, cols]
                     # merge pieces of one flow that meet at the same switch
                     key = f.astype(np.int64) * out.shape[0] + v
                     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
@@ -240,6 +252,12 @@ class Network:
                     w = np.bincount(inv, weights=w)
                     f, v, t = f[first], v[first], t[first]
                     continue
+                cand, nxt = out[v], heads[v]
+                # candidates one hop closer
+                ok = (cand >= 0) & (hops_to[(t * n_sw)[:, None] + nxt] == d_here[:, None] - 1)
+                count = ok.sum(1)
+                if (count == 0).any():
+                    raise ValueError("no route between two NICs of the fabric")
                 if mode == "ecmp":
                     pick = np.floor(rng.random(len(f)) * count).astype(np.int64)
                     col = np.argmax(np.cumsum(ok, 1) > pick[:, None], axis=1)
@@ -254,6 +272,30 @@ class Network:
                 weights_out.append(w)
         return Routed(np.concatenate(lanes_out), np.concatenate(flows_out),
                       np.concatenate(weights_out))  # fmt: skip
+
+    def _closer_lanes(self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray,
+                      hops_to: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+        """Every (piece, port) one hop closer to the piece's target: the piece's row, the lane,
+        the switch it leads to, and each piece's number of such ports. Gathered in blocks of
+        ``ROUTE_BLOCK_CELLS`` so that the (pieces x ports) scratch stays small when spraying
+        has multiplied the pieces."""
+        _, out, _ = self.switch_table
+        heads = self._heads_or_zero
+        n_sw = len(out)
+        step = max(1, ROUTE_BLOCK_CELLS // out.shape[1])
+        parts: list[tuple[np.ndarray, ...]] = []
+        for a in range(0, len(v), step):
+            vb, tb, db = v[a : a + step], t[a : a + step], d_here[a : a + step]
+            cand, nxt = out[vb], heads[vb]
+            ok = (cand >= 0) & (hops_to[(tb * n_sw)[:, None] + nxt] == db[:, None] - 1)
+            count = ok.sum(1)
+            if (count == 0).any():
+                raise ValueError("no route between two NICs of the fabric")
+            rows, cols = np.nonzero(ok)
+            parts.append((rows + a, cand[rows, cols], nxt[rows, cols], count))
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(np.concatenate(x) for x in zip(*parts, strict=True))
 
     @staticmethod
     def _adaptive_pick(ok: np.ndarray, cand: np.ndarray, count: np.ndarray, key: np.ndarray,

@@ -23,16 +23,20 @@ from fabricplan.congestion import traffic as T
 from fabricplan.congestion.alone import JobAlone, job_alone
 from fabricplan.congestion.case import (
     FRAGMENTED_CLUSTER_FACTOR,
+    ROUTE_MEMORY_BUDGET_BYTES,
+    SPRAY_BYTES_PER_ENTRY,
     Case,
     CaseError,
     CaseResult,
     check_route_memory,
+    spray_too_large,
 )
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.lossless import FlowControl, apply_flow_control
 from fabricplan.congestion.network import (
     Network,
     Routed,
+    RouteTooLarge,
 )
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
 from fabricplan.congestion.waterfill import complete
@@ -128,20 +132,25 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
 def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generator) -> Routed:
     """Route every hop flow once: the other tenants' background first (it is there before the
     job starts, on the same fabric and routing), then the job's, which adaptive routing steers
-    around the background's load."""
+    around the background's load. Refuses (``CaseError``) a sprayed case whose pieces would
+    outgrow the memory budget."""
     net = st.net
     is_bg = tr.background[tr.column]
     bg, job = np.flatnonzero(is_bg), np.flatnonzero(~is_bg)
-    if not len(bg):  # no background: route the job alone (keeps the router's distance cache)
-        r_job = net.route(
-            tr.src, tr.dst, st.routing, rng, qps=st.case.qps, demand=demand[tr.column]
-        )
-        return r_job
-    pre = np.zeros(net.lanes)
-    r_bg = net.route(tr.src[bg], tr.dst[bg], st.routing, rng, demand=demand[tr.column[bg]])
-    np.add.at(pre, r_bg.lane, r_bg.weight * demand[tr.column[bg]][r_bg.flow])
-    r_job = net.route(tr.src[job], tr.dst[job], st.routing, rng, qps=st.case.qps,
-                      demand=demand[tr.column[job]], preload=pre)  # fmt: skip
+    budget = ROUTE_MEMORY_BUDGET_BYTES // SPRAY_BYTES_PER_ENTRY
+    try:
+        if not len(bg):  # no background: route the job alone (keeps the router's distance cache)
+            return net.route(tr.src, tr.dst, st.routing, rng, qps=st.case.qps,
+                             demand=demand[tr.column], max_entries=budget)  # fmt: skip
+        pre = np.zeros(net.lanes)
+        r_bg = net.route(tr.src[bg], tr.dst[bg], st.routing, rng, demand=demand[tr.column[bg]],
+                         max_entries=budget)  # fmt: skip
+        np.add.at(pre, r_bg.lane, r_bg.weight * demand[tr.column[bg]][r_bg.flow])
+        r_job = net.route(tr.src[job], tr.dst[job], st.routing, rng, qps=st.case.qps,
+                          demand=demand[tr.column[job]], preload=pre,
+                          max_entries=budget - len(r_bg.lane))  # fmt: skip
+    except RouteTooLarge as e:
+        raise spray_too_large(st.case, st.nodes, e.entries) from None
     return Routed(lane=np.concatenate([r_job.lane, r_bg.lane]),
                   flow=np.concatenate([job[r_job.flow], bg[r_bg.flow]]),
                   weight=np.concatenate([r_job.weight, r_bg.weight]))  # fmt: skip
