@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -76,16 +77,22 @@ def test_validate_training_suite():
     # the ceiling check reruns the same rows: the catalog's own figure gives the same errors,
     # and a slower GEMM ceiling can only make every row slower (lower error)
     cases = out["matmul_ceiling_sensitivity"]
-    ours = [c for c in cases if c["in_catalog"]]
-    assert len(ours) == 1 and len(cases) >= 3
-    assert ours[0]["table1_errors"] == pytest.approx([r["error"] for r in out["rows"]])
+    peak = {"a100": 312.0, "h100": 989.0}
+    ours = {c["gpu"]: c for c in cases if c["in_catalog"]}
+    assert sorted(ours) == ["a100", "h100"] and len(cases) >= 6
+    assert sum(c["in_catalog"] for c in cases) == 2  # one figure per GPU
+    assert ours["a100"]["table1_errors"] == pytest.approx([r["error"] for r in out["rows"]])
+    assert ours["h100"]["table1_errors"] == []  # Table 1 is all A100
     for c in cases:
-        assert c["matmul_efficiency"] == pytest.approx(c["tflops"] / 312, abs=5e-4)
+        mine = ours[c["gpu"]]
+        assert c["matmul_efficiency"] == pytest.approx(c["tflops"] / peak[c["gpu"]], abs=5e-4)
         assert c["table1_within_10pct"] == sum(abs(e) <= 0.10 for e in c["table1_errors"])
-        if c["tflops"] < ours[0]["tflops"]:
-            assert all(
-                e < o for e, o in zip(c["table1_errors"], ours[0]["table1_errors"], strict=True)
-            )
+        errors = c["table1_errors"] + c["held_back_errors"]
+        theirs = mine["table1_errors"] + mine["held_back_errors"]
+        if c["tflops"] < mine["tflops"]:
+            assert all(e < o for e, o in zip(errors, theirs, strict=True))
+        if c["tflops"] > mine["tflops"]:  # a burst figure: every run faster than with ours
+            assert all(e > o for e, o in zip(errors, theirs, strict=True))
 
 
 def test_validate_held_back_suite():
@@ -102,11 +109,17 @@ def test_validate_held_back_suite():
 def test_validate_claims_suite():
     out = json.loads(run("validate", "--suite", "claims", "--json").stdout)
     assert {r["id"] for r in out} >= {"16-gpu-roce-92-95pct", "256-gpu-gap-30-40pct"}
-    # the seeds' 16-, 64- and 256-GPU throughput claims hold under no condition tried
-    ids = {"16-gpu-roce-92-95pct", "64-gpu-comm-15-25pct", "64-gpu-ib-recovers-18-22pct",
-           "256-gpu-gap-30-40pct"}  # fmt: skip
+    # the seeds' claims that the fabric moves throughput at 16, 64 and 256 GPUs hold under no
+    # condition tried
+    ids = {"16-gpu-roce-92-95pct", "64-gpu-ib-recovers-18-22pct", "256-gpu-gap-30-40pct"}
     scale = [r for r in out if r["id"] in ids]
-    assert len(scale) == 4 and not any(c["holds"] for r in scale for c in r["cases"])
+    assert len(scale) == 3 and not any(c["holds"] for r in scale for c in r["cases"])
+    # communication is 15-25 % of a 64-GPU step, but almost all of it is tensor-parallel
+    # traffic inside the NVLink domain, which no choice of fabric changes
+    comm = next(r for r in out if r["id"] == "64-gpu-comm-15-25pct")
+    for c in comm["cases"]:
+        share, nvlink = (float(x) for x in re.findall(r"([\d.]+)%", c["note"])[:2])
+        assert c["holds"] == (15 <= share <= 25) and share - nvlink < 1.0
     assert sum(r["holds"] is True for r in out) >= 1 and any(r["holds"] is None for r in out)
     # the suite is `fabricplan claims`, verdicts included
     assert out == json.loads(run("claims", "--json").stdout)

@@ -274,3 +274,21 @@ def test_fragmented_placement_reaches_the_congestion_simulator():
     assert hw.placement == "fragmented"
     assert congestion_factor(hw, "ring-allreduce", 16) > 1.2
     assert congestion_factor(replace(hw, placement="contiguous"), "ring-allreduce", 16) == 1.0
+
+
+def test_matmul_rate_is_the_sustained_figure_per_precision():
+    """FP8 runs at its own sustained share of the FP8 peak where one is measured, else at the
+    BF16 share; a GPU without FP8 tensor cores runs FP8 plans at its BF16 rate."""
+    from fabricplan.workload.plan import matmul_flops
+
+    assert matmul_flops(H100, "bf16") == pytest.approx(708.5e12, rel=1e-4)  # H200 MSMF
+    assert matmul_flops(H100, "fp8") == pytest.approx(1288.7e12, rel=1e-4)
+    a100 = CAT.gpu("a100")
+    assert (
+        matmul_flops(a100, "fp8") == matmul_flops(a100, "bf16") == pytest.approx(230e12, rel=1e-3)
+    )
+    no_fp8_share = H100.model_copy(update={"fp8_matmul_efficiency": None})
+    assert matmul_flops(no_fp8_share, "fp8") == pytest.approx(1979e12 * H100.matmul_efficiency)
+    # sustained is below every burst figure the catalog's sources give for the same part
+    for gpu, burst in (("a100", 267.9), ("h100", 792.1), ("h200", 841.9), ("b200", 1770.9)):
+        assert matmul_flops(CAT.gpu(gpu), "bf16") < burst * 1e12

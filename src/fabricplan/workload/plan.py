@@ -131,10 +131,11 @@ class Plans:
 
 
 def matmul_flops(gpu: Gpu, precision: str) -> float:
-    """FLOP/s of a large matmul at the GPU's measured ceiling (catalog ``matmul_efficiency``):
-    FP8 when asked and the GPU has FP8 tensor cores, BF16 otherwise."""
-    fp8 = precision == "fp8" and gpu.fp8_dense_tflops
-    return (gpu.fp8_dense_tflops if fp8 else gpu.bf16_dense_tflops) * 1e12 * gpu.matmul_efficiency
+    """FLOP/s of a large matmul sustained at the power limit (catalog ``matmul_efficiency``, or
+    ``fp8_matmul_efficiency``): FP8 when asked and the GPU has FP8 tensor cores, else BF16."""
+    if precision == "fp8" and gpu.fp8_dense_tflops:
+        return gpu.fp8_dense_tflops * 1e12 * (gpu.fp8_matmul_efficiency or gpu.matmul_efficiency)
+    return gpu.bf16_dense_tflops * 1e12 * gpu.matmul_efficiency
 
 
 def hbm_bytes_per_s(gpu: Gpu) -> float:
