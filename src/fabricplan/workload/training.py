@@ -1,6 +1,6 @@
 """Training step time: compute, exposed communication and pipeline bubble, for N plans at once.
 
-Compute is a roofline per layer: matmul FLOPs at the GPU's measured matmul ceiling (catalog
+Compute is a roofline per layer: matmul FLOPs at the GPU's sustained matmul rate (catalog
 ``matmul_efficiency``) plus the memory-bound ops (norms, residuals, activation functions, and
 the softmax when attention is not fused, the cross-entropy over the vocabulary) at achievable
 HBM bandwidth. Communication follows Megatron-LM's schedule (Narayanan et al. SC'21;
