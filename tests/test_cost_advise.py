@@ -426,3 +426,24 @@ def test_dollars_round_before_the_unit_is_picked():
     assert usd(53_123_456) == "$53.1M" and usd(711e6) == "$711M"
     assert usd(2_211_840, sig=2) == "$2.2M" and usd(110_592, sig=2) == "$110k"
     assert usd(-12_345) == "$-12.3k" and usd(0) == "$0" and usd(None) == "-"
+
+
+@pytest.mark.parametrize(("runner_up_cost", "close"), [(1.01, True), (0.99, True), (1.2, False),
+                                                       (0.8, False)])  # fmt: skip
+def test_a_close_call_is_judged_on_the_size_of_the_margin(runner_up_cost, close):
+    """The recommended fabric can cost more than the runner-up today (it is cheaper at the
+    growth target, or the runner-up misses the deadline): a 20 % gap either way is no close
+    call, a 1 % one is."""
+    from fabricplan.advise.reasons import reasons
+
+    sc = load_scenario("examples/inference-405b.yaml", catalog=CAT)
+    base = {"tokens_per_s": 1000.0, "step_time_s": 1.0, "time_to_train_days": None,
+            "risk_events_per_year": 1.0,
+            "risk_usd": 0.0, "misses_time_to_production": False}  # fmt: skip
+    fabrics = [
+        {**base, "fabric": "ib-ndr", "cost_same_work_usd": 1e6},
+        {**base, "fabric": "roce-400g", "cost_same_work_usd": runner_up_cost * 1e6},
+    ]
+    line = next(r for r in reasons(sc, fabrics, 0, 1, [], "rent-train") if "cost per" in r)
+    assert f"{runner_up_cost - 1:+.1%} for roce-400g" in line
+    assert ("a close call" in line) is close

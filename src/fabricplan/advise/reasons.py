@@ -109,7 +109,7 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
                        "time-to-production budget")  # fmt: skip
     margin = o["cost_same_work_usd"] / b["cost_same_work_usd"] - 1
     what = "run" if kind == "rent-train" else "lifecycle, for the same work"
-    close = ", a close call" if margin < CLOSE_CALL_SHARE else ""
+    close = ", a close call" if abs(margin) < CLOSE_CALL_SHARE else ""
     line = (
         f"cost per {what}: {usd(b['cost_same_work_usd'])} on {bn} vs "
         f"{usd(o['cost_same_work_usd'])} on {on} ({margin:+.1%} for {on}{close})"
