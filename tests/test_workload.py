@@ -292,3 +292,27 @@ def test_matmul_rate_is_the_sustained_figure_per_precision():
     # sustained is below every burst figure the catalog's sources give for the same part
     for gpu, burst in (("a100", 267.9), ("h100", 792.1), ("h200", 841.9), ("b200", 1770.9)):
         assert matmul_flops(CAT.gpu(gpu), "bf16") < burst * 1e12
+
+
+def test_every_plan_a_misfit_is_pointed_to_fits_as_written():
+    """The 'fits with' hint names plans a user can write back into the scenario: each one,
+    applied as written, fits (sequence parallelism is named when only it makes a plan fit)."""
+    from fabricplan.workload import WorkloadError
+    from fabricplan.workload.evaluate import evaluate_scenario
+
+    field = {"tp": "workload.parallel.tp", "pp": "workload.parallel.pp",
+             "zero": "workload.parallel.zero", "recompute": "workload.recompute",
+             "sequence_parallel": "workload.parallel.sequence_parallel"}  # fmt: skip
+    base = ["workload.parallel.sequence_parallel=false", "workload.recompute=none",
+            "workload.parallel.tp=2", "workload.parallel.pp=2"]  # fmt: skip
+    sc = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=CAT, overrides=base)
+    with pytest.raises(WorkloadError) as err:
+        evaluate_scenario(sc, CAT, congestion=False)
+    hints = str(err.value).split("fits with ")[1].split(", or ")
+    assert any("sequence_parallel: true" in h for h in hints)
+    for hint in hints:
+        pairs = [kv.split(": ") for kv in hint.rsplit(" (", 1)[0].split(", ")]
+        extra = [f"{field[k]}={v}" for k, v in pairs]
+        fixed = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=CAT,
+                              overrides=base + extra)  # fmt: skip
+        assert evaluate_scenario(fixed, CAT, congestion=False), hint

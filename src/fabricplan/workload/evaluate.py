@@ -53,15 +53,21 @@ def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
         if (int(p.global_batch[0]) % (dp * mb) or (dp * cp) % ep
                 or (vp > 1 and new_pp * vp > s.layers)):  # fmt: skip
             continue
-        q = Plans.of(
-            tp=new_tp, pp=new_pp, dp=dp, cp=cp, ep=p.ep, vp=p.vp, micro_batch=mb,
-            zero=arrays.get("zero", p.zero), global_batch=p.global_batch, seq_len=p.seq_len,
-            sp=p.sp | (new_tp > 1), recompute=flags.get("recompute", p.recompute),
-            flash=p.flash, overlap_dp=p.overlap_dp, precision=p.precision,
-        )  # fmt: skip
-        mem = memory(s, q, hw)
-        if mem.fits[0]:
-            out.append(f"{label} ({mem.total[0] / 1e9:.0f} GB)")
+        # the plan as the user would write it; with TP, sequence parallelism is worth naming
+        # when the plan has it off and only fits with it
+        sps = [bool(p.sp[0])] + ([True] if new_tp > 1 and not p.sp[0] else [])
+        for sp in sps:
+            q = Plans.of(
+                tp=new_tp, pp=new_pp, dp=dp, cp=cp, ep=p.ep, vp=p.vp, micro_batch=mb,
+                zero=arrays.get("zero", p.zero), global_batch=p.global_batch, seq_len=p.seq_len,
+                sp=sp, recompute=flags.get("recompute", p.recompute), flash=p.flash,
+                overlap_dp=p.overlap_dp, precision=p.precision,
+            )  # fmt: skip
+            mem = memory(s, q, hw)
+            if mem.fits[0]:
+                with_sp = ", sequence_parallel: true" if sp and not p.sp[0] else ""
+                out.append(f"{label}{with_sp} ({mem.total[0] / 1e9:.0f} GB)")
+                break
     return out[:4]
 
 
