@@ -156,6 +156,11 @@ def test_advise_flips_with_maturity_and_price():
     gap_low = margin(low, "roce-400g") - margin(low, "ib-ndr")
     gap_high = margin(high, "roce-400g") - margin(high, "ib-ndr")
     assert gap_low > gap_high  # RoCE's staffing and stabilisation weigh more in a low-maturity team
+    # and at 64 GPUs that is enough to turn the answer: the cheaper fabric for the same work
+    # changes sides, and the recommendation with it
+    assert gap_low > 0 > gap_high
+    assert low["recommendation"]["fabric"] == "ib-ndr"
+    assert high["recommendation"]["fabric"] == "roce-400g"
     assert (
         run(
             "advise",
