@@ -204,7 +204,6 @@ class Network:
         src, dst = np.asarray(src), np.asarray(dst)
         n = len(src)
         sw0, out, _ = self.switch_table
-        heads = self._heads_or_zero
         s_leaf = self.leaf_of(src) - sw0
         d_leaf = self.leaf_of(dst) - sw0
         targets, t_idx = np.unique(d_leaf, return_inverse=True)
@@ -252,12 +251,7 @@ class Network:
                     w = np.bincount(inv, weights=w)
                     f, v, t = f[first], v[first], t[first]
                     continue
-                cand, nxt = out[v], heads[v]
-                # candidates one hop closer
-                ok = (cand >= 0) & (hops_to[(t * n_sw)[:, None] + nxt] == d_here[:, None] - 1)
-                count = ok.sum(1)
-                if (count == 0).any():
-                    raise ValueError("no route between two NICs of the fabric")
+                cand, nxt, ok, count = self._candidates(v, t, d_here, hops_to)
                 if mode == "ecmp":
                     pick = np.floor(rng.random(len(f)) * count).astype(np.int64)
                     col = np.argmax(np.cumsum(ok, 1) > pick[:, None], axis=1)
@@ -273,24 +267,29 @@ class Network:
         return Routed(np.concatenate(lanes_out), np.concatenate(flows_out),
                       np.concatenate(weights_out))  # fmt: skip
 
+    def _candidates(self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray,
+                    hops_to: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+        """Per piece at switch ``v`` heading for target ``t``: its ports (lanes) and the switches
+        they lead to, which of them are one hop closer, and how many are."""
+        _, out, _ = self.switch_table
+        cand, nxt = out[v], self._heads_or_zero[v]
+        ok = (cand >= 0) & (hops_to[(t * len(out))[:, None] + nxt] == d_here[:, None] - 1)
+        count = ok.sum(1)
+        if (count == 0).any():
+            raise ValueError("no route between two NICs of the fabric")
+        return cand, nxt, ok, count
+
     def _closer_lanes(self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray,
                       hops_to: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
         """Every (piece, port) one hop closer to the piece's target: the piece's row, the lane,
         the switch it leads to, and each piece's number of such ports. Gathered in blocks of
         ``ROUTE_BLOCK_CELLS`` so that the (pieces x ports) scratch stays small when spraying
         has multiplied the pieces."""
-        _, out, _ = self.switch_table
-        heads = self._heads_or_zero
-        n_sw = len(out)
-        step = max(1, ROUTE_BLOCK_CELLS // out.shape[1])
+        step = max(1, ROUTE_BLOCK_CELLS // self.switch_table[1].shape[1])
         parts: list[tuple[np.ndarray, ...]] = []
         for a in range(0, len(v), step):
-            vb, tb, db = v[a : a + step], t[a : a + step], d_here[a : a + step]
-            cand, nxt = out[vb], heads[vb]
-            ok = (cand >= 0) & (hops_to[(tb * n_sw)[:, None] + nxt] == db[:, None] - 1)
-            count = ok.sum(1)
-            if (count == 0).any():
-                raise ValueError("no route between two NICs of the fabric")
+            block = slice(a, a + step)
+            cand, nxt, ok, count = self._candidates(v[block], t[block], d_here[block], hops_to)
             rows, cols = np.nonzero(ok)
             parts.append((rows + a, cand[rows, cols], nxt[rows, cols], count))
         if len(parts) == 1:
