@@ -46,7 +46,7 @@ def _stays_cheaper(rows: list[dict[str, Any]]) -> int | None:
     return out
 
 
-def _with_maturity(sc: Scenario, maturity: str) -> Scenario:
+def with_maturity(sc: Scenario, maturity: str) -> Scenario:
     org = sc.organization.model_copy(update={"network_maturity": maturity})
     return sc.model_copy(update={"organization": org})
 
@@ -80,7 +80,7 @@ def sweep(at_sizes: list[int], at: Callable[[int], Scenario | None], cat: Catalo
             else:
                 perf = [r.to_dict() for r in evaluate_scenario(s, cat, congestion=congestion)]
             for m in MATURITIES:
-                i, r = _scores(_with_maturity(s, m), cat, perf)
+                i, r = _scores(with_maturity(s, m), cat, perf)
                 rows[m].append({"gpus": n, f"{ib}_usd": i, f"{roce}_usd": r,
                                 "ib_cheaper": bool(i <= r)})  # fmt: skip
         except (ScenarioError, WorkloadError, CostError):

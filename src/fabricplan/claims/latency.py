@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from fabricplan.catalog import Catalog
 from fabricplan.claims.result import POINT_TOLERANCE, Case, ClaimResult, in_range, near, source
-from fabricplan.claims.scale import catalog_with_one_switch_latency
-from fabricplan.collectives import CommSystem, build_system, p2p_latency_us, predict
+from fabricplan.collectives import CommSystem, build_system, predict
 
 SMALL_BYTES = 8  # nccl-tests' smallest all-reduce: pure latency
 LATENCY_SWEEP_MAX_US = 200.0  # search bound when solving for the latency a claim implies
@@ -34,7 +33,7 @@ ROCE_PATHS = (
 def path_latency_us(cat: Catalog, fabric: str, switches: tuple[str, ...]) -> float:
     # the catalog figure already crosses one switch; each further one adds its own latency
     extra = sum(cat.switch(s).port_to_port_latency_ns.nominal for s in switches) / 1000
-    return p2p_latency_us(cat.fabric(fabric), 1, 0.0) + extra
+    return cat.fabric(fabric).rdma_latency_us.nominal + extra
 
 
 def _latency_claim(cat: Catalog, cid: str, seed: str, text: str, fabric: str,
@@ -84,11 +83,14 @@ def latency_claims(cat: Catalog) -> list[ClaimResult]:
     ]  # fmt: skip
 
 
-def system_with_latency(cat: Catalog, nodes: int, fabric: str, one_switch_us: float
-                        ) -> CommSystem:  # fmt: skip
-    """H100 nodes on ``fabric`` with its one-switch RDMA latency set to ``one_switch_us``."""
-    c = catalog_with_one_switch_latency(cat, fabric, one_switch_us)
-    return build_system("h100", nodes, fabric, catalog=c)
+def with_one_switch_latency(system: CommSystem, nominal_us: float, one_switch_us: float
+                            ) -> CommSystem:  # fmt: skip
+    """``system`` with its fabric's one-switch RDMA latency moved from ``nominal_us`` to
+    ``one_switch_us``: every network step and point-to-point message moves by the same amount
+    (as ``build_system`` derives both from that one figure)."""
+    d = one_switch_us - nominal_us
+    return system.with_(p2p_latency_us=system.p2p_latency_us + d,
+                        net_step_delta_us=system.net_step_delta_us + d)  # fmt: skip
 
 
 def small_all_reduce_us(system: CommSystem, nbytes: int = SMALL_BYTES) -> float:
@@ -99,7 +101,9 @@ def latency_for_time(cat: Catalog, nodes: int, fabric: str, target_us: float
                      ) -> float | None:  # fmt: skip
     """The one-switch RDMA latency at which the small all-reduce on ``nodes`` H100 nodes takes
     ``target_us``."""
-    t = lambda lat: small_all_reduce_us(system_with_latency(cat, nodes, fabric, lat))  # noqa: E731
+    base = build_system("h100", nodes, fabric, catalog=cat)
+    nominal = cat.fabric(fabric).rdma_latency_us.nominal
+    t = lambda lat: small_all_reduce_us(with_one_switch_latency(base, nominal, lat))  # noqa: E731
     lo, hi = 0.0, LATENCY_SWEEP_MAX_US
     if not t(lo) <= target_us <= t(hi):
         return None
@@ -114,9 +118,10 @@ def all_reduce_512_claim(cat: Catalog, nodes: int = 64) -> ClaimResult:
     ib = build_system("h100", nodes, "ib-ndr", catalog=cat)
     t_ib = small_all_reduce_us(ib)
     r_lat = cat.fabric("roce-400g").rdma_latency_us
+    roce = build_system("h100", nodes, "roce-400g", catalog=cat)
     cases = []
     for label, lat in (("typical", r_lat.nominal), ("catalog high", r_lat.high)):
-        t_roce = small_all_reduce_us(system_with_latency(cat, nodes, "roce-400g", lat))
+        t_roce = small_all_reduce_us(with_one_switch_latency(roce, r_lat.nominal, lat))
         ratio = t_roce / t_ib
         cases.append(Case({"gpus": ib.nranks, "message_bytes": SMALL_BYTES,
                            "roce_one_switch_latency_us": lat, "roce_latency": label},

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricplan.advise.scoring import (
-    build_parts,
-    costs_of,
-    evaluate,
-    first_of_family,
-    nominal_multipliers,
-)
+import numpy as np
+
+from fabricplan.advise.break_even import ib_and_roce, with_maturity
+from fabricplan.advise.scoring import build_parts, costs_of, nominal_multipliers
 from fabricplan.catalog import Catalog
 from fabricplan.claims.result import Case, ClaimResult, in_range, near, source
 from fabricplan.claims.scale import EXAMPLES, IB, ROCE
 from fabricplan.cost import CostError, FabricCost, fabric_cost, load_assumptions, run_cost
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, scenario_from_data
 from fabricplan.scenario.models import MATURITIES
+from fabricplan.workload import evaluate_scenario
 
 # "approximately $2.2 million": the seeds round to two significant figures
 ROUNDING_TOLERANCE = 0.05
@@ -52,19 +50,29 @@ def run_cost_claim() -> ClaimResult:
     )  # fmt: skip
 
 
-def _pair(cat: Catalog, gpus: int, optics: str) -> tuple[FabricCost, FabricCost]:
+Pairs = dict[tuple[int, str], tuple[FabricCost, FabricCost]]
+
+
+def _pair(cat: Catalog, gpus: int, optics: str, known: Pairs | None = None
+          ) -> tuple[FabricCost, FabricCost]:  # fmt: skip
+    """IB and RoCE costs of an H100 cluster of ``gpus``; ``known`` keeps them for reuse."""
+    if known is not None and (gpus, optics) in known:
+        return known[gpus, optics]
     sc = scenario_from_data({"cluster": {"gpu": "h100", "gpus": gpus, "fabric": [IB, ROCE]},
                              "costs": {"optics": optics}}, catalog=cat)  # fmt: skip
     a = load_assumptions()
-    return fabric_cost(sc, cat, a, IB), fabric_cost(sc, cat, a, ROCE)
+    pair = fabric_cost(sc, cat, a, IB), fabric_cost(sc, cat, a, ROCE)
+    if known is not None:
+        known[gpus, optics] = pair
+    return pair
 
 
-def _premium_cases(cat: Catalog, low: float, high: float, sizes: tuple[int, ...]
-                   ) -> list[Case]:  # fmt: skip
+def _premium_cases(cat: Catalog, low: float, high: float, sizes: tuple[int, ...],
+                   known: Pairs) -> list[Case]:  # fmt: skip
     cases = []
     for gpus in sizes:
         for optics in ("oem", "compatible"):
-            ib, roce = _pair(cat, gpus, optics)
+            ib, roce = _pair(cat, gpus, optics, known)
             net = ib.capex_network_usd / roce.capex_network_usd - 1
             total = ib.capex_usd / roce.capex_usd - 1
             share = roce.capex_network_usd / roce.capex_usd
@@ -75,7 +83,8 @@ def _premium_cases(cat: Catalog, low: float, high: float, sizes: tuple[int, ...]
     return cases
 
 
-def premium_claims(cat: Catalog) -> list[ClaimResult]:
+def premium_claims(cat: Catalog, known: Pairs | None = None) -> list[ClaimResult]:
+    known = {} if known is None else known
     out = []
     for cid, seed, text, low, high, own in (
         ("ib-premium-16-gpus-15-20pct", "000",
@@ -85,7 +94,7 @@ def premium_claims(cat: Catalog) -> list[ClaimResult]:
          "InfiniBand typically carries a 15-30 % premium (HCAs, cables, proprietary switches)",
          0.15, 0.30, {"gpus": 1024, "optics": "oem", "premium_of": "network capex"}),
     ):  # fmt: skip
-        cases = _premium_cases(cat, low, high, PREMIUM_SIZES)
+        cases = _premium_cases(cat, low, high, PREMIUM_SIZES, known)
         first = next(c for c in cases if c.conditions == own)
         cases.remove(first)
         cases.insert(0, first)
@@ -114,18 +123,20 @@ def _scores(cat: Catalog, sc: Scenario, perf: list[dict[str, Any]], mode: str, m
     """IB and RoCE cost for the same work on hardware and GPU-hours alone, then with operating
     costs, and RoCE's step time relative to IB's, owned or rented at a network maturity. Step
     times (``perf``) depend on neither, so only the costs are redone."""
-    org = sc.organization.model_copy(update={"network_maturity": maturity})
-    sc = sc.model_copy(update={"organization": org,
-                               "costs": sc.costs.model_copy(update={"mode": mode})})  # fmt: skip
+    sc = with_maturity(sc, maturity)
+    sc = sc.model_copy(update={"costs": sc.costs.model_copy(update={"mode": mode})})
     try:
         parts = build_parts(sc, cat, perf, costs_of(sc, cat, perf))
     except (CostError, ValueError) as exc:
         return str(exc).splitlines()[0]
     m = nominal_multipliers(1)
     full = parts.nominal()
-    bare = parts.scores({**m, **{k: m[k] * 0 for k in OPERATING}})[:, 0]
+    bare = parts.scores({**m, **{k: np.zeros(1) for k in OPERATING}})[:, 0]
+    pair = ib_and_roce(sc, cat)
+    if pair is None:
+        return "the scenario needs an InfiniBand and a RoCE fabric"
     names = [p["fabric"] for p in perf]
-    ib, roce = (names.index(first_of_family(sc, cat, f) or "") for f in ("infiniband", "roce"))
+    ib, roce = names.index(pair[0]), names.index(pair[1])
     step = parts.time[roce] / parts.time[ib] - 1
     return (float(bare[ib]), float(bare[roce]), float(full[ib]), float(full[roce]),
             float(step))  # fmt: skip
@@ -151,7 +162,9 @@ def pays_claims(cat: Catalog) -> list[ClaimResult]:
         cases = []
         try:
             sc = load_scenario(EXAMPLES / scenario, catalog=cat)
-            perf: list[dict[str, Any]] | str = evaluate(sc, cat, True)[0]
+            perf: list[dict[str, Any]] | str = [
+                r.to_dict() for r in evaluate_scenario(sc, cat, congestion=True)
+            ]
         except (ScenarioError, CostError, ValueError) as exc:
             perf = str(exc).splitlines()[0]
         for mode in ("own", "rent"):
@@ -184,11 +197,15 @@ def pays_claims(cat: Catalog) -> list[ClaimResult]:
     return out
 
 
-def fault_claim(cat: Catalog) -> ClaimResult:
+# Cluster sizes where the seed's "large cluster" fault argument is tried (GPUs).
+FAULT_SIZES = (1024, 4096, 16384)
+
+
+def fault_claim(cat: Catalog, known: Pairs | None = None) -> ClaimResult:
     a = load_assumptions()
     cases = []
-    for gpus in (1024, 4096, 16384):
-        ib, roce = _pair(cat, gpus, "oem")
+    for gpus in FAULT_SIZES:
+        ib, roce = _pair(cat, gpus, "oem", known)
         diff = abs(ib.capex_usd - roce.capex_usd)
         for hours in UNDETECTED_HOURS:
             h = a.hours_lost_per_event if hours is None else hours
@@ -214,7 +231,9 @@ def fault_claim(cat: Catalog) -> ClaimResult:
 
 
 def money_claims(cat: Catalog) -> list[ClaimResult]:
-    return [run_cost_claim(), *premium_claims(cat), *pays_claims(cat), fault_claim(cat)]
+    known: Pairs = {}  # the premium and fault claims price the same clusters
+    return [run_cost_claim(), *premium_claims(cat, known), *pays_claims(cat),
+            fault_claim(cat, known)]  # fmt: skip
 
 
 __all__ = ["money_claims"]
