@@ -129,7 +129,7 @@ def test_advise_json_has_the_documented_shape():
     assert swings == sorted(swings, reverse=True)
 
 
-def test_advise_flips_with_maturity_and_price():
+def test_advise_flips_with_maturity():
     """Same cluster, two organisations: the answer follows the inputs, not a fixed rule."""
     low = json.loads(
         run(
@@ -203,13 +203,13 @@ def test_break_even_by_maturity_orders_with_roce_operating_cost():
 
 def test_growth_target_is_evaluated_and_followed():
     from fabricplan.advise import advise
-    from fabricplan.advise.growth import growth_check
+    from fabricplan.advise.growth import growth_evaluation
 
     cat = default_catalog()
     plain = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat)
-    assert growth_check(plain, cat) is None
+    assert growth_evaluation(plain, cat)[0] is None
     grow = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
-    g = growth_check(grow, cat)
+    g = growth_evaluation(grow, cat)[0]
     assert g is not None and g["target_gpus"] == grow.organization.growth.target_gpus
     scores = g["cost_same_work_usd"]
     assert g["cheapest"] == min(scores, key=scores.get)
@@ -225,7 +225,7 @@ def test_growth_target_is_evaluated_and_followed():
             )
         }
     )
-    assert growth_check(late, cat)["within_lifecycle"] is False
+    assert growth_evaluation(late, cat)[0]["within_lifecycle"] is False
 
 
 def test_reference_plan_fits_divides_and_rejects_what_cannot_fit():

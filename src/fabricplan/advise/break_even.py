@@ -63,22 +63,17 @@ def ib_and_roce(sc: Scenario, cat: Catalog) -> tuple[str, str] | None:
 
 
 def sweep(at_sizes: list[int], at: Callable[[int], Scenario | None], cat: Catalog, ib: str,
-          roce: str, congestion: bool = True, known: dict[int, list[dict[str, Any]]] | None = None,
-          ) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+          roce: str, congestion: bool = True) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
     """IB and RoCE cost for the same work at each size, per maturity. ``at(n)`` is the scenario
-    on ``n`` GPUs (None, or a ScenarioError, skips the size); ``known`` holds workload results
-    already computed, by size."""
+    on ``n`` GPUs (None, or a ScenarioError, skips the size). Re-evaluating the scenario's own
+    size is cheap: its congestion runs are cached where they are simulated."""
     rows: dict[str, list[dict[str, Any]]] = {m: [] for m in MATURITIES}
     for n in at_sizes:
         try:
             s = at(n)
             if s is None:
                 continue
-            if known is not None and n in known:
-                by = {p["fabric"]: p for p in known[n]}
-                perf = [by[ib], by[roce]]
-            else:
-                perf = [r.to_dict() for r in evaluate_scenario(s, cat, congestion=congestion)]
+            perf = [r.to_dict() for r in evaluate_scenario(s, cat, congestion=congestion)]
             for m in MATURITIES:
                 i, r = _scores(with_maturity(s, m), cat, perf)
                 rows[m].append({"gpus": n, f"{ib}_usd": i, f"{roce}_usd": r,
@@ -104,15 +99,13 @@ def summary(rows: dict[str, list[dict[str, Any]]], maturity: str) -> tuple[dict[
     return found, note
 
 
-def break_even_gpus(sc: Scenario, cat: Catalog, congestion: bool = True,
-                    known: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
-    """``known``: the scenario's own per-fabric workload results, reused at its own size."""
+def break_even_gpus(sc: Scenario, cat: Catalog, congestion: bool = True) -> dict[str, Any]:
     pair = ib_and_roce(sc, cat)
     if pair is None or sc.workload is None:
         return {"gpus": None, "note": "needs an InfiniBand and a RoCE fabric in the scenario"}
     ib, roce = pair
     rows = sweep(sizes(sc), lambda n: scenario_at(sc, cat, n, [ib, roce]), cat, ib, roce,
-                 congestion, None if known is None else {sc.cluster.gpus: known})  # fmt: skip
+                 congestion)  # fmt: skip
     own = sc.organization.network_maturity
     found, note = summary(rows, own)
     return {"gpus": found[own], "ib": ib, "roce": roce, "note": note, "sizes": rows[own],

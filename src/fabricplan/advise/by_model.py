@@ -76,12 +76,11 @@ def reference_scenario(sc: Scenario, cat: Catalog, model: str, gpus: int, ib: st
         except ScenarioError:
             continue  # does not divide: dp, ep or the batch
         assert s.workload is not None
+        if s.workload.parallel.dp > batch_seqs:
+            continue  # more replicas than sequences would inflate the batch
         for r in RECOMPUTE:  # the recomputation mode changes no rule: validated once
             s_r = s.model_copy(update={"workload": s.workload.model_copy(update={"recompute": r})})
-            p = plans_from_scenario(s_r)
-            if p.dp[0] > batch_seqs:
-                break  # more replicas than sequences would inflate the batch
-            valid[r].append((s_r, p))
+            valid[r].append((s_r, plans_from_scenario(s_r)))
     # every candidate of one recomputation mode in one vectorised step, in the order tried
     best: tuple[float, Scenario] | None = None
     for found in valid.values():

@@ -25,6 +25,8 @@ from fabricplan.scenario import Scenario
 
 # Samples per Monte Carlo: the standard error of a probability is at most 0.8 points.
 MC_SAMPLES = 4000
+# Confidence labels by P(recommended fabric is cheapest) over the Monte Carlo: judgement
+# thresholds for wording, not measurements.
 CONFIDENCE = ((0.9, "high"), (0.7, "medium"), (0.0, "low"))
 # A fabric that misses the time-to-production budget loses to one that meets it when it is
 # cheaper by at most this share: within it, schedule beats money. A judgement, not a measurement.
@@ -157,7 +159,7 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         rec["reasons"].append(growth_reason(growth, now_best))
         rec["growth"] = growth
     if break_even:
-        be = break_even_gpus(sc, cat, congestion, known=perf)
+        be = break_even_gpus(sc, cat, congestion)
     else:
         be = {"gpus": None, "note": "not computed"}
     if by_model:

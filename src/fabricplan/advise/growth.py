@@ -16,14 +16,10 @@ from fabricplan.scenario import Scenario, ScenarioError
 from fabricplan.workload import WorkloadError
 
 
-def growth_check(sc: Scenario, cat: Catalog, congestion: bool = True) -> dict[str, Any] | None:
-    """The cheapest fabric at the growth target, or None when the scenario plans no growth."""
-    return growth_evaluation(sc, cat, congestion)[0]
-
-
 def growth_evaluation(sc: Scenario, cat: Catalog, congestion: bool = True
                       ) -> tuple[dict[str, Any] | None, Parts | None]:  # fmt: skip
-    """:func:`growth_check` and the target's cost parts (for its Monte Carlo)."""
+    """The cheapest fabric at the growth target (None when the scenario plans no growth), and
+    the target's cost parts (for its Monte Carlo)."""
     g = sc.organization.growth
     if g is None or g.target_gpus == sc.cluster.gpus:
         return None, None

@@ -28,7 +28,7 @@ def advise_cmd(
         False,
         "--break-even-models",
         help="Also the break-even of every training model in the catalog, each with its own "
-        "fastest fitting plan (a few seconds; about 15 s at 16k GPUs).",
+        "fastest fitting plan (a few seconds).",
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Monte Carlo seed."),
     catalog: Path | None = CATALOG_OPT,
@@ -118,17 +118,18 @@ def _gpus(n: int | None) -> str:
 def _by_model_table(rows: list[dict]) -> object:
     from rich.table import Table
 
+    from fabricplan.scenario.models import MATURITIES
+
     t = Table(title="Training break-even per model, each with its own fastest fitting plan "
-              "('none': InfiniBand is not no dearer at every size up to the largest evaluated)",
+              "('none': InfiniBand is dearer at some size up to the largest evaluated)",
               title_justify="left", title_style="bold")  # fmt: skip
-    for col in ("model", "plan here (tp·pp·ep, recompute)", "low", "medium", "high",
-                "sizes evaluated"):  # fmt: skip
-        t.add_column(col, justify="right" if col in ("low", "medium", "high") else "left")
+    for col in ("model", "plan here (tp·pp·ep, recompute)", *MATURITIES, "sizes evaluated"):
+        t.add_column(col, justify="right" if col in MATURITIES else "left")
     for r in rows:
         p = r["plan_at_scenario_size"]
         plan = f"{p['tp']}·{p['pp']}·{p['ep']}, {p['recompute']}" if p else "no plan fits"
         sizes = r["evaluated_gpus"]
         span = f"{sizes[0]:,}-{sizes[-1]:,}" if sizes else "none"
         m = r["by_maturity"]
-        t.add_row(r["model"], plan, *(_gpus(m[k]) for k in m), span)
+        t.add_row(r["model"], plan, *(_gpus(m[k]) for k in MATURITIES), span)
     return t

@@ -101,7 +101,7 @@ def fabric_cost(sc: Scenario, cat: Catalog, a: CostAssumptions, fabric: str, *,
     node_kw = c.gpus * cat.gpu(c.gpu).tdp_w * a.tdp_multiplier / 1000
     it_kw = node_kw + bom.power_w["total"] / 1000
     power_year = it_kw * k.pue * HOURS_PER_YEAR * k.power_price_kwh
-    fte = a.staff_fte(fam, maturity, c.gpus, sum(bom.layout.switches.values()))
+    fte = a.staff_fte(fam, maturity, c.gpus, bom.switch_count)
     staff_year = fte * a.usd_per_fte_year
     support_year = a.support_share(fam) * net_capex
     years = k.lifecycle_years

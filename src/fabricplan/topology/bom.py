@@ -47,9 +47,13 @@ class FabricDesign:
     def nics(self) -> int:
         return self.layout.endpoints
 
+    @property
+    def switch_count(self) -> int:
+        return sum(self.layout.switches.values())
+
     @cached_property
     def power_w(self) -> dict[str, float]:
-        sw = sum(self.layout.switches.values()) * self.switch.power_typical_w
+        sw = self.switch_count * self.switch.power_typical_w
         media = sum(m.power_w for m in self.media)
         nics = self.nics * self.nic.power_w
         return {"switches": sw, "optics_and_cables": media, "nics": nics,
@@ -57,7 +61,7 @@ class FabricDesign:
 
     @cached_property
     def cost_usd(self) -> dict[str, float]:
-        sw = sum(self.layout.switches.values()) * self.switch.price.usd
+        sw = self.switch_count * self.switch.price.usd
         cables = sum(m.cost_usd for m in self.media)
         nics = self.nics * self.nic.price.usd
         return {"switches": sw, "optics_and_cables": cables, "nics": nics,
