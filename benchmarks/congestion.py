@@ -11,12 +11,12 @@ import resource
 import time
 
 from fabricplan.catalog import default_catalog
-from fabricplan.congestion.case import Case
+from fabricplan.congestion.case import ROUTE_MEMORY_BUDGET_BYTES, Case
 from fabricplan.congestion.simulate import run_case
 
 # The targets in the docstring above.
 TARGET_16K_S = 2.0
-TARGET_16K_MB = 4096
+TARGET_16K_MB = ROUTE_MEMORY_BUDGET_BYTES // 2**20
 TARGET_100_SEEDS_S = 5.0
 
 

@@ -18,7 +18,7 @@ from fabricplan.cli.system_opts import (
     parse_ratios,
     parse_size,
 )
-from fabricplan.congestion.case import DEFAULT_JITTER_US, MAX_SEEDS, Case
+from fabricplan.congestion.case import DEFAULT_JITTER_US, DEFAULT_QPS, MAX_SEEDS, Case
 from fabricplan.congestion.dcqcn import qualities
 from fabricplan.congestion.network import ROUTINGS
 from fabricplan.congestion.simulate import run_case
@@ -59,7 +59,7 @@ def congestion(
         0.0, "--background", help="Other tenants' load on idle nodes' NICs, 0 to 1."
     ),
     qps: int = typer.Option(
-        1, "--qps", help="Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION)."
+        DEFAULT_QPS, "--qps", help="Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION)."
     ),
     jitter_us: float = typer.Option(
         DEFAULT_JITTER_US, "--jitter-us", help="Mean start skew between nodes (us)."

@@ -123,7 +123,7 @@ def system_from(
                  "fabric": fabric}  # fmt: skip
         filled, scenario_nodes = _fill_from_scenario(flags, scenario, overrides, catalog, as_json)
         gpu, gpus_per_node, nics_per_node, fabric = (filled[k] for k in flags)
-        switch, design = filled["switch"], filled["design"]
+        switch, design = switch or filled["switch"], filled["design"]
         oversubscription = filled["oversubscription"]
         nodes = nodes or scenario_nodes
     if nodes is None:

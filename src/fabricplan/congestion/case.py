@@ -9,8 +9,14 @@ import numpy as np
 
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.dcqcn import qualities
-from fabricplan.congestion.network import ADAPTIVE_PIECES, ADAPTIVE_ROUNDS, ROUTINGS
+from fabricplan.congestion.network import (
+    ADAPTIVE_PIECES,
+    ADAPTIVE_ROUNDS,
+    ROUTE_BYTES_PER_PIECE_PORT,
+    ROUTINGS,
+)
 from fabricplan.topology import DESIGNS
+from fabricplan.topology.layout import Layout
 
 # Assumption: ranks enter a collective a few microseconds apart (host scheduling and kernel
 # launch; a CUDA launch alone costs ~2-4 us). Exponential skew with this mean per node.
@@ -21,11 +27,9 @@ DEFAULT_QPS = 1
 FRAGMENTED_CLUSTER_FACTOR = 2
 
 
-# Routing works on every flow piece of a round at once, gathering each piece's candidate ports
-# and their next hops (two int64 arrays) and a distance per candidate (a third): 24 bytes per
-# piece per switch port. The budget is the simulator's own target for one 16k-GPU case (4 GiB,
-# benchmarks/congestion.py); a case that would need more is refused before any work.
-ROUTE_BYTES_PER_PIECE_PORT = 24
+# The budget is the simulator's own target for one 16k-GPU case (4 GiB, benchmarks/congestion.py);
+# a case whose routing would need more (``ROUTE_BYTES_PER_PIECE_PORT`` per piece and switch
+# port) is refused before any work.
 ROUTE_MEMORY_BUDGET_BYTES = 4 * 2**30
 # Spraying splits each flow over every closer port at every hop, so its (lane, flow) pairs
 # depend on the fabric's fan-out and are counted while routing, not foreseen. Everything after
@@ -161,14 +165,15 @@ def spray_too_large(case: Case, nodes: int, entries: int) -> CaseError:
     )
 
 
-def check_route_memory(case: Case, routing: str, nodes: int, cluster_nodes: int, radix: int,
-                        nics: int) -> None:  # fmt: skip
-    """Refuse a case whose routing tables alone would outgrow the memory budget."""
-    flows = T.flow_count(case.pattern, nodes, nics) + (cluster_nodes - nodes) * nics  # + background
+def check_route_memory(case: Case, routing: str, nodes: int, layout: Layout) -> None:
+    """Refuse a case of ``nodes`` on the fabric ``layout`` whose routing tables alone would
+    outgrow the memory budget."""
+    nics = layout.nics_per_node
+    flows = T.flow_count(case.pattern, nodes, nics) + (layout.nodes - nodes) * nics  # background
     # pieces routed at once: every queue pair's (ECMP), one round's share (adaptive), one (spray)
     adaptive = -(-flows * ADAPTIVE_PIECES // ADAPTIVE_ROUNDS)
     per_round = {"ecmp": flows * case.qps, "adaptive": adaptive, "spray": flows}
-    need = per_round.get(routing, flows) * radix * ROUTE_BYTES_PER_PIECE_PORT
+    need = per_round[routing] * layout.radix * ROUTE_BYTES_PER_PIECE_PORT
     if need > ROUTE_MEMORY_BUDGET_BYTES:
         raise CaseError(
             f"gpus: {case.pattern} over {nodes:,} nodes makes {flows:,} flows; routing them "

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_matrix
+from scipy.sparse import csc_matrix, csr_matrix
 
 from fabricplan.congestion.dcqcn import Quality, dcqcn_fluid, go_back_n_efficiency
 from fabricplan.congestion.network import Network, Routed
@@ -72,13 +72,14 @@ def _over(load: np.ndarray | float, capacity: np.ndarray | float) -> np.ndarray 
     return load > capacity * (1 + OVERLOAD_TOLERANCE)
 
 
-def _feeders(net: Network, hop: csr_matrix, hop_rate: np.ndarray, lane: int
-             ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _feeders(net: Network, hop: csr_matrix, hop_cols: csc_matrix, hop_rate: np.ndarray,
+             lane: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The lanes into ``lane``'s tail switch that carry its traffic, and how much (GB/s) of
-    ``lane``'s traffic each brings, at most its capacity."""
+    ``lane``'s traffic each brings, at most its capacity. ``hop_cols`` is ``hop`` by column:
+    taking a lane's flows from it is cheap, from the row-major ``hop`` it is not."""
     row = hop.getrow(lane)
     flows, w_out = row.indices, row.data
-    sub = hop[:, flows].tocsr()
+    sub = hop_cols[:, flows].tocsr()
     into = np.flatnonzero((net.head == net.tail[lane]) & (np.diff(sub.indptr) > 0))
     into = into[into != lane]
     if len(into) == 0:
@@ -112,11 +113,12 @@ def apply_flow_control(net: Network, routed: Routed, col_of: np.ndarray, a: csr_
     if len(hot_lanes) == 0 or fc.name in ("tcp", "lossless"):
         return Effect(cap, pause, hot, np.zeros(a.shape[1], bool), queues, before, 0.0)
     hop = routed.matrix(net.lanes, len(col_of))
+    hop_cols = hop.tocsc()
     hop_rate = pushed[col_of]
     flows_on = np.diff(a.tocsr().indptr)  # columns per lane
     q = fc.quality
     for lane in hot_lanes:
-        up, brings = _feeders(net, hop, hop_rate, int(lane))
+        up, brings = _feeders(net, hop, hop_cols, hop_rate, int(lane))
         # what can reach the link: the feeding links cap what their senders push
         arriving = min(float(offered[lane]), float(brings.sum())) if len(up) else offered[lane]
         if not _over(arriving, cap[lane]):
@@ -149,7 +151,7 @@ def apply_flow_control(net: Network, routed: Routed, col_of: np.ndarray, a: csr_
         over = level[switch_out[level] & _over(carried[level], left)]
         nxt = []
         for lane in over:
-            up, _ = _feeders(net, hop, hop_rate, int(lane))
+            up, _ = _feeders(net, hop, hop_cols, hop_rate, int(lane))
             phi = 1.0 - net.capacity[lane] * (1 - pause[lane]) / carried[lane]
             fresh = up[pause[up] < phi]
             pause[fresh] = phi

@@ -23,6 +23,7 @@ from functools import cached_property
 import numpy as np
 from scipy.sparse import csr_matrix
 
+from fabricplan.congestion.adaptive import adaptive_pick
 from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.graph import E_NODE_LEAF, E_NVLINK, E_PCIE, LEAF, FabricGraph
 
@@ -31,8 +32,11 @@ ROUTINGS = ("ecmp", "adaptive", "spray")
 # almost complete load picture (a per-packet scheme sees it exactly).
 ADAPTIVE_PIECES = 8
 ADAPTIVE_ROUNDS = 16
-# (piece, port) cells a spraying hop examines at once: bounds its scratch arrays (about 25 bytes
-# a cell) to ~100 MB whatever the fan-out has made of the pieces.
+# Routing gathers each piece's candidate ports and their next hops (two int64 arrays) and a
+# distance per candidate (a third): 24 bytes per piece per switch port.
+ROUTE_BYTES_PER_PIECE_PORT = 24
+# (piece, port) cells a spraying hop examines at once: bounds its scratch arrays to ~100 MB
+# whatever the fan-out has made of the pieces.
 ROUTE_BLOCK_CELLS = 1 << 22
 
 
@@ -257,7 +261,7 @@ class Network:
                     col = np.argmax(np.cumsum(ok, 1) > pick[:, None], axis=1)
                 else:  # adaptive: least loaded first, then round-robin over candidates
                     key = v.astype(np.int64) * len(targets) + t
-                    col = self._adaptive_pick(ok, cand, count, key, load, rng)
+                    col = adaptive_pick(ok, cand, count, key, load, rng)
                 row = np.arange(len(f))
                 lane, v = cand[row, col], nxt[row, col]
                 np.add.at(load, lane, w * rate[f])
@@ -295,28 +299,3 @@ class Network:
         if len(parts) == 1:
             return parts[0]
         return tuple(np.concatenate(x) for x in zip(*parts, strict=True))
-
-    @staticmethod
-    def _adaptive_pick(ok: np.ndarray, cand: np.ndarray, count: np.ndarray, key: np.ndarray,
-                       load: np.ndarray, rng: np.random.Generator) -> np.ndarray:  # fmt: skip
-        """Column of ``ok`` each piece takes: the least loaded candidate (ties broken by a
-        nanoscale random jitter), and for pieces at one switch heading the same way (equal
-        ``key``) the next ones in load order, as successive per-packet decisions would."""
-        jitter = rng.random(ok.shape)  # drawn for every piece, as the other rows need theirs
-        col = np.argmax(ok, axis=1)  # the only candidate, where there is one
-        # A row's order is its own (each row sorts alone) and pieces with equal keys share
-        # their candidates, so the rows with a choice are ranked among themselves.
-        multi = np.flatnonzero(count > 1)
-        if not len(multi):
-            return col
-        score = np.where(ok[multi], load[np.maximum(cand[multi], 0)], np.inf)
-        order = np.argsort(score + jitter[multi] * 1e-9, axis=1)
-        k = key[multi]
-        srt = np.argsort(k, kind="stable")
-        ks = k[srt]
-        starts = np.concatenate([[True], ks[1:] != ks[:-1]])
-        group_start = np.maximum.accumulate(np.where(starts, np.arange(len(multi)), 0))
-        rank = np.empty(len(multi), np.int64)
-        rank[srt] = np.arange(len(multi)) - group_start
-        col[multi] = order[np.arange(len(multi)), rank % count[multi]]
-        return col

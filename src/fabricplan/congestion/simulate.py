@@ -64,8 +64,7 @@ def _ideal_collective_us(case: Case, sys: CommSystem) -> tuple[float, float]:
 
 def _columns(net: Network, routed: Routed, tr: T.Traffic) -> csr_matrix:
     """Lane x column matrix: the hop flows of a column add up."""
-    return csr_matrix((routed.weight, (routed.lane, tr.column[routed.flow])),
-                      shape=(net.lanes, tr.columns))  # fmt: skip
+    return Routed(routed.lane, tr.column[routed.flow], routed.weight).matrix(net.lanes, tr.columns)
 
 
 @dataclass(frozen=True)
@@ -182,14 +181,7 @@ def run_case(case: Case, catalog: Catalog | None = None,
                            spine_oversubscription=case.spine_oversubscription,
                            gpus_per_node=k, nics_per_node=case.nics_per_node,
                            catalog=cat)  # fmt: skip
-    check_route_memory(
-        case,
-        routing,
-        nodes,
-        cluster // k,
-        design.layout.radix,
-        case.nics_per_node or cat.gpu(case.gpu).node.nics_per_node,
-    )
+    check_route_memory(case, routing, nodes, design.layout)
     sys = build_system(case.gpu, nodes, case.fabric, gpus_per_node=k,
                        nics_per_node=case.nics_per_node, switch=case.switch,
                        design=case.design, oversubscription=case.oversubscription,
