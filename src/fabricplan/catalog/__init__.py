@@ -16,18 +16,17 @@ from fabricplan.catalog.loader import (
     resolve_kind,
 )
 from fabricplan.catalog.models import (
-    CATALOG_KINDS,
     Cable,
     Entry,
     Fabric,
     Gpu,
-    Model,
     Nic,
     Price,
     Range,
     Switch,
     Transceiver,
 )
+from fabricplan.catalog.transformer import CATALOG_KINDS, Model
 from fabricplan.catalog.write import entries_to_toml
 
 __all__ = [

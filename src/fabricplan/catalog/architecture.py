@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabricplan.catalog.models import Model
+from fabricplan.catalog.transformer import Model
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,15 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from fabricplan.catalog.models import (
-    CATALOG_KINDS,
     Cable,
     Entry,
     Fabric,
     Gpu,
-    Model,
     Nic,
     Switch,
     Transceiver,
 )
+from fabricplan.catalog.transformer import CATALOG_KINDS, Model
 
 E = TypeVar("E", bound=Entry)
 

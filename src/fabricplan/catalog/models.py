@@ -275,69 +275,7 @@ class Gpu(Entry):
         return self.scaleup_bidir_GBps / 2
 
 
-class Moe(_Frozen):
-    experts: int = Field(gt=1)
-    top_k: int = Field(gt=0)
-    shared_experts: int = Field(default=0, ge=0)
-    expert_ffn_hidden: int = Field(gt=0)
-    dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense FFN")
-
-    @model_validator(mode="after")
-    def _k(self) -> Moe:
-        if self.top_k > self.experts:
-            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
-        return self
-
-
-class Mla(_Frozen):
-    """DeepSeek multi-head latent attention dimensions."""
-
-    q_lora_rank: int = Field(gt=0)
-    kv_lora_rank: int = Field(gt=0)
-    qk_nope_head_dim: int = Field(gt=0)
-    qk_rope_head_dim: int = Field(gt=0)
-    v_head_dim: int = Field(gt=0)
-
-
-class Model(Entry):
-    KIND: ClassVar[str] = "model"
-
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    heads: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    ffn_hidden: int = Field(gt=0, description="dense FFN inner size")
-    vocab: int = Field(gt=0)
-    max_seq_len: int = Field(gt=0)
-    attention: Literal["mha", "gqa", "mla"]
-    gated_mlp: bool = Field(description="SwiGLU-style FFN with three matrices")
-    bias: bool = False
-    tied_embeddings: bool = False
-    position_embedding: Literal["rope", "learned"] = "rope"
-    params_published_b: float = Field(gt=0, description="total parameters as published, billions")
-    active_params_published_b: float | None = Field(default=None, gt=0)
-    moe: Moe | None = None
-    mla: Mla | None = None
-
-    @model_validator(mode="after")
-    def _shape(self) -> Model:
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})")
-        if (self.attention == "mla") != (self.mla is not None):
-            raise ValueError("mla dimensions are required exactly when attention is 'mla'")
-        if self.moe and self.moe.dense_layers > self.layers:
-            raise ValueError("moe.dense_layers exceeds layers")
-        return self
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
-    @property
-    def is_moe(self) -> bool:
-        return self.moe is not None
-
-
-CATALOG_KINDS: dict[str, type[Entry]] = {
-    cls.KIND: cls for cls in (Fabric, Switch, Nic, Cable, Transceiver, Gpu, Model)
+# The kinds of hardware entry; with the models of fabricplan.catalog.transformer, the catalog's.
+HARDWARE_KINDS: dict[str, type[Entry]] = {
+    cls.KIND: cls for cls in (Fabric, Switch, Nic, Cable, Transceiver, Gpu)
 }

@@ -11,7 +11,7 @@ from rich.table import Table
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
-from fabricplan.workload import evaluate_scenario
+from fabricplan.workload import WorkloadError, evaluate_scenario
 
 if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
@@ -99,7 +99,7 @@ def step_cmd(
         else:
             found = _with_progress(sc, cat, fabrics, not no_congestion)
         results = [r.to_dict() for r in found]
-    except ValueError as exc:  # WorkloadError, or a design the fabric cannot build
+    except WorkloadError as exc:  # a design the fabric cannot build is one too
         fail(str(exc), as_json=as_json)
     if as_json:
         emit_json(results)

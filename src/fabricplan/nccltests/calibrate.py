@@ -62,28 +62,47 @@ def _fit_sizes(run: Run) -> np.ndarray:
     return sizes[(sizes >= LARGE_BYTES) | (sizes <= SMALL_BYTES)]
 
 
-def _log_times(runs: Runs, nic: float, delta: float) -> np.ndarray:
+@dataclass(frozen=True)
+class _Prepared:
+    """What a run's prediction needs that the fitted parameters do not change."""
+
+    system: CommSystem  # with the log's channel limits
+    shift: float  # its step-latency delta over the first run's (other hop counts)
+    op: str
+    sizes: np.ndarray
+    algorithms: list[str] | None
+    protocols: list[str] | None
+
+
+def _prepare(runs: Runs) -> list[_Prepared]:
+    base_delta = runs[0][1].net_step_delta_us
+    out = []
+    for run, system, op in runs:
+        algos, protos = env_selection(run.env)
+        out.append(_Prepared(env_system(run.env, system), system.net_step_delta_us - base_delta,
+                             op, np.maximum(_fit_sizes(run), 1),
+                             algos if op in TABLE_OPS else None, protos))  # fmt: skip
+    return out
+
+
+def _log_times(runs: list[_Prepared], nic: float, delta: float) -> np.ndarray:
     """Predicted log-times of every run at goodput ``nic`` and step-latency delta ``delta``.
     ``delta`` is the first run's; runs through other hop counts keep their own difference to it
     (a change of the fabric's own latency moves every hop count by the same amount). Each run
     is predicted under the algorithm and channel limits its log sets, as ``compare`` does."""
-    base_delta = runs[0][1].net_step_delta_us
     out = []
-    for run, system, op in runs:
-        shift = system.net_step_delta_us - base_delta
-        s = env_system(run.env, system.with_(nic_GBps=nic, net_step_delta_us=delta + shift))
-        algos, protos = env_selection(run.env)
-        sizes = _fit_sizes(run)
-        res = sweep(SystemArrays.of([s]), op, np.maximum(sizes, 1),
-                    algorithms=algos if op in TABLE_OPS else None, protocols=protos)  # fmt: skip
+    for r in runs:
+        s = r.system.with_(nic_GBps=nic, net_step_delta_us=delta + r.shift)
+        res = sweep(SystemArrays.of([s]), r.op, r.sizes, algorithms=r.algorithms,
+                    protocols=r.protocols)  # fmt: skip
         out.append(np.log(res.time_us[0]))
     return np.concatenate(out)
 
 
-def _sensitivity(runs: Runs, nic: float, delta: float) -> tuple[float, float]:
+def _sensitivity(runs: list[_Prepared], nic: float, delta: float) -> tuple[float, float]:
     """Median change of predicted log-time for +10 % goodput over the large sizes, and for
     +10 % (at least +0.5 us) step latency over the small sizes."""
-    sizes = np.concatenate([_fit_sizes(run) for run, _, _ in runs])
+    sizes = np.concatenate([r.sizes for r in runs])
     base = _log_times(runs, nic, delta)
     d_nic = np.abs(_log_times(runs, nic * (1 + PROBE_STEP), delta) - base)[sizes >= LARGE_BYTES]
     probe = max(PROBE_STEP * abs(delta), PROBE_LATENCY_MIN_US)
@@ -113,11 +132,13 @@ def calibrate(
     upper_nic = base.line_rate_gbps / 8
     ref_lat = system.p2p_latency_us - delta0  # the reference fabric's latency at these hops
 
+    prepared = _prepare(runs)
+
     def residual(x: np.ndarray) -> np.ndarray:
-        return _log_times(runs, x[0], x[1]) - measured
+        return _log_times(prepared, x[0], x[1]) - measured
 
     before = float(np.sqrt(np.mean(residual(np.array([nic0, delta0])) ** 2)))
-    sens_nic, sens_lat = _sensitivity(runs, nic0, delta0)
+    sens_nic, sens_lat = _sensitivity(prepared, nic0, delta0)
     fit_nic, fit_lat = sens_nic >= IDENTIFIABLE_SENSITIVITY, sens_lat >= IDENTIFIABLE_SENSITIVITY
     # a parameter not fitted is pinned by a bound pair 1e-9 either side of its value
     lo = [MIN_GOODPUT_GBPS if fit_nic else nic0 - 1e-9,

@@ -169,6 +169,10 @@ class CeilingCase:
         }  # fmt: skip
 
 
+# The catalog writes efficiencies to 4 decimals.
+CATALOG_ROUNDING = 5e-4
+
+
 def ceiling_sensitivity(catalog: Catalog | None = None) -> list[CeilingCase]:
     """Table 1 and the held-back runs on the same GPU under every published matmul ceiling of
     ``matmul_ceilings.toml``. Reports the spread; the model keeps the catalog's figure."""
@@ -178,8 +182,14 @@ def ceiling_sensitivity(catalog: Catalog | None = None) -> list[CeilingCase]:
     for c in data["ceiling"]:
         gpu = cat.gpu(c["gpu"])
         ours = bool(c.get("in_catalog", False))  # the catalog's own figure, as it rounds it
-        eff = gpu.matmul_efficiency if ours else c["tflops"] / gpu.bf16_dense_tflops
-        varied = cat.with_entry(gpu.model_copy(update={"matmul_efficiency": eff}))
+        eff = c["tflops"] / gpu.bf16_dense_tflops
+        if ours and abs(eff - gpu.matmul_efficiency) > CATALOG_ROUNDING:
+            raise ValueError(
+                f"matmul_ceilings.toml: {gpu.id}'s in_catalog figure {c['tflops']} "
+                f"TFLOP/s is not the catalog's {gpu.matmul_efficiency:.4f} of peak"
+            )
+        eff = gpu.matmul_efficiency if ours else eff
+        varied = cat if ours else cat.with_entry(gpu.model_copy(update={"matmul_efficiency": eff}))
         table1 = check_training(catalog=varied, gpu=gpu.id)
         held = check_held_back(varied, gpu=gpu.id)
         out.append(CeilingCase(

@@ -18,6 +18,7 @@ import numpy as np
 from fabricplan.catalog import Catalog
 from fabricplan.collectives import CommSystem, SystemArrays, build_system, sweep
 from fabricplan.collectives.model import A
+from fabricplan.topology import TopologyError
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.plan import Hardware
 
@@ -41,10 +42,15 @@ class ConstantSlowdown:
 
 @lru_cache(maxsize=64)
 def base_system(hw: Hardware) -> CommSystem:
-    """The whole cluster as one communicator: NIC goodput, NVLink, per-step latency, hops."""
-    return build_system(hw.gpu.id, max(hw.nodes, 1), hw.fabric, gpus_per_node=hw.gpus_per_node,
-                        nics_per_node=hw.nics_per_node, switch=hw.switch, design=hw.design,
-                        oversubscription=hw.oversubscription, catalog=hw.catalog)  # fmt: skip
+    """The whole cluster as one communicator: NIC goodput, NVLink, per-step latency, hops.
+    A design the fabric cannot build is the scenario's error, not the model's."""
+    try:
+        return build_system(hw.gpu.id, max(hw.nodes, 1), hw.fabric,
+                            gpus_per_node=hw.gpus_per_node, nics_per_node=hw.nics_per_node,
+                            switch=hw.switch, design=hw.design,
+                            oversubscription=hw.oversubscription, catalog=hw.catalog)  # fmt: skip
+    except TopologyError as exc:
+        raise WorkloadError(str(exc)) from None
 
 
 @lru_cache(maxsize=64)
@@ -107,6 +113,8 @@ def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: fl
     sim = SimulatedCongestion(case=case, catalog=catalog)
     try:
         return sim.factor(nodes, gpus_per_node, nics_per_node, pattern)
+    except TopologyError as exc:
+        raise WorkloadError(str(exc)) from None
     except CaseError as exc:  # e.g. a group too large to route within the memory budget
         raise WorkloadError(
             f"workload.parallel: the {pattern} traffic of a group over {nodes:,} nodes cannot be "

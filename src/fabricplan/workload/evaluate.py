@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from fabricplan.catalog import Catalog
 from fabricplan.scenario import Scenario
@@ -56,13 +58,14 @@ def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
         # the plan as the user would write it; with TP, sequence parallelism is worth naming
         # when the plan has it off and only fits with it
         sps = [bool(p.sp[0])] + ([True] if new_tp > 1 and not p.sp[0] else [])
+        one = {"tp": new_tp, "pp": new_pp, "dp": dp, "zero": arrays.get("zero", p.zero[0])}
         for sp in sps:
-            q = Plans.of(
-                tp=new_tp, pp=new_pp, dp=dp, cp=cp, ep=p.ep, vp=p.vp, micro_batch=mb,
-                zero=arrays.get("zero", p.zero), global_batch=p.global_batch, seq_len=p.seq_len,
-                sp=sp, recompute=flags.get("recompute", p.recompute), flash=p.flash,
-                overlap_dp=p.overlap_dp, precision=p.precision,
-            )  # fmt: skip
+            q = replace(
+                p,
+                **{k: np.full(1, float(v)) for k, v in one.items()},
+                sp=np.array([sp]),
+                recompute=flags.get("recompute", p.recompute),
+            )
             mem = memory(s, q, hw)
             if mem.fits[0]:
                 with_sp = ", sequence_parallel: true" if sp and not p.sp[0] else ""

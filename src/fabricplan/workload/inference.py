@@ -15,7 +15,13 @@ import numpy as np
 
 from fabricplan.workload.comm import Request, collectives_s
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, hbm_bytes_per_s, matmul_flops
-from fabricplan.workload.shapes import ACT_BYTES, CAUSAL_FRACTION, TP_COLLECTIVES_PER_LAYER, Shape
+from fabricplan.workload.shapes import (
+    ACT_BYTES,
+    CAUSAL_FRACTION,
+    TP_COLLECTIVES_PER_LAYER,
+    Shape,
+    weight_flops_per_token,
+)
 
 # Bytes per weight and per KV element when serving in FP8 (weights and KV cache quantised).
 FP8_BYTES = 1.0
@@ -75,8 +81,8 @@ def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int,
     itl = decode_compute + tp_decode + pp_decode
 
     pre_ctx = prompt * CAUSAL_FRACTION
-    pre_flops = prompt * (s.layers * (s.proj_flops + s.score_flops_per_ctx * pre_ctx)
-                          + s.logits_flops) / tp  # fmt: skip
+    pre_attention = s.layers * s.score_flops_per_ctx * pre_ctx
+    pre_flops = prompt * (weight_flops_per_token(s) + pre_attention) / tp
     prefill = pre_flops / peak
     tp_prefill = s.layers * TP_COLLECTIVES_PER_LAYER * ar_prefill
     pp_prefill = (pp - 1) * send_prefill

@@ -54,6 +54,11 @@ class Hardware:
         return self.gpus // self.gpus_per_node
 
 
+# A plan's scalar settings, shared by all rows of one Plans; every other field is an array.
+PLAN_FLAGS = ("recompute", "flash", "overlap_dp", "precision", "grad_accum_fusion",
+              "tp_comm_overlap")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Plans:
     """N training plans as parallel integer arrays (shape (N,))."""
@@ -77,32 +82,26 @@ class Plans:
     tp_comm_overlap: bool = False  # userbuffers: TP collectives behind GEMMs, see tp_overlap
 
     @classmethod
-    def of(cls, *, recompute: str = "selective", flash: bool = True, overlap_dp: bool = True,
-           precision: str = "bf16", grad_accum_fusion: bool = True, tp_comm_overlap: bool = False,
-           **arrays: object) -> Plans:  # fmt: skip
-        """Broadcast scalars and arrays (tp=..., pp=..., ...) to one length."""
-        flags = ("recompute", "flash", "overlap_dp", "precision", "grad_accum_fusion",
-                 "tp_comm_overlap")  # fmt: skip
-        names = [f.name for f in fields(cls) if f.name not in flags]
+    def of(cls, **kw: object) -> Plans:
+        """Broadcast scalars and arrays (tp=..., pp=..., ...) to one length; the scalar
+        settings (``PLAN_FLAGS``) keep their defaults unless given."""
+        flags = {k: kw.pop(k) for k in PLAN_FLAGS if k in kw}
+        names = [f.name for f in fields(cls) if f.name not in PLAN_FLAGS]
         defaults = {"cp": 1, "ep": 1, "vp": 1, "zero": 1, "micro_batch": 1, "sp": True}
-        values = [np.asarray(arrays.get(n, defaults.get(n)))
-                  for n in names]  # fmt: skip
+        values = [np.asarray(kw.get(n, defaults.get(n))) for n in names]
         if any(v.dtype == object for v in values):
             missing = [n for n, v in zip(names, values, strict=True) if v.dtype == object]
             raise ValueError(f"missing plan fields: {', '.join(missing)}")
         b = np.broadcast_arrays(*[np.atleast_1d(v) for v in values])
         cols = {n: np.array(v, dtype=bool if n == "sp" else float)
                 for n, v in zip(names, b, strict=True)}  # fmt: skip
-        return cls(**cols, recompute=recompute, flash=flash, overlap_dp=overlap_dp,
-                   precision=precision, grad_accum_fusion=grad_accum_fusion,
-                   tp_comm_overlap=tp_comm_overlap)  # fmt: skip
+        return cls(**cols, **flags)  # type: ignore[arg-type]
 
     @classmethod
     def stack(cls, plans: list[Plans]) -> Plans:
         """One Plans of all of ``plans``' rows; they must share the scalar flags."""
         first = plans[0]
-        flags = {f.name: getattr(first, f.name) for f in fields(cls)
-                 if not isinstance(getattr(first, f.name), np.ndarray)}  # fmt: skip
+        flags = {k: getattr(first, k) for k in PLAN_FLAGS}
         if any(getattr(q, k) != v for q in plans for k, v in flags.items()):
             raise ValueError("Plans.stack: the plans differ in a scalar flag")
         arrays = {f.name: np.concatenate([getattr(q, f.name) for q in plans])

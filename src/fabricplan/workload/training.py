@@ -153,7 +153,8 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
             tp_ag_t, tp_rs_t, g * s.attn_in_flops, g * s.attn_out_flops, g * s.ffn_in_flops,
             g * s.ffn_out_flops, p.tp, UB_COMM_SMS / hw.gpu.sm_count,
         )  # fmt: skip
-        tp_layer = np.where(on, ov_fwd * (passes - 1) + ov_bwd, tp_layer)
+        forwards = 1 + rec_passes  # the forward pass and the recomputed one
+        tp_layer = np.where(on, ov_fwd * forwards + ov_bwd, tp_layer)
     ep_layer = per_layer * ep_one
     cp_ring = (p.cp - 1) * kv_one  # K/V blocks go round the ring behind the attention they feed
     # backward: K/V and their gradients go round (twice the bytes) behind twice the score work
@@ -194,8 +195,7 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
     tok = p.global_batch * p.seq_len
     model_flops = tok * model_flops_per_token(s, p.seq_len)
     layer_fwd = s.proj_flops + s.score_flops_per_ctx * p.seq_len  # full scores, as Megatron
-    hw_flops = tok * (s.layers * layer_fwd * (PASSES_FWD_BWD + rec_passes)
-                      + PASSES_FWD_BWD * s.logits_flops)  # fmt: skip
+    hw_flops = model_flops + tok * rec_passes * s.layers * layer_fwd  # + the recomputed forward
     return Step(
         time=time,
         compute=m * compute_mb,
