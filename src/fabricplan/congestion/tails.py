@@ -9,8 +9,6 @@ exponential with the M/D/1 mean wait rho * s / (2 (1 - rho)) for a packet servic
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from fabricplan.catalog import Fabric
@@ -45,12 +43,6 @@ def _switch_lanes(net: Network, routed: Routed, pick: np.ndarray) -> tuple[np.nd
     return count, start, end, position, routed.weight[flat][at_switch], lanes[at_switch]
 
 
-def _runs(flag: np.ndarray) -> list[tuple[int, int, bool]]:
-    """Maximal runs ``[lo, hi)`` of equal ``flag``, with their value."""
-    cut = [0, *(np.flatnonzero(flag[1:] != flag[:-1]) + 1).tolist(), len(flag)]
-    return [(lo, hi, bool(flag[lo])) for lo, hi in itertools.pairwise(cut) if hi > lo]
-
-
 def latency_under_load(
     net: Network,
     routed: Routed,
@@ -66,24 +58,13 @@ def latency_under_load(
 
     Per probe, in this order: one uniform per hop lane of its flow (each hop's lanes share the
     flow's weight), then per switch output lane taken a queue draw: a sample of a hot lane's
-    queue, or a uniform against the utilisation and, if under it, an exponential wait.
-
-    The probes run on plain Python numbers (numpy on a handful of elements per probe costs more
-    than the probe's arithmetic) and draw exactly that sequence, merging two uniforms in one
-    call where they are adjacent: a lane of full weight is always taken, so when the first
-    switch lane is one and not hot, its uniform directly follows the hop lanes'. Probes whose
-    only switch lane is such a lane (most of them) run in one comprehension per stretch."""
+    queue, or a uniform against the utilisation and, if under it, an exponential wait. The
+    probes run on plain Python numbers: numpy on the handful of lanes of one probe costs more
+    than the probe's arithmetic."""
     if len(job_hops) == 0:
         return np.zeros(0)
     pick = rng.choice(job_hops, probes)
     count, start, end, position, weight, lane_at = _switch_lanes(net, routed, pick)
-    # the probes whose first switch lane has full weight and is not hot: that lane, else -1
-    hot = [lane for lane, samples in queue_kb.items() if samples]
-    has = np.flatnonzero(start < end)
-    first = lane_at[start[has]]
-    merged = np.full(probes, -1)
-    keep = (weight[start[has]] >= 1.0) & ~np.isin(first, hot)
-    merged[has[keep]] = first[keep]
     # utilisation and M/D/1 mean wait of the switch lanes the probes cross (only those: a big
     # fabric has millions of lanes)
     used = np.unique(lane_at)
@@ -91,50 +72,29 @@ def latency_under_load(
     with np.errstate(divide="ignore", invalid="ignore"):
         mtu_us = fab.mtu_bytes / (net.capacity[used] * 1e3)  # per packet
         mean = rho * mtu_us / (2 * (1 - rho))
-    one_switch_us = p2p_latency_us(fab, 1, switch_latency_ns)
-    base_us = {1: one_switch_us}  # by switch hops
+    lanes = used.tolist()
+    rho_of = dict(zip(lanes, rho.tolist(), strict=True))
+    mean_of = dict(zip(lanes, mean.tolist(), strict=True))
+    capacity = dict(zip(lanes, net.capacity[used].tolist(), strict=True))
+    base_us: dict[int, float] = {}  # by switch hops
     random, exponential = rng.random, rng.exponential
-    # one buffer per length for the merged draws, filled in place: no array per probe
-    buffers = {n: np.empty(n + 1) for n in set(count.tolist())}
-    n_of, lo_of, hi_of, merged_of = count.tolist(), start.tolist(), end.tolist(), merged.tolist()
-    buffer_of = [buffers[n] for n in n_of]
-    at = np.searchsorted(used, np.maximum(merged, 0)).clip(0, max(len(used) - 1, 0))
-    lane_rho = rho[at].tolist() if len(used) else [0.0] * probes  # (unused where merged < 0)
-    lane_mean = mean[at].tolist() if len(used) else [0.0] * probes
     position, weight, lane_at = position.tolist(), weight.tolist(), lane_at.tolist()
-    runs = _runs((merged >= 0) & (end - start == 1))
-    if not all(simple for *_, simple in runs):  # per lane, as plain numbers
-        lanes = used.tolist()
-        rho_of = dict(zip(lanes, rho.tolist(), strict=True))
-        mean_of = dict(zip(lanes, mean.tolist(), strict=True))
-        capacity = dict(zip(lanes, net.capacity[used].tolist(), strict=True))
     out: list[float] = []
-    for lo, hi, simple in runs:
-        if simple:  # (a wait starts at 0.0, and 0.0 + w is w)
-            out += [one_switch_us + exponential(m) if random(out=b)[n] < r else one_switch_us
-                    for b, n, r, m in zip(buffer_of[lo:hi], n_of[lo:hi], lane_rho[lo:hi],
-                                          lane_mean[lo:hi], strict=True)]  # fmt: skip
-            continue
-        for i in range(lo, hi):
-            n, a, b = n_of[i], lo_of[i], hi_of[i]
-            if merged_of[i] >= 0:
-                draw = random(out=buffer_of[i])
-                wait = exponential(lane_mean[i]) if draw[n] < lane_rho[i] else 0.0
-                draw, hops, a = draw.tolist(), 1, a + 1
-            else:
-                draw, hops, wait = random(n).tolist(), 0, 0.0
-            for j in range(a, b):
-                if not draw[position[j]] < weight[j]:
-                    continue
-                hops += 1
-                lane = lane_at[j]
-                samples = queue_kb.get(lane)
-                if samples:
-                    wait += samples[rng.integers(len(samples))] * 1024 / (capacity[lane] * 1e3)
-                elif random() < rho_of[lane]:
-                    wait += exponential(mean_of[lane])
-            hops = max(hops, 1)
-            if hops not in base_us:
-                base_us[hops] = p2p_latency_us(fab, hops, switch_latency_ns)
-            out.append(base_us[hops] + wait)
+    for n, a, b in zip(count.tolist(), start.tolist(), end.tolist(), strict=True):
+        draw = random(n).tolist()
+        hops, wait = 0, 0.0
+        for j in range(a, b):
+            if not draw[position[j]] < weight[j]:
+                continue
+            hops += 1
+            lane = lane_at[j]
+            samples = queue_kb.get(lane)
+            if samples:
+                wait += samples[rng.integers(len(samples))] * 1024 / (capacity[lane] * 1e3)
+            elif random() < rho_of[lane]:
+                wait += exponential(mean_of[lane])
+        hops = max(hops, 1)
+        if hops not in base_us:
+            base_us[hops] = p2p_latency_us(fab, hops, switch_latency_ns)
+        out.append(base_us[hops] + wait)
     return np.array(out, dtype=float)
