@@ -3,6 +3,7 @@ fabricplan computes under those conditions and whether it holds."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
@@ -79,7 +80,8 @@ def claims_cmd(
         t.add_column(col, ratio=ratio or None, overflow="fold",
                      no_wrap=not ratio)  # fmt: skip
     for d in dicts:
-        t.add_row(f"{d['claim']}\n[dim]{d['id']}[/]", d["source"][5:8], _claimed(d["claimed"]),
+        seeds = ", ".join(re.findall(r"seed (\d+)", d["source"]))
+        t.add_row(f"{d['claim']}\n[dim]{d['id']}[/]", seeds, _claimed(d["claimed"]),
                   d["computed"].get("summary", ""), _verdict(d))  # fmt: skip
     console.print(t)
     n = {v: sum(d["holds"] is v for d in dicts) for v in (True, False, None)}
