@@ -236,7 +236,7 @@ def test_more_queue_pairs_speed_up_allreduce_like_meta_reports():
 
 
 def test_ib_allreduce_falls_from_two_to_eight_nodes():
-    # ../shared/calibration/nccl-tests/01_*: ~469 GB/s busbw at 2 nodes, ~320-390 at 8 nodes.
+    # validation/data/nccl-tests/01_*: ~469 GB/s busbw at 2 nodes, ~320-390 at 8 nodes.
     # Not fitted: NVLS-tree's 2-node doubling vanishes beyond 2 nodes (collective model), and
     # static routing without queue-pair entropy loses more to collisions (congestion layer).
     def busbw(nodes: int, **kw) -> float:
