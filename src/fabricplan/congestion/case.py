@@ -15,6 +15,7 @@ from fabricplan.congestion.network import (
     ROUTE_BYTES_PER_PIECE_PORT,
     ROUTINGS,
 )
+from fabricplan.congestion.settings import FlowSettings
 from fabricplan.topology import DESIGNS
 from fabricplan.topology.layout import Layout
 
@@ -76,6 +77,7 @@ class Case:
     nics_per_node: int | None = None
     switch: str | None = None
     seed: int = 0
+    flow: FlowSettings = field(default_factory=FlowSettings)  # over the RoCE quality preset
 
     def check(self) -> None:
         def bad(name: str, value: object, allowed: str) -> CaseError:
@@ -105,6 +107,8 @@ class Case:
             raise bad("cluster_gpus", self.cluster_gpus, f"at least the job's {self.gpus} GPUs")
         if self.roce_quality not in qualities():
             raise bad("roce_quality", self.roce_quality, f"known: {', '.join(qualities())}")
+        for name, value, allowed in self.flow.problems():
+            raise bad(name, value, allowed)
 
 
 @dataclass(frozen=True)
