@@ -20,13 +20,17 @@ from fabricplan.cli.system_opts import (
 )
 from fabricplan.congestion.case import DEFAULT_JITTER_US, DEFAULT_QPS, MAX_SEEDS, Case
 from fabricplan.congestion.dcqcn import qualities
+from fabricplan.congestion.flowfile import read_flows
 from fabricplan.congestion.network import ROUTINGS
+from fabricplan.congestion.settings import CONGESTION_CONTROLS, FlowSettings
 from fabricplan.congestion.simulate import run_case
 from fabricplan.congestion.traffic import PATTERNS, PLACEMENTS
 from fabricplan.scenario import default_fabric
 from fabricplan.topology import DESIGNS
 
-# Runs shorter than this many seeds finish before a progress bar would help.
+# A progress bar is shown when a run is expected to take longer than this (seconds): after the
+# first seed, or from the start when there are many seeds.
+PROGRESS_AFTER_S = 2.0
 PROGRESS_MIN_SEEDS = 10
 
 
@@ -68,6 +72,38 @@ def congestion(
     nics_per_node: int | None = NICS_OPT,
     switch: str | None = SWITCH_OPT,
     seed: int = typer.Option(0, "--seed", help="Random seed of the first run."),
+    shift: int | None = typer.Option(
+        None, "--shift", help="permutation: NIC i sends to NIC i + K (default: a random one)."
+    ),
+    flows: Path | None = typer.Option(
+        None,
+        "--flows",
+        help="CSV of flows 'src,dst,bytes[,start_us]' (NICs from 0 in host order); sets the "
+        "pattern to 'flows'.",
+    ),
+    polarized: bool = typer.Option(
+        False, "--hash-polarization", help="ECMP hashes alike at every tier (polarization)."
+    ),
+    pfc_xoff_kb: float | None = typer.Option(
+        None, "--pfc-xoff-kb", help="PFC pause threshold per ingress port (KB; default: preset)."
+    ),
+    pfc_xon_kb: float | None = typer.Option(
+        None, "--pfc-xon-kb", help="PFC resume threshold (KB; default: preset)."
+    ),
+    buffer_kb: float | None = typer.Option(
+        None, "--buffer-kb", help="Queue one egress port may hold (KB; default: preset)."
+    ),
+    ecn_kmin_kb: float | None = typer.Option(
+        None, "--ecn-kmin-kb", help="ECN marking starts (KB; default: preset)."
+    ),
+    ecn_kmax_kb: float | None = typer.Option(
+        None, "--ecn-kmax-kb", help="ECN marks every packet (KB; default: preset)."
+    ),
+    congestion_control: str | None = typer.Option(
+        None,
+        "--congestion-control",
+        help=f"{' | '.join(CONGESTION_CONTROLS)} (none: PFC only; default: preset).",
+    ),
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -81,23 +117,40 @@ def congestion(
         size_bytes = float(parse_size(size))
         leaf, spine = parse_ratios(oversubscription)
         fabric = fabric or default_fabric(cat, gpu, "roce")
-        case = Case(gpu=gpu, gpus=gpus, fabric=fabric, design=design, oversubscription=leaf,
-                    spine_oversubscription=spine, routing=routing,
-                    roce_quality=roce_quality, pattern=pattern, size_bytes=size_bytes,
-                    seeds=seeds, placement=placement, cluster_gpus=cluster_gpus,
-                    background=background, qps=qps, jitter_us=jitter_us,
-                    gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, switch=switch,
-                    seed=seed)  # fmt: skip
+        flow_list = read_flows(flows) if flows is not None else None
+        if flow_list is not None:
+            pattern = "flows"
+        settings = FlowSettings(
+            pfc_xoff_kb, pfc_xon_kb, buffer_kb, ecn_kmin_kb, ecn_kmax_kb, congestion_control
+        )
+        case = Case(
+            gpu=gpu,
+            gpus=gpus,
+            fabric=fabric,
+            design=design,
+            oversubscription=leaf,
+            spine_oversubscription=spine,
+            routing=routing,
+            roce_quality=roce_quality,
+            pattern=pattern,
+            size_bytes=size_bytes,
+            seeds=seeds,
+            placement=placement,
+            cluster_gpus=cluster_gpus,
+            background=background,
+            qps=qps,
+            jitter_us=jitter_us,
+            gpus_per_node=gpus_per_node,
+            nics_per_node=nics_per_node,
+            switch=switch,
+            seed=seed,
+            flow=settings,
+            shift=shift,
+            flows=flow_list,
+            polarized=polarized,
+        )
         case.check()
-        show = seeds >= PROGRESS_MIN_SEEDS and not as_json
-        if show:
-            with Progress("[progress.description]{task.description}", BarColumn(),
-                          MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
-                          transient=True) as bar:  # fmt: skip
-                task = bar.add_task("simulating", total=seeds)
-                result = run_case(case, cat, lambda n: bar.advance(task, n))
-        else:
-            result = run_case(case, cat)
+        result = _run_with_progress(case, cat, quiet=as_json)
     except (UnknownIdError, ValueError) as exc:  # CaseError, TopologyError: bad input too
         fail(str(exc), as_json=as_json)
     out = result.to_dict()
@@ -105,26 +158,79 @@ def congestion(
         emit_json(out)
         return
     lat = out["latency_under_load_us"]
-    console.print(kv_table(
-        f"{pattern} of {size} on {gpus} x {gpu}, {fabric} ({out['routing']}, "
-        f"{out['flow_control']}), {design}",
-        [
-            ("nodes", out["nodes"]),
-            ("ideal time (us)", out["ideal_time_us"]),
-            ("p50 / p99 time (us)", (out["p50_time_us"], out["p99_time_us"])),
-            ("p50 / p99 slowdown", (out["p50_slowdown"], out["p99_slowdown"])),
-            ("network transfer slowdown (p50)", out["network_slowdown_p50"]),
-            ("busbw ideal / p50 (GB/s)", (out["busbw_ideal_GBps"], out["busbw_p50_GBps"])),
-            ("paused time (share of job links)", out["paused_fraction"]),
-            ("victim flows (per run)", out["victim_flows"]),
-            ("small-message latency p50 / p99 / p99.9 (us)",
-             (lat["p50"], lat["p99"], lat["p99.9"])),
-            ("seeds", out["seeds"]),
-        ],
-    ))  # fmt: skip
+    size = "the listed flows" if pattern == "flows" else size
+    console.print(
+        kv_table(
+            f"{pattern} of {size} on {gpus} x {gpu}, {fabric} ({out['routing']}, "
+            f"{out['flow_control']}), {design}",
+            [
+                ("nodes", out["nodes"]),
+                ("ideal time (us)", out["ideal_time_us"]),
+                ("p50 / p99 time (us)", (out["p50_time_us"], out["p99_time_us"])),
+                ("p50 / p99 slowdown", (out["p50_slowdown"], out["p99_slowdown"])),
+                ("network transfer slowdown (p50)", out["network_slowdown_p50"]),
+                ("busbw ideal / p50 (GB/s)", (out["busbw_ideal_GBps"], out["busbw_p50_GBps"])),
+                ("paused time (share of job links)", out["paused_fraction"]),
+                ("victim flows (per run)", out["victim_flows"]),
+                (
+                    "flow completion p50 / p99 / max (us)",
+                    (out["fct_p50_us"], out["fct_p99_us"], out["fct_max_us"]),
+                ),
+                (
+                    "small-message latency p50 / p99 / p99.9 (us)",
+                    (lat["p50"], lat["p99"], lat["p99.9"]),
+                ),
+                ("seeds", out["seeds"]),
+            ],
+        )
+    )
     if out["hottest_links"]:
-        console.print(kv_table(
-            "hottest links (utilisation)",
-            [(f"{h['link']} {h['from']} -> {h['to']}", h["utilisation"])
-             for h in out["hottest_links"]],
-        ))  # fmt: skip
+        console.print(
+            kv_table(
+                "hottest links (utilisation)",
+                [
+                    (f"{h['link']} {h['from']} -> {h['to']}", h["utilisation"])
+                    for h in out["hottest_links"]
+                ],
+            )
+        )
+
+
+def _run_with_progress(case: Case, cat, quiet: bool):
+    """Run the case; a progress bar on stderr once it is expected to pass PROGRESS_AFTER_S:
+    from the start with many seeds, or after a first seed that took long enough."""
+    import time
+
+    from fabricplan.congestion.case import CaseResult
+
+    if quiet or case.seeds == 1:
+        return run_case(case, cat)
+    bar: Progress | None = None
+    task = None
+    t0 = time.perf_counter()
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal bar, task, done
+        done += n
+        elapsed = time.perf_counter() - t0
+        if bar is None and elapsed / done * case.seeds > PROGRESS_AFTER_S:
+            bar = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            )
+            bar.start()
+            task = bar.add_task("simulating", total=case.seeds, completed=done)
+        elif bar is not None and task is not None:
+            bar.advance(task, n)
+
+    try:
+        result: CaseResult = run_case(case, cat, tick)
+    finally:
+        if bar is not None:
+            bar.stop()
+    return result

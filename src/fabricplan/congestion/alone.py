@@ -14,7 +14,6 @@ from scipy.sparse import csr_matrix
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.network import Network
 from fabricplan.congestion.waterfill import complete, max_min_rates
-from fabricplan.topology.graph import FabricGraph
 
 
 @dataclass(frozen=True)
@@ -24,11 +23,11 @@ class JobAlone:
     nic_rates: np.ndarray  # per column: its NIC share, what a sender pushes before CC reacts
 
 
-def job_alone(net: Network, graph: FabricGraph, pattern: str, size_bytes: float,
-              job: np.ndarray) -> JobAlone:  # fmt: skip
-    tr = T.pattern(pattern, graph, job, size_bytes)
+def job_alone(net: Network, tr: T.Traffic, starts: np.ndarray | None = None) -> JobAlone:
+    """The job's traffic ``tr`` on its own, limited by its NICs only (flows starting at
+    ``starts``, us, when given)."""
     ups, downs = net.uplink(tr.src), net.downlink(tr.dst)
     a_up = csr_matrix((np.ones(len(ups)), (ups, tr.column)), shape=(net.lanes, tr.columns))
     a_ideal = a_up + csr_matrix((np.ones(len(downs)), (downs, tr.column)), shape=a_up.shape)
-    ideal = float(complete(a_ideal, net.capacity, tr.column_bytes).finish_us.max())
+    ideal = float(complete(a_ideal, net.capacity, tr.column_bytes, starts).finish_us.max())
     return JobAlone(tr, ideal, max_min_rates(a_up, net.capacity))

@@ -9,6 +9,7 @@ import numpy as np
 
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.dcqcn import qualities
+from fabricplan.congestion.flowfile import FlowList
 from fabricplan.congestion.network import (
     ADAPTIVE_PIECES,
     ADAPTIVE_ROUNDS,
@@ -42,6 +43,7 @@ SPRAY_BYTES_PER_ENTRY = 72
 MAX_SEEDS = 100_000
 MAX_QPS = 64
 MAX_JITTER_US = 1e6
+MAX_SHIFT = 10**7
 
 
 class CaseError(ValueError):
@@ -78,6 +80,9 @@ class Case:
     switch: str | None = None
     seed: int = 0
     flow: FlowSettings = field(default_factory=FlowSettings)  # over the RoCE quality preset
+    shift: int | None = None  # permutation: NIC i sends to NIC i + shift; None: random
+    flows: FlowList | None = None  # pattern "flows": the list (NICs in host order)
+    polarized: bool = False  # ECMP: every tier hashes alike (hash polarization)
 
     def check(self) -> None:
         def bad(name: str, value: object, allowed: str) -> CaseError:
@@ -101,6 +106,10 @@ class Case:
             raise bad("size", self.size_bytes, "a positive number of bytes")
         if not 0.0 <= self.jitter_us <= MAX_JITTER_US:
             raise bad("jitter_us", self.jitter_us, f"0 to {MAX_JITTER_US:,.0f} microseconds")
+        if self.pattern == "flows" and self.flows is None:
+            raise CaseError("flows: pattern 'flows' needs a flow list (--flows FILE)")
+        if self.shift is not None and not 1 <= self.shift <= MAX_SHIFT:
+            raise bad("shift", self.shift, f"1 to {MAX_SHIFT:,} NICs")
         if self.gpus < 2:
             raise bad("gpus", self.gpus, "at least 2")
         if self.cluster_gpus is not None and self.cluster_gpus < self.gpus:
@@ -126,6 +135,7 @@ class CaseResult:
     victim_flows: float  # mean per seed
     hottest_links: list[dict]
     latency_us: dict[str, float]
+    fct_us: dict[str, float] = field(default_factory=dict)  # p50, p99, max over the job's flows
     layout: dict = field(default_factory=dict)
 
     def pct(self, q: float) -> float:
@@ -135,7 +145,8 @@ class CaseResult:
         p50, p99 = self.pct(50), self.pct(99)
         size = self.case.size_bytes
         return {
-            "case": asdict(self.case),
+            "case": {k: v for k, v in asdict(self.case).items() if k != "flows"}
+            | ({"flows": self.case.flows.name} if self.case.flows is not None else {}),
             "nodes": self.nodes,
             "routing": self.routing,
             "flow_control": self.flow_control,
@@ -152,6 +163,9 @@ class CaseResult:
             "victim_flows": self.victim_flows,
             "hottest_links": self.hottest_links,
             "latency_under_load_us": self.latency_us,
+            "fct_p50_us": self.fct_us.get("p50"),
+            "fct_p99_us": self.fct_us.get("p99"),
+            "fct_max_us": self.fct_us.get("max"),
             "seeds": len(self.times_us),
             "fabric_layout": self.layout,
         }
@@ -173,10 +187,12 @@ def check_route_memory(case: Case, routing: str, nodes: int, layout: Layout) -> 
     """Refuse a case of ``nodes`` on the fabric ``layout`` whose routing tables alone would
     outgrow the memory budget."""
     nics = layout.nics_per_node
-    flows = T.flow_count(case.pattern, nodes, nics) + (layout.nodes - nodes) * nics  # background
+    listed = len(case.flows) if case.flows is not None else 0
+    flows = T.flow_count(case.pattern, nodes, nics, listed=listed) + (layout.nodes - nodes) * nics
     # pieces routed at once: every queue pair's (ECMP), one round's share (adaptive), one (spray)
     adaptive = -(-flows * ADAPTIVE_PIECES // ADAPTIVE_ROUNDS)
-    per_round = {"ecmp": flows * case.qps, "adaptive": adaptive, "spray": flows}
+    per_round = {"ecmp": flows * case.qps, "flowlet": flows * case.qps, "adaptive": adaptive,
+                 "spray": flows}  # fmt: skip
     need = per_round[routing] * layout.radix * ROUTE_BYTES_PER_PIECE_PORT
     if need > ROUTE_MEMORY_BUDGET_BYTES:
         raise CaseError(

@@ -55,6 +55,7 @@ class Quality(BaseModel):
     fast_recovery: int = Field(ge=0)
     rate_ai_mbps: float = Field(gt=0)
     pfc_xoff_kb: float = Field(gt=0)
+    pfc_xon_kb: float = Field(gt=0)
     buffer_kb: float = Field(gt=0)
     source: str
 

@@ -8,10 +8,21 @@ of ECMP on Clos and minimal dragonfly routes.
 
 Routing modes:
 - ``ecmp``: each queue pair is hashed onto one candidate (uniform, a fresh seed per run);
-- ``adaptive``: load-aware choice (InfiniBand adaptive routing): each flow is cut into
-  pieces routed in rounds, each piece taking the least-loaded candidate given the pieces
-  before it (NVIDIA Quantum-2 adaptive routing picks the least-loaded output per packet);
+- ``flowlet``: switch adaptive routing on flowlets (Broadcom's dynamic load balancing, Cisco
+  and Arista flowlet switching; Kandula et al., "Dynamic load balancing without packet
+  reordering", CCR 2007): a flow may change path only at a gap longer than the flowlet
+  timeout. A collective's flows start within microseconds and then send back to back, so
+  each takes a port when it starts, seeing the load that was already there (other tenants)
+  but not its peers', and keeps it: per-flow, like ECMP, with the choice steered by the
+  standing load;
+- ``adaptive``: load-aware choice per packet with reordering at the NIC (InfiniBand adaptive
+  routing, Spectrum-X): each flow is cut into pieces routed in rounds, each piece taking the
+  least-loaded candidate given the pieces before it;
 - ``spray``: every packet on a different path: the flow splits evenly over all candidates.
+
+``polarized``: every tier hashes alike, so flows that share a port at one tier pick the same
+port index at the next (hash polarization, which switches avoid by seeding each tier's hash
+differently; MegaScale, NSDI 2024, and Alibaba HPN, SIGCOMM 2024, report its effect).
 """
 
 from __future__ import annotations
@@ -23,11 +34,11 @@ from functools import cached_property
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from fabricplan.congestion.adaptive import adaptive_pick
+from fabricplan.congestion.adaptive import TIE_JITTER_GBPS, adaptive_pick
 from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.graph import E_NODE_LEAF, E_NVLINK, E_PCIE, LEAF, FabricGraph
 
-ROUTINGS = ("ecmp", "adaptive", "spray")
+ROUTINGS = ("ecmp", "flowlet", "adaptive", "spray")
 # Pieces per flow and routing rounds for adaptive routing: enough that the last pieces see an
 # almost complete load picture (a per-packet scheme sees it exactly).
 ADAPTIVE_PIECES = 8
@@ -194,6 +205,7 @@ class Network:
         demand: np.ndarray | None = None,
         preload: np.ndarray | None = None,
         max_entries: int | None = None,
+        polarized: bool = False,
     ) -> Routed:
         """Lanes of NIC-to-NIC flows ``src[i] -> dst[i]`` (NIC vertices), with weights.
 
@@ -214,7 +226,7 @@ class Network:
         dist = self._distances(targets)
         hops_to = dist.ravel()  # [target * switches + switch]: flat gathers beat 2-D ones
         n_sw = dist.shape[1]
-        pieces = {"ecmp": qps, "adaptive": ADAPTIVE_PIECES, "spray": 1}[mode]
+        pieces = {"ecmp": qps, "flowlet": qps, "adaptive": ADAPTIVE_PIECES, "spray": 1}[mode]
         flow = np.repeat(np.arange(n), pieces)
         here = np.repeat(s_leaf, pieces)
         mass = np.full(len(flow), 1.0 / pieces)
@@ -223,6 +235,8 @@ class Network:
         flows_out = [np.arange(n), np.arange(n)]
         weights_out = [np.ones(n), np.ones(n)]
         load = np.zeros(self.lanes) if preload is None else np.asarray(preload, float).copy()
+        # what a flowlet switch sees when the job's flows start: the standing load only
+        standing = None if preload is None else load.copy()
         rate = np.ones(n) if demand is None else np.asarray(demand, float)
         entries = 2 * n  # the NIC up- and downlinks above
         rounds = (rng.integers(0, ADAPTIVE_ROUNDS, len(flow)) if mode == "adaptive"
@@ -231,13 +245,16 @@ class Network:
         # 16-bit keys numpy's stable sort is a radix sort)
         by_round = np.argsort(rounds.astype(np.int16), kind="stable")
         flow, here, mass, tgt = flow[by_round], here[by_round], mass[by_round], tgt[by_round]
+        # a polarized hash: one draw per piece, used at every tier
+        u_hash = rng.random(len(flow)) if polarized else np.zeros(len(flow))
         bounds = np.searchsorted(rounds[by_round], np.arange(int(rounds.max(initial=0)) + 2))
         for a, b in itertools.pairwise(bounds.tolist()):
-            f, v, w, t = flow[a:b], here[a:b], mass[a:b], tgt[a:b]
+            f, v, w, t, u = flow[a:b], here[a:b], mass[a:b], tgt[a:b], u_hash[a:b]
             while len(f):
                 d_here = hops_to[t * n_sw + v]
                 moving = d_here > 0
                 f, v, w, t, d_here = f[moving], v[moving], w[moving], t[moving], d_here[moving]
+                u = u[moving]
                 if not len(f):
                     break
                 if mode == "spray":
@@ -245,7 +262,7 @@ class Network:
                     entries += len(rows)
                     if max_entries is not None and entries > max_entries:
                         raise RouteTooLarge(entries)
-                    f, w, t = f[rows], (w / count)[rows], t[rows]
+                    f, w, t, u = f[rows], (w / count)[rows], t[rows], u[rows]
                     # merge pieces of one flow that meet at the same switch
                     key = f.astype(np.int64) * out.shape[0] + v
                     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
@@ -253,12 +270,16 @@ class Network:
                     flows_out.append(f)
                     weights_out.append(w)
                     w = np.bincount(inv, weights=w)
-                    f, v, t = f[first], v[first], t[first]
+                    f, v, t, u = f[first], v[first], t[first], u[first]
                     continue
                 cand, nxt, ok, count = self._candidates(v, t, d_here, hops_to)
-                if mode == "ecmp":
-                    pick = np.floor(rng.random(len(f)) * count).astype(np.int64)
+                if mode == "ecmp" or (mode == "flowlet" and standing is None):
+                    draw = u if polarized else rng.random(len(f))
+                    pick = np.floor(draw * count).astype(np.int64)
                     col = np.argmax(np.cumsum(ok, 1) > pick[:, None], axis=1)
+                elif mode == "flowlet":  # least standing load; equal loads split at random
+                    score = np.where(ok, standing[np.maximum(cand, 0)], np.inf)
+                    col = np.argmin(score + rng.random(ok.shape) * TIE_JITTER_GBPS, axis=1)
                 else:  # adaptive: least loaded first, then round-robin over candidates
                     key = v.astype(np.int64) * len(targets) + t
                     col = adaptive_pick(ok, cand, count, key, load, rng)

@@ -47,10 +47,5 @@ class FlowSettings:
     def is_default(self) -> bool:
         return self == FlowSettings()
 
-    def over(self, **preset: object) -> dict[str, object]:
-        """The preset's values with these settings laid over them (by field name)."""
-        mine = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {k: (mine[k] if mine.get(k) is not None else v) for k, v in preset.items()}
-
     def with_(self, **changes: object) -> FlowSettings:
         return replace(self, **changes)

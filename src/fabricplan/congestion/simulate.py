@@ -1,10 +1,10 @@
 """One congestion case, Monte Carlo over hash seeds and start jitter.
 
-Per seed: place the job, route its flows (and any background load), share the links max-min
-fairly, apply what the fabric's flow control does to congested links (:mod:`lossless`), then
-run the flows to completion. The ideal is the same job alone on a fabric where only the NICs
-limit it. The collective model supplies the latency part, so ``time = ideal collective time
-+ (simulated network time - ideal network time)``.
+Per seed: place the job, route its flows (and any background load), and run them to completion
+by events; at every event the links are shared max-min fairly under what the fabric's flow
+control does at congested ports (:mod:`flowcontrol`). The ideal is the same job alone on a
+fabric where only the NICs limit it. The collective model supplies the latency part, so
+``time = ideal collective time + (simulated network time - ideal network time)``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from fabricplan.congestion.case import (
     spray_too_large,
 )
 from fabricplan.congestion.dcqcn import quality
-from fabricplan.congestion.lossless import FlowControl, apply_flow_control
+from fabricplan.congestion.flowcontrol import FlowControl, Phases
 from fabricplan.congestion.network import (
     Network,
     Routed,
@@ -41,13 +41,13 @@ from fabricplan.congestion.network import (
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
 from fabricplan.congestion.waterfill import complete
 from fabricplan.topology import build_graph, design_fabric
-from fabricplan.topology.graph import EDGE_KINDS, LEAF, VERTEX_KINDS
+from fabricplan.topology.graph import EDGE_KINDS, LEAF, VERTEX_KINDS, FabricGraph
 
 # The collective-model op (and forced algorithm) whose ideal time a pattern's run starts from.
 PATTERN_OP = {"ring-allreduce": ("all_reduce", "ring"), "tree-allreduce": ("all_reduce", "tree"),
               "alltoall": ("alltoall", None)}  # fmt: skip
 # Point-to-point patterns: their ideal is one message latency plus the NIC-limited transfer.
-P2P_PATTERNS = ("incast", "pipeline")
+P2P_PATTERNS = ("incast", "pipeline", "permutation", "flows")
 HOTTEST_SHOWN = 5  # switch-to-switch links reported per case
 
 
@@ -90,16 +90,19 @@ class _Seed:
     victims: int  # flows slowed by pauses
     utilisation: np.ndarray  # per lane; dropped once the hottest links are folded in
     latency_us: np.ndarray  # probe samples
+    fct_us: np.ndarray  # per job column: its completion time after its own start
 
 
 def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     case, net, graph = st.case, st.net, st.net.graph
     job = T.place(graph.nodes, st.nodes, case.placement, rng)
     key = job.tobytes()
-    if key not in st.alone:
-        if case.placement != "contiguous":  # a fresh draw each seed: keep only the last
+    random_traffic = case.pattern == "permutation" and case.shift is None
+    if key not in st.alone or random_traffic:
+        if case.placement != "contiguous" or random_traffic:  # a fresh draw: keep the last
             st.alone.clear()
-        st.alone[key] = job_alone(net, graph, case.pattern, case.size_bytes, job)
+        starts = case.flows.start_us if case.flows is not None else None
+        st.alone[key] = job_alone(net, _job_traffic(case, graph, job, rng), starts)
     alone = st.alone[key]
     n_job = alone.traffic.columns
     tr = alone.traffic.plus(T.background(graph, job, case.background, st.sys.nic_GBps, rng))
@@ -111,21 +114,56 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     demand = np.concatenate([alone.nic_rates, tr.demand_GBps[n_job:]])
     routed = _route(st, tr, demand, rng)
     a = _columns(net, routed, tr)
-    a_t = a.T.tocsr()  # for both passes below
-    eff = apply_flow_control(net, routed, tr.column, a, demand, tr.self_clocked, job_col, st.fc,
-                             t_ideal, 2 * st.sys.p2p_latency_us, a_t)  # fmt: skip
+    a_t = a.T.tocsr()  # for every max-min pass below
+    cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
+    phases = Phases(
+        net,
+        routed,
+        tr.column,
+        a,
+        a_t,
+        demand,
+        cap,
+        tr.self_clocked,
+        job_col,
+        st.fc,
+        2 * st.sys.p2p_latency_us,
+    )
     starts = np.zeros(tr.columns)
     if case.jitter_us > 0:
         ready = rng.exponential(case.jitter_us, graph.nodes)
         starts[:n_job] = [ready[c].max() if len(c) else 0.0 for c in tr.column_nodes[:n_job]]
-    cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
-    done = complete(a, eff.capacity, tr.column_bytes, starts, cap, a_t)
-    load = a @ eff.rates
-    util = np.divide(load, eff.capacity, out=np.zeros_like(load), where=eff.capacity > 0)
-    lat = latency_under_load(net, routed, np.flatnonzero(hop_job), util, eff.queue_kb,
-                             st.fabric, st.switch_latency_ns, rng, st.probes)  # fmt: skip
-    return _Seed(t_ideal, float(done.finish_us[:n_job].max()), eff.paused_fraction,
-                 int(np.count_nonzero(eff.victims)), util, lat)  # fmt: skip
+    if case.flows is not None:
+        starts[:n_job] += case.flows.start_us
+    done = complete(a, net.capacity, tr.column_bytes, starts, cap, a_t, rates=phases)
+    rec = phases.record
+    util = rec.utilisation if rec.utilisation is not None else np.zeros(net.lanes)
+    lat = latency_under_load(
+        net,
+        routed,
+        np.flatnonzero(hop_job),
+        util,
+        rec.queue_kb,
+        st.fabric,
+        st.switch_latency_ns,
+        rng,
+        st.probes,
+    )
+    spans = np.array(done.durations_us[: len(rec.paused)])
+    shares = np.array(rec.paused[: len(spans)])
+    paused = float(spans @ shares / spans.sum()) if spans.sum() > 0 else 0.0
+    victims = 0 if rec.victims is None else int(np.count_nonzero(rec.victims))
+    fct = done.finish_us[:n_job] - starts[:n_job]
+    return _Seed(t_ideal, float(done.finish_us[:n_job].max()), paused, victims, util, lat, fct)
+
+
+def _job_traffic(case: Case, graph: FabricGraph, job: np.ndarray,
+                 rng: np.random.Generator) -> T.Traffic:  # fmt: skip
+    if case.pattern == "flows":
+        assert case.flows is not None, "checked by Case.check"
+        f = case.flows
+        return T.flow_list(graph, job, f.src, f.dst, f.size_bytes)
+    return T.pattern(case.pattern, graph, job, case.size_bytes, shift=case.shift, rng=rng)
 
 
 def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generator) -> Routed:
@@ -140,14 +178,18 @@ def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generat
     try:
         if not len(bg):  # no background: route the job alone (keeps the router's distance cache)
             return net.route(tr.src, tr.dst, st.routing, rng, qps=st.case.qps,
-                             demand=demand[tr.column], max_entries=budget)  # fmt: skip
+                             demand=demand[tr.column], max_entries=budget,
+                             polarized=st.case.polarized)  # fmt: skip
         pre = np.zeros(net.lanes)
-        r_bg = net.route(tr.src[bg], tr.dst[bg], st.routing, rng, demand=demand[tr.column[bg]],
-                         max_entries=budget)  # fmt: skip
+        # long-running background has had gaps: flowlet switching has spread it by load
+        bg_mode = "adaptive" if st.routing == "flowlet" else st.routing
+        r_bg = net.route(tr.src[bg], tr.dst[bg], bg_mode, rng, demand=demand[tr.column[bg]],
+                         max_entries=budget, polarized=st.case.polarized)  # fmt: skip
         np.add.at(pre, r_bg.lane, r_bg.weight * demand[tr.column[bg]][r_bg.flow])
         r_job = net.route(tr.src[job], tr.dst[job], st.routing, rng, qps=st.case.qps,
                           demand=demand[tr.column[job]], preload=pre,
-                          max_entries=budget - len(r_bg.lane))  # fmt: skip
+                          max_entries=budget - len(r_bg.lane),
+                          polarized=st.case.polarized)  # fmt: skip
     except RouteTooLarge as e:
         raise spray_too_large(st.case, st.nodes, e.entries) from None
     return Routed(lane=np.concatenate([r_job.lane, r_bg.lane]),
@@ -165,8 +207,10 @@ def run_case(case: Case, catalog: Catalog | None = None,
     if case.gpus % k:
         raise CaseError(f"gpus: {case.gpus} is not a whole number of {k}-GPU nodes")
     nodes = case.gpus // k
-    if case.pattern != "incast" and nodes < 2:
+    if case.pattern not in ("incast", "flows", "permutation") and nodes < 2:
         raise CaseError(f"gpus: {case.gpus} GPUs fit in one node; the network carries nothing")
+    if case.flows is not None:
+        case.flows.check(nodes * (case.nics_per_node or cat.gpu(case.gpu).node.nics_per_node))
     spread = FRAGMENTED_CLUSTER_FACTOR if case.placement == "fragmented" else 1
     cluster = case.cluster_gpus or case.gpus * spread
     if cluster % k:
@@ -190,7 +234,7 @@ def run_case(case: Case, catalog: Catalog | None = None,
     net = Network(graph, efficiency=sys.nic_GBps / (fab.line_rate_gbps / 8))
     qual = quality(case.roce_quality) if fab.family == "roce" else None
     st = _Setup(case, nodes, sys, fab, net, routing,
-                FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes),
+                FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes, case.flow),
                 design.switch.port_to_port_latency_ns.nominal,
                 max(PROBES_PER_CASE // case.seeds, PROBES_MIN))  # fmt: skip
     base_us, bus = _ideal_collective_us(case, sys)
@@ -216,6 +260,8 @@ def run_case(case: Case, catalog: Catalog | None = None,
     times = [ideal_us + r.net_us - (runs[0].ideal_net_us if p2p else r.ideal_net_us)
              for r in runs]  # fmt: skip
     lat = np.concatenate([r.latency_us for r in runs])
+    # each seed's percentile over its flows, then the median over seeds
+    fct = {q: float(np.median([np.percentile(r.fct_us, q) for r in runs])) for q in (50, 99, 100)}
     top = sorted(hottest.items(), key=lambda kv: -kv[1])[:HOTTEST_SHOWN]
     return CaseResult(
         case=case,
@@ -231,6 +277,7 @@ def run_case(case: Case, catalog: Catalog | None = None,
         victim_flows=float(np.mean([r.victims for r in runs])),
         hottest_links=[_describe(net, lane, u) for lane, u in top],
         latency_us={f"p{q:g}": float(np.percentile(lat, q)) for q in (50, 99, 99.9)},
+        fct_us={"p50": fct[50], "p99": fct[99], "max": fct[100]},
         layout={"tiers": design.layout.tiers, "switches": design.layout.switches},
     )
 

@@ -20,7 +20,8 @@ import numpy as np
 from fabricplan.collectives.nccl_constants import RUNTIME_CHANNEL_FACTOR
 from fabricplan.topology.graph import FabricGraph
 
-PATTERNS = ("ring-allreduce", "tree-allreduce", "alltoall", "incast", "pipeline")
+PATTERNS = ("ring-allreduce", "tree-allreduce", "alltoall", "incast", "pipeline", "permutation",
+            "flows")  # fmt: skip
 PLACEMENTS = ("contiguous", "fragmented")
 # The search finds one channel per NIC; NCCL doubles them at run time (the same factor the
 # collective model uses), so each NIC carries that many ring connections.
@@ -163,8 +164,51 @@ def pipeline(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
                    np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
 
 
-def flow_count(name: str, nodes: int, nics_per_node: int, channels: int = CHANNELS_PER_NIC
-               ) -> int:  # fmt: skip
+def _independent(src: np.ndarray, dst: np.ndarray, size: np.ndarray, who: list[np.ndarray]
+                 ) -> Traffic:  # fmt: skip
+    """Open-loop flows, each its own column (every sender pushes at its NIC share)."""
+    cols = len(src)
+    return Traffic(src, dst, np.arange(cols), np.asarray(size, float), who,
+                   np.zeros(cols, bool), np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
+
+
+def job_nics(g: FabricGraph, nodes: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """NIC vertices of the job's NICs numbered from 0 in the order hosts are placed (the NICs
+    of the first node, rail by rail, then the next node's)."""
+    m = g.nics_per_node
+    index = np.asarray(index, np.int64)
+    return np.asarray(g.nic(nodes[index // m], index % m))
+
+
+def permutation(g: FabricGraph, nodes: np.ndarray, size: float, shift: int | None,
+                rng: np.random.Generator | None = None) -> Traffic:  # fmt: skip
+    """Every NIC of the job sends ``size`` bytes to one other: NIC i to NIC i + ``shift``
+    (modulo the job's NICs), or to a random other NIC (a random derangement) when ``shift``
+    is None."""
+    n = len(nodes) * g.nics_per_node
+    i = np.arange(n)
+    if shift is None:
+        rng = rng or np.random.default_rng(0)
+        while True:  # a uniform derangement: about e tries
+            dst = rng.permutation(n)
+            if not (dst == i).any():
+                break
+    else:
+        dst = (i + shift) % n
+    src_v, dst_v = job_nics(g, nodes, i), job_nics(g, nodes, dst)
+    who = [np.array([x]) for x in nodes[i // g.nics_per_node]]
+    return _independent(src_v, dst_v, np.full(n, size), who)
+
+
+def flow_list(g: FabricGraph, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray,
+              size: np.ndarray) -> Traffic:  # fmt: skip
+    """Given flows between the job's NICs (indices from 0 in host order)."""
+    who = [np.zeros(0, np.int64)] * len(src)  # they start when the file says, not on a rank
+    return _independent(job_nics(g, nodes, src), job_nics(g, nodes, dst), size, who)
+
+
+def flow_count(name: str, nodes: int, nics_per_node: int, channels: int = CHANNELS_PER_NIC,
+               listed: int = 0) -> int:  # fmt: skip
     """How many flows :func:`pattern` makes for ``nodes`` nodes, without making them."""
     m = nics_per_node
     counts = {
@@ -173,6 +217,8 @@ def flow_count(name: str, nodes: int, nics_per_node: int, channels: int = CHANNE
         "alltoall": nodes * (nodes - 1) * m,
         "incast": nodes - 1,
         "pipeline": (nodes - 1) * m,
+        "permutation": nodes * m,
+        "flows": listed,
     }
     if name not in counts:
         raise ValueError(f"unknown pattern '{name}'; known: {', '.join(PATTERNS)}")
@@ -180,7 +226,12 @@ def flow_count(name: str, nodes: int, nics_per_node: int, channels: int = CHANNE
 
 
 def pattern(name: str, g: FabricGraph, nodes: np.ndarray, size: float,
-            channels: int = CHANNELS_PER_NIC) -> Traffic:  # fmt: skip
+            channels: int = CHANNELS_PER_NIC, shift: int | None = None,
+            rng: np.random.Generator | None = None) -> Traffic:  # fmt: skip
+    """The traffic of a named pattern over the job's ``nodes`` (a flow list is given, not
+    made: :func:`flow_list`)."""
+    if name == "permutation":
+        return permutation(g, nodes, size, shift, rng)
     if name == "ring-allreduce":
         return ring(g, nodes, size, channels)
     if name == "tree-allreduce":
@@ -191,6 +242,8 @@ def pattern(name: str, g: FabricGraph, nodes: np.ndarray, size: float,
         return incast(g, nodes, size)
     if name == "pipeline":
         return pipeline(g, nodes, size)
+    if name == "flows":
+        raise ValueError("pattern 'flows' is given as a list (flow_list), not made")
     raise ValueError(f"unknown pattern '{name}'; known: {', '.join(PATTERNS)}")
 
 

@@ -10,7 +10,8 @@ sparse products, so it costs O(non-zeros).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -95,6 +96,7 @@ def max_min_rates(
 class Completion:
     finish_us: np.ndarray  # per flow (inf for flows without bytes, e.g. background)
     events: int
+    durations_us: list[float] = field(default_factory=list)  # of each event's phase
 
 
 def complete(
@@ -104,12 +106,14 @@ def complete(
     start_us: np.ndarray | None = None,
     cap: np.ndarray | None = None,
     a_t: csr_matrix | None = None,
+    rates: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> Completion:
     """Finish time of every flow when rates are re-shared each time a flow starts or ends.
 
     Flows with ``size_bytes = inf`` never finish (background load that keeps its share).
     Rates are GB/s, so a byte takes 1e-3 / rate microseconds. ``a_t``: ``a``'s transpose in
-    CSR, when the caller has it already.
+    CSR, when the caller has it already. ``rates(running, bytes_left)``, when given, sets each
+    phase's rates instead of plain max-min sharing (flow control evaluated at every event).
     """
     n = a.shape[1]
     start = np.zeros(n) if start_us is None else np.asarray(start_us, float)
@@ -120,11 +124,16 @@ def complete(
     done = finite & (left <= 0)
     now = float(start[~done].min(initial=0.0)) if (~done).any() else 0.0
     events = 0
+    durations: list[float] = []
+    finishes = 0
     a = a.tocsr()
     a_t = a.T.tocsr() if a_t is None else a_t
     while (finite & ~done).any():
         running = (start <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF) & ~done
-        rate = max_min_rates(a, capacity, running, cap, a_t)
+        if rates is None:
+            rate = max_min_rates(a, capacity, running, cap, a_t)
+        else:
+            rate = rates(running, left)
         events += 1
         with np.errstate(divide="ignore", invalid="ignore"):
             to_end = np.where(running & finite & (rate > 0), left / (rate * 1e3), np.inf)
@@ -134,14 +143,18 @@ def complete(
         if not np.isfinite(dt):
             break  # remaining flows can never move (zero capacity): they never finish
         if dt == to_end.min(initial=np.inf):
-            ending = to_end <= dt * (1 + EVENT_MERGE * 2 ** (events / EVENT_DOUBLING))
+            # the margin widens with completion events only: starts (jittered ranks, listed
+            # flows) are exact and must not merge finishes
+            finishes += 1
+            ending = to_end <= dt * (1 + EVENT_MERGE * 2 ** (finishes / EVENT_DOUBLING))
             dt = float(to_end[ending].max())
         else:
             ending = np.zeros(n, bool)
         left = np.where(running & finite, left - rate * 1e3 * dt, left)
         now += dt
+        durations.append(float(dt))
         ending |= running & finite & (left <= BYTES_ROUNDOFF * np.maximum(size_bytes, 1))
         finish[ending] = now
         done |= ending
         left[ending] = 0.0
-    return Completion(finish, events)
+    return Completion(finish, events, durations)

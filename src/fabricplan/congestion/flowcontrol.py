@@ -1,0 +1,389 @@
+"""What flow control does at congested links, evaluated again at every event of a run.
+
+Max-min sharing assumes congestion control hands every flow its fair share at once. Real
+fabrics get there through queues, and the queues act on *ports*. At every event (a flow starts
+or finishes) this module looks at what the running senders push, finds the *hot* egress ports
+(more arriving than they can send, with enough traffic to fill the queue to the pause or drop
+threshold), and applies the fabric's flow control there:
+
+- Lossless without end-to-end congestion control (InfiniBand credits; RoCE with PFC only):
+  the switch's arbiter serves the ingress ports that feed a hot egress round-robin, so each
+  ingress port gets a max-min share of it and its flows split that share (per-port, not
+  per-flow, fairness: senders on the receiver's own switch beat remote ones, the parking-lot
+  unfairness of lossless fabrics). An ingress port that brings more than its share fills its
+  buffer to the threshold and is paused (PFC XOFF) or runs out of credits for the share
+  ``1 - share/brought`` of the time. While it is paused, *every* flow on that link is held,
+  including victims bound elsewhere (head-of-line blocking). A paused link that can no longer
+  carry what is pushed into it pauses its own feeders in turn (congestion spreading).
+- RoCE with DCQCN: rate cuts make sharing per flow; the DCQCN fluid model
+  (:mod:`fabricplan.congestion.dcqcn`) gives the capacity the cuts leave idle and the share of
+  time the queue sits above XOFF, during which the ports that overfeed it are paused.
+- PFC off (lossy RoCE): the queue overflows; go-back-N costs goodput at the hot port.
+
+Ring and tree channels are self-clocked by NCCL's window (``NCCL_WINDOW_BYTES`` in flight per
+connection): they build a queue at a collision point only up to their windows, so a hot port
+fed only by them pauses its feeders only when those windows exceed the pause threshold.
+
+Because all of this is recomputed at each event, a port's capacity comes back when the flows
+congesting it finish, and an incast whose receiving link PFC keeps full finishes at that
+link's rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.sparse import csr_matrix, vstack
+
+from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
+from fabricplan.congestion.dcqcn import Quality, dcqcn_fluid, go_back_n_efficiency
+from fabricplan.congestion.groupfill import group_fill
+from fabricplan.congestion.network import Network, Routed
+from fabricplan.congestion.ports import port_pairs
+from fabricplan.congestion.settings import FlowSettings
+from fabricplan.congestion.waterfill import max_min_rates
+from fabricplan.topology.graph import LEAF
+
+# Congestion spreads hop by hop; three levels cover leaf -> spine -> core in a 3-tier Clos.
+SPREAD_LEVELS = 3
+# Assumption: queue an InfiniBand port holds per VL before its credits run out (small per-port
+# buffers), the pause threshold of credit flow control.
+IB_PORT_BUFFER_KB = 64.0
+# A link is overloaded when its load beats its capacity by more than float round-off.
+OVERLOAD_TOLERANCE = 1e-6
+# Least share of its capacity a collapsed (go-back-N) link keeps: caps slowdowns at 1000x.
+MIN_GOODPUT_SHARE = 1e-3
+# A flow counts as a victim when pauses cost it more than this share of its rate.
+VICTIM_LOSS = 0.01
+# NCCL's steps in flight per connection (NCCL_STEPS, src/include/device.h) of the Simple
+# protocol's 512 KiB steps: NCCL_BUFFSIZE's 4 MiB may be queued in the fabric per connection.
+NCCL_STEPS = 8
+NCCL_WINDOW_BYTES = SIMPLE_STEP_BYTES * NCCL_STEPS
+# The fluid model's step-length input is rounded to this many significant digits so that its
+# cache serves the events of a run (its outputs move by far less than the rounding).
+HORIZON_DIGITS = 2
+
+
+@dataclass(frozen=True)
+class FlowControl:
+    name: str  # credit | pfc | pfc+dcqcn | lossy | lossy+dcqcn | tcp | lossless
+    quality: Quality | None  # RoCE: the preset with the user's settings over it
+    mtu_bytes: int
+
+    @classmethod
+    def of(
+        cls,
+        kind: str,
+        lossless: bool,
+        q: Quality | None,
+        mtu: int,
+        settings: FlowSettings | None = None,
+    ) -> FlowControl:
+        if kind == "credit":
+            return cls("credit", None, mtu)
+        if q is None:  # Ethernet without RDMA congestion control (TCP): max-min sharing only
+            return cls("lossless" if lossless else "tcp", None, mtu)
+        s = settings or FlowSettings()
+        given = {
+            "pfc_xoff_kb": s.pfc_xoff_kb,
+            "pfc_xon_kb": s.pfc_xon_kb,
+            "buffer_kb": s.buffer_kb,
+            "kmin_kb": s.ecn_kmin_kb,
+            "kmax_kb": s.ecn_kmax_kb,
+        }
+        update: dict[str, object] = {k: v for k, v in given.items() if v is not None}
+        if s.congestion_control is not None:
+            update["ecn"] = s.congestion_control == "dcqcn"
+        q = q.model_copy(update=update)
+        if q.pfc_xon_kb > q.pfc_xoff_kb:  # a lower XOFF given alone: resume where it pauses
+            q = q.model_copy(update={"pfc_xon_kb": q.pfc_xoff_kb})
+        if q.kmin_kb > q.kmax_kb:
+            raise ValueError(
+                f"ecn_kmin_kb: {q.kmin_kb:g} is above ecn_kmax_kb ({q.kmax_kb:g}) "
+                f"of the '{q.id}' preset; give both"
+            )
+        return cls(("pfc" if q.pfc else "lossy") + ("+dcqcn" if q.ecn else ""), q, mtu)
+
+    @property
+    def acts(self) -> bool:
+        return self.name not in ("tcp", "lossless")
+
+    @property
+    def pauses(self) -> bool:
+        return self.name == "credit" or (self.quality is not None and self.quality.pfc)
+
+    @property
+    def dcqcn(self) -> bool:
+        return self.quality is not None and self.quality.ecn
+
+    @property
+    def threshold_kb(self) -> float:
+        """Queue per ingress port at which the port is paused (or, lossy, the port drops)."""
+        if self.quality is None:
+            return IB_PORT_BUFFER_KB
+        return self.quality.pfc_xoff_kb if self.quality.pfc else self.quality.buffer_kb
+
+
+@dataclass
+class RunRecord:
+    """What flow control did over one run: per event, the share of the job's links paused;
+    the columns pauses slowed (in the first phase with pauses); the queues and utilisation of
+    the phase with the most of the job running (for latency probes and the hottest links)."""
+
+    paused: list[float] = field(default_factory=list)
+    victims: np.ndarray | None = None
+    queue_kb: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    utilisation: np.ndarray | None = None
+    hot: np.ndarray | None = None
+    busiest: int = -1  # running job columns in the phase the queues were kept from
+
+
+class Phases:
+    """Rates of the running columns under flow control, one call per event.
+
+    ``push``: what each column's senders push before congestion control reacts (its NIC
+    share; background at its load); ``demand_cap``: a column's own rate limit (background);
+    ``self_clocked``: windowed columns (ring and tree channels)."""
+
+    def __init__(
+        self,
+        net: Network,
+        routed: Routed,
+        col_of: np.ndarray,
+        a: csr_matrix,
+        a_t: csr_matrix,
+        push: np.ndarray,
+        demand_cap: np.ndarray,
+        self_clocked: np.ndarray,
+        job: np.ndarray,
+        fc: FlowControl,
+        rtt_us: float,
+    ) -> None:
+        self.net, self.a, self.a_t, self.fc = net, a, a_t, fc
+        self.push, self.cap, self.job = push, demand_cap, job
+        self.rtt_us = rtt_us
+        pp = port_pairs(net, routed) if fc.acts else None
+        if pp is not None:
+            self.p_out, self.p_in, self.p_w = pp.out, pp.into, pp.weight
+            self.p_col = col_of[pp.flow]
+        self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
+        self.record = RunRecord()
+
+    def __call__(self, running: np.ndarray, left: np.ndarray) -> np.ndarray:
+        net, a = self.net, self.a
+        if not self.fc.acts:
+            rates = max_min_rates(a, net.capacity, running, self.cap, self.a_t)
+            self._note(running, rates, np.zeros(net.lanes), np.zeros(net.lanes, bool), {})
+            return rates
+        push = np.where(running, self.push, 0.0)
+        lanes = net.lanes
+        cap = net.capacity
+        lane_push = a @ push
+        # a lane fed more than it carries delivers its pushers in proportion (FIFO)
+        fifo = np.minimum(1.0, cap / np.maximum(lane_push, 1e-300))
+        sel = np.flatnonzero(running[self.p_col])
+        out, into, col, w = self.p_out[sel], self.p_in[sel], self.p_col[sel], self.p_w[sel]
+        bring = push[col] * w * fifo[into]
+        arriving = np.bincount(out, weights=bring, minlength=lanes)
+        hot = arriving > cap * (1 + OVERLOAD_TOLERANCE)
+        mult = np.ones(lanes)  # capacity left by congestion control's own losses
+        pause = np.zeros(lanes)
+        queues: dict[int, tuple[float, ...]] = {}
+        extra: csr_matrix | None = None
+        extra_cap = np.zeros(0)
+        if hot.any():
+            h = np.flatnonzero(hot[out])
+            key = out[h].astype(np.int64) * lanes + into[h]
+            ports, inv = np.unique(key, return_inverse=True)
+            p_lane, p_from = ports // lanes, ports % lanes
+            p_bring = np.bincount(inv, weights=bring[h], minlength=len(ports))
+            n_ports = np.bincount(p_lane, minlength=lanes)
+            # open-loop senders fill any queue; windowed ones only up to their windows
+            opened = (
+                np.bincount(out[h], weights=~np.isfinite(self.window_kb[col[h]]), minlength=lanes)
+                > 0
+            )
+            windows = np.bincount(
+                out[h],
+                weights=np.where(
+                    np.isfinite(self.window_kb[col[h]]), self.window_kb[col[h]] * w[h], 0.0
+                ),
+                minlength=lanes,
+            )
+            fills = opened | (windows > self.fc.threshold_kb * np.maximum(n_ports, 1))
+            hot &= fills
+            keep = hot[p_lane]
+            h_keep = hot[out[h]]
+            h, inv_all = h[h_keep], inv[h_keep]
+            remap = np.cumsum(keep) - 1
+            inv = remap[inv_all]
+            p_lane, p_from, p_bring = p_lane[keep], p_from[keep], p_bring[keep]
+            if len(p_lane):
+                share, pause, mult, queues = self._hot_ports(
+                    running, h, inv, col, w, p_lane, p_from, p_bring, arriving, left, opened
+                )
+                if not self.fc.dcqcn and self.fc.pauses:
+                    # the arbiter's per-port shares bind the flows of each port
+                    extra = csr_matrix((w[h], (inv, col[h])), shape=(len(p_lane), a.shape[1]))
+                    extra_cap = share
+                pause = self._spread(pause, out, into, bring, cap)
+        eff = cap * mult * (1 - pause)
+        m, c = (a, eff) if extra is None else (vstack([a, extra]).tocsr(), np.r_[eff, extra_cap])
+        rates = max_min_rates(m, c, running, self.cap, None if extra is not None else self.a_t)
+        if self.record.victims is None:
+            victims = np.zeros(a.shape[1], bool)
+            if pause.any():
+                c0 = cap * mult if extra is None else np.r_[cap * mult, extra_cap]
+                unpaused = max_min_rates(m, c0, running, self.cap)
+                victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
+                self.record.victims = victims
+        self._note(running, rates, pause, hot, queues, eff)
+        return rates
+
+    def _hot_ports(
+        self,
+        running: np.ndarray,
+        h: np.ndarray,
+        inv: np.ndarray,
+        col: np.ndarray,
+        w: np.ndarray,
+        p_lane: np.ndarray,
+        p_from: np.ndarray,
+        p_bring: np.ndarray,
+        arriving: np.ndarray,
+        left: np.ndarray,
+        opened: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Each hot port's share per ingress port, the pauses it sends upstream, the capacity
+        its congestion control leaves, and its queue samples."""
+        net, fc, cap = self.net, self.fc, self.net.capacity
+        lanes = net.lanes
+        mult = np.ones(lanes)
+        pause = np.zeros(lanes)
+        queues: dict[int, tuple[float, ...]] = {}
+        hot_lanes, first = np.unique(p_lane, return_index=True)
+        if fc.dcqcn:  # per-flow sharing: each port's flows at their max-min rates
+            r0 = max_min_rates(self.a, cap, running, self.cap, self.a_t)
+            share = np.bincount(inv, weights=r0[col[h]] * w[h], minlength=len(p_lane))
+        else:  # round-robin over the ingress ports
+            dense = np.searchsorted(hot_lanes, p_lane)
+            share = group_fill(dense, p_bring, cap[hot_lanes])
+        over = p_bring > share * (1 + OVERLOAD_TOLERANCE)
+        phi = np.where(over, 1.0 - share / np.maximum(p_bring, 1e-300), 0.0)
+        q = fc.quality
+        if fc.dcqcn or (q is not None and not q.pfc):
+            assert q is not None
+            n_flows = np.bincount(np.searchsorted(hot_lanes, p_lane), minlength=len(hot_lanes))
+            fan_in = np.diff(np.r_[first, len(p_lane)])
+            horizon = self._horizon(running, left)
+            for i, lane in enumerate(hot_lanes.tolist()):
+                ratio = arriving[lane] / cap[lane]
+                ports = slice(int(first[i]), int(first[i]) + int(fan_in[i]))
+                if fc.dcqcn and not opened[lane]:
+                    # windowed senders only: DCQCN holds the queue at its marking threshold
+                    # when that lies below the pause threshold; otherwise PFC acts first
+                    if q.kmin_kb < fc.threshold_kb:
+                        phi[ports] = 0.0
+                        continue
+                    if q.pfc:
+                        queues[lane] = ((q.pfc_xoff_kb + q.pfc_xon_kb) / 2 * int(fan_in[i]),)
+                        continue
+                if fc.dcqcn and opened[lane]:
+                    n = max(int(n_flows[i]), 1)
+                    fl = dcqcn_fluid(
+                        n,
+                        round(float(cap[lane]), 3),
+                        round(float(arriving[lane]) / n, 3),
+                        q,
+                        fc.mtu_bytes,
+                        int(fan_in[i]),
+                        horizon,
+                    )
+                    queues[lane] = fl.queue_kb
+                    eff, drop = fl.utilisation, fl.drop
+                    phi[ports] = np.where(over[ports], fl.pause, 0.0) if q.pfc else 0.0
+                else:  # lossy, and no congestion control acting: the overflow is dropped
+                    eff, drop = 1.0, 1.0 - 1.0 / ratio
+                    queues[lane] = (q.buffer_kb,)
+                if not q.pfc:
+                    window = cap[lane] * 1e3 * self.rtt_us / fc.mtu_bytes
+                    eff *= go_back_n_efficiency(drop, window)
+                mult[lane] = max(eff, MIN_GOODPUT_SHARE)
+        else:
+            held = fc.threshold_kb if q is None else (q.pfc_xoff_kb + q.pfc_xon_kb) / 2
+            n_over = np.bincount(
+                np.searchsorted(hot_lanes, p_lane), weights=over, minlength=len(hot_lanes)
+            )
+            for lane, n in zip(hot_lanes.tolist(), n_over.tolist(), strict=True):
+                queues[lane] = (held * max(n, 1.0),)
+        if fc.pauses:
+            np.maximum.at(pause, p_from, phi)
+        return share, pause, mult, queues
+
+    def _horizon(self, running: np.ndarray, left: np.ndarray) -> float:
+        """The rest of the run at NIC speed (us), rounded for the fluid model's cache."""
+        live = running & np.isfinite(left) & (self.push > 0)
+        t = float((left[live] / (self.push[live] * 1e3)).max(initial=1.0))
+        return float(f"{t:.{HORIZON_DIGITS}g}")
+
+    def _spread(
+        self,
+        pause: np.ndarray,
+        out: np.ndarray,
+        into: np.ndarray,
+        bring: np.ndarray,
+        cap: np.ndarray,
+    ) -> np.ndarray:
+        """A paused link that can no longer carry what arrives for it pauses its own feeders,
+        each by what it brings beyond its round-robin share of what is left."""
+        if not self.fc.pauses:
+            return pause
+        switch_out = self.net.graph.vertex_kind[self.net.tail] >= LEAF
+        level = np.flatnonzero((pause > 0) & switch_out)
+        for _ in range(SPREAD_LEVELS - 1):
+            if not len(level):
+                break
+            left = cap * (1 - pause)
+            is_level = np.zeros(len(cap), bool)
+            is_level[level] = True
+            m = np.flatnonzero(is_level[out])
+            key = out[m].astype(np.int64) * len(cap) + into[m]
+            ports, inv = np.unique(key, return_inverse=True)
+            p_lane, p_from = ports // len(cap), ports % len(cap)
+            p_bring = np.bincount(inv, weights=bring[m], minlength=len(ports))
+            arriving = np.bincount(p_lane, weights=p_bring, minlength=len(cap))
+            over_lane = arriving > left * (1 + OVERLOAD_TOLERANCE)
+            k = over_lane[p_lane]
+            if not k.any():
+                break
+            p_lane, p_from, p_bring = p_lane[k], p_from[k], p_bring[k]
+            lanes_here = np.unique(p_lane)
+            share = group_fill(np.searchsorted(lanes_here, p_lane), p_bring, left[lanes_here])
+            phi = np.where(p_bring > share, 1.0 - share / np.maximum(p_bring, 1e-300), 0.0)
+            fresh = phi > pause[p_from]
+            np.maximum.at(pause, p_from, phi)
+            level = np.unique(p_from[fresh & switch_out[p_from]])
+        return pause
+
+    def _note(
+        self,
+        running: np.ndarray,
+        rates: np.ndarray,
+        pause: np.ndarray,
+        hot: np.ndarray,
+        queues: dict,
+        eff: np.ndarray | None = None,
+    ) -> None:
+        cols = running & self.job
+        job_lanes = (self.a @ cols.astype(float)) > 0
+        self.record.paused.append(float(pause[job_lanes].mean()) if job_lanes.any() else 0.0)
+        # latency probes and the hottest links see the phase with the most of the job running
+        busy = int(np.count_nonzero(cols))
+        if busy > self.record.busiest:
+            self.record.busiest = busy
+            load = self.a @ rates
+            c = self.net.capacity if eff is None else eff
+            self.record.utilisation = np.divide(load, c, out=np.zeros_like(load), where=c > 0)
+            self.record.queue_kb = queues
+            self.record.hot = hot

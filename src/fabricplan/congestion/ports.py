@@ -1,0 +1,59 @@
+"""Which ingress port of a switch feeds which of its egress ports, flow by flow.
+
+Flow control acts per port: a congested egress queue pauses (PFC) or withholds credits from
+(InfiniBand) the *ingress* ports its packets came in on, and a switch's arbiter shares an
+egress port among its ingress ports. Both need, for every hop flow crossing an egress lane,
+the lane it arrived on. Routing is fixed for a run, so the pairs are built once per seed and
+every event of the run selects from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricplan.congestion.network import Network, Routed
+from fabricplan.topology.graph import LEAF
+
+
+@dataclass(frozen=True)
+class PortPairs:
+    """(egress lane ``out``, ingress lane ``into``) of one hop flow ``flow`` at one switch, and
+    the share ``weight`` of that flow's rate that enters on ``into`` and leaves on ``out``."""
+
+    out: np.ndarray
+    into: np.ndarray
+    flow: np.ndarray
+    weight: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.out)
+
+
+def port_pairs(net: Network, routed: Routed) -> PortPairs:
+    """Join every routed entry leaving a switch with the entries of the same hop flow entering
+    it. A split flow (queue pairs on different paths, sprayed packets) that enters a switch on
+    several lanes and leaves on several is spread in proportion: ``w_in * w_out / w_through``."""
+    kind = net.graph.vertex_kind
+    lane = routed.lane
+    e_out = np.flatnonzero(kind[net.tail[lane]] >= LEAF)
+    e_in = np.flatnonzero(kind[net.head[lane]] >= LEAF)
+    vertices = np.int64(net.graph.vertices)
+    k_out = routed.flow[e_out].astype(np.int64) * vertices + net.tail[lane[e_out]]
+    k_in = routed.flow[e_in].astype(np.int64) * vertices + net.head[lane[e_in]]
+    order = np.argsort(k_in, kind="stable")
+    k_sorted = k_in[order]
+    lo = np.searchsorted(k_sorted, k_out, "left")
+    count = np.searchsorted(k_sorted, k_out, "right") - lo
+    n = int(count.sum())
+    first = np.cumsum(count) - count
+    rep_out = np.repeat(e_out, count)
+    rep_in = e_in[order[np.repeat(lo, count) + np.arange(n) - np.repeat(first, count)]]
+    # what the flow carries through the switch: the weight of everything it brings in
+    through = np.bincount(
+        np.searchsorted(k_sorted, k_in), weights=routed.weight[e_in], minlength=len(k_sorted)
+    )
+    w_through = through[np.repeat(lo, count)]
+    weight = routed.weight[rep_in] * routed.weight[rep_out] / np.maximum(w_through, 1e-300)
+    return PortPairs(lane[rep_out], lane[rep_in], routed.flow[rep_out], weight)
