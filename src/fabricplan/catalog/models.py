@@ -17,7 +17,7 @@ AS_OF_PATTERN = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 FabricFamily = Literal["infiniband", "roce", "tcp", "uec"]
 LinkLayer = Literal["infiniband", "ethernet"]
 FlowControl = Literal["credit", "pfc", "none"]
-Routing = Literal["adaptive", "ecmp", "packet-spray", "static"]
+Routing = Literal["adaptive", "ecmp", "flowlet", "packet-spray", "static"]
 
 # PCIe usable bandwidth per direction per lane, GB/s, after line encoding
 # (PCI-SIG base specs: Gen3 8 GT/s and Gen4 16 GT/s and Gen5 32 GT/s use 128b/130b;

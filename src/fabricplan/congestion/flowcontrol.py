@@ -37,7 +37,7 @@ import numpy as np
 from scipy.sparse import csr_matrix, vstack
 
 from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
-from fabricplan.congestion.dcqcn import Quality, dcqcn_fluid, go_back_n_efficiency
+from fabricplan.congestion.dcqcn import Quality, fluid_key, fluid_of, go_back_n_efficiency, prepare
 from fabricplan.congestion.groupfill import group_fill
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.congestion.ports import port_pairs
@@ -60,9 +60,6 @@ VICTIM_LOSS = 0.01
 # protocol's 512 KiB steps: NCCL_BUFFSIZE's 4 MiB may be queued in the fabric per connection.
 NCCL_STEPS = 8
 NCCL_WINDOW_BYTES = SIMPLE_STEP_BYTES * NCCL_STEPS
-# The fluid model's step-length input is rounded to this many significant digits so that its
-# cache serves the events of a run (its outputs move by far less than the rounding).
-HORIZON_DIGITS = 2
 
 
 @dataclass(frozen=True)
@@ -263,11 +260,12 @@ class Phases:
         pause = np.zeros(lanes)
         queues: dict[int, tuple[float, ...]] = {}
         hot_lanes, first = np.unique(p_lane, return_index=True)
-        if fc.dcqcn:  # per-flow sharing: each port's flows at their max-min rates
-            r0 = max_min_rates(self.a, cap, running, self.cap, self.a_t)
-            share = np.bincount(inv, weights=r0[col[h]] * w[h], minlength=len(p_lane))
+        dense = np.searchsorted(hot_lanes, p_lane)
+        if fc.dcqcn:  # rate cuts share per flow: a port's share is its flows' part of the port
+            flows_in = np.bincount(inv, weights=w[h], minlength=len(p_lane))
+            flows_at = np.bincount(dense, weights=flows_in, minlength=len(hot_lanes))
+            share = cap[p_lane] * flows_in / flows_at[dense]
         else:  # round-robin over the ingress ports
-            dense = np.searchsorted(hot_lanes, p_lane)
             share = group_fill(dense, p_bring, cap[hot_lanes])
         over = p_bring > share * (1 + OVERLOAD_TOLERANCE)
         phi = np.where(over, 1.0 - share / np.maximum(p_bring, 1e-300), 0.0)
@@ -277,6 +275,14 @@ class Phases:
             n_flows = np.bincount(np.searchsorted(hot_lanes, p_lane), minlength=len(hot_lanes))
             fan_in = np.diff(np.r_[first, len(p_lane)])
             horizon = self._horizon(running, left)
+            keys = {}
+            if fc.dcqcn:  # every open-loop hot port's fluid model, integrated in one batch
+                for i, lane in enumerate(hot_lanes.tolist()):
+                    if opened[lane]:
+                        keys[lane] = fluid_key(
+                            int(n_flows[i]), float(cap[lane]), float(arriving[lane]), int(fan_in[i])
+                        )
+                prepare(list(keys.values()), q, fc.mtu_bytes)
             for i, lane in enumerate(hot_lanes.tolist()):
                 ratio = arriving[lane] / cap[lane]
                 ports = slice(int(first[i]), int(first[i]) + int(fan_in[i]))
@@ -290,16 +296,7 @@ class Phases:
                         queues[lane] = ((q.pfc_xoff_kb + q.pfc_xon_kb) / 2 * int(fan_in[i]),)
                         continue
                 if fc.dcqcn and opened[lane]:
-                    n = max(int(n_flows[i]), 1)
-                    fl = dcqcn_fluid(
-                        n,
-                        round(float(cap[lane]), 3),
-                        round(float(arriving[lane]) / n, 3),
-                        q,
-                        fc.mtu_bytes,
-                        int(fan_in[i]),
-                        horizon,
-                    )
+                    fl = fluid_of(keys[lane], q, fc.mtu_bytes, horizon)
                     queues[lane] = fl.queue_kb
                     eff, drop = fl.utilisation, fl.drop
                     phi[ports] = np.where(over[ports], fl.pause, 0.0) if q.pfc else 0.0
@@ -322,10 +319,9 @@ class Phases:
         return share, pause, mult, queues
 
     def _horizon(self, running: np.ndarray, left: np.ndarray) -> float:
-        """The rest of the run at NIC speed (us), rounded for the fluid model's cache."""
+        """The rest of the run at NIC speed (us): the step the fluid model averages over."""
         live = running & np.isfinite(left) & (self.push > 0)
-        t = float((left[live] / (self.push[live] * 1e3)).max(initial=1.0))
-        return float(f"{t:.{HORIZON_DIGITS}g}")
+        return float((left[live] / (self.push[live] * 1e3)).max(initial=1.0))
 
     def _spread(
         self,

@@ -116,7 +116,7 @@ def complete(
     phase's rates instead of plain max-min sharing (flow control evaluated at every event).
     """
     n = a.shape[1]
-    start = np.zeros(n) if start_us is None else np.asarray(start_us, float)
+    start = np.zeros(n) if start_us is None else np.array(start_us, float)
     left = np.asarray(size_bytes, float).copy()
     finish = np.full(n, np.inf)
     finite = np.isfinite(left)
@@ -139,17 +139,24 @@ def complete(
             to_end = np.where(running & finite & (rate > 0), left / (rate * 1e3), np.inf)
         pending = start[(start > now) & ~done]
         next_start = pending.min() - now if len(pending) else np.inf
-        dt = min(to_end.min(initial=np.inf), next_start)
+        first_end = to_end.min(initial=np.inf)
+        dt = min(first_end, next_start)
         if not np.isfinite(dt):
             break  # remaining flows can never move (zero capacity): they never finish
-        if dt == to_end.min(initial=np.inf):
+        if dt == first_end:
             # the margin widens with completion events only: starts (jittered ranks, listed
-            # flows) are exact and must not merge finishes
+            # flows) must not merge finishes
             finishes += 1
             ending = to_end <= dt * (1 + EVENT_MERGE * 2 ** (finishes / EVENT_DOUBLING))
             dt = float(to_end[ending].max())
         else:
             ending = np.zeros(n, bool)
+            if np.isfinite(first_end):
+                # starts close together (within EVENT_MERGE of the time to the next finish)
+                # begin together at the last of them: late, so this too only errs slow
+                soon = pending[pending <= now + dt + EVENT_MERGE * first_end]
+                dt = float(soon.max()) - now
+                start = np.where((start > now) & (start <= now + dt), now + dt, start)
         left = np.where(running & finite, left - rate * 1e3 * dt, left)
         now += dt
         durations.append(float(dt))

@@ -1,0 +1,177 @@
+"""The congestion layer against a packet-level simulator's recorded runs.
+
+Each case is a flow list on the reference simulator's own fabric (a fat-tree of 16-port,
+400 Gb/s switches, one NIC per host, lossless with PFC and no end-to-end congestion control),
+run here through the same router, flow control and max-min solver as every other congestion
+case. The figures compared are each seed's flow-completion-time percentiles (p50, p99, max
+over its flows), as a median over seeds in both tools; ECMP results move from seed to seed,
+so neither side is one run. The simulator's figures are data (``data/packet-level``), with
+its commit, command lines and settings; no code of it is in this project.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+from fabricplan.catalog import Catalog, load_catalog
+from fabricplan.congestion.case import Case
+from fabricplan.congestion.flowfile import FlowList
+from fabricplan.congestion.settings import FlowSettings
+from fabricplan.congestion.simulate import run_case
+
+DATA = resources.files("fabricplan.validation") / "data" / "packet-level"
+TOLERANCE = 0.10  # the target: p50, p99 and max within 10 % on every case
+METRICS = ("p50", "p99", "max")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The reference run's fabric and flow control, as this project states them."""
+
+    fabric: str
+    switch: str
+    gpu: str
+    packet_bytes: float
+    queue_packets: float
+    pfc_xoff_packets: float
+    pfc_xon_packets: float
+    seeds: int
+
+    def flow(self) -> FlowSettings:
+        kb = self.packet_bytes / 1024
+        return FlowSettings(pfc_xoff_kb=self.pfc_xoff_packets * kb,
+                            pfc_xon_kb=self.pfc_xon_packets * kb,
+                            buffer_kb=self.queue_packets * kb, congestion_control="none")
+
+
+@cache
+def meta() -> dict:
+    return tomllib.loads((DATA / "reference.toml").read_text())
+
+
+@cache
+def reference_catalog() -> Catalog:
+    with resources.as_file(DATA / "reference_fabric.toml") as path:
+        return load_catalog([path])
+
+
+def setting() -> Setting:
+    s = meta()["setting"]
+    return Setting(**{k: s[k] for k in Setting.__dataclass_fields__})
+
+
+def _perm(hosts: int, shift: int, size: float) -> FlowList:
+    i = np.arange(hosts)
+    return FlowList(i, (i + shift) % hosts, np.full(hosts, size), np.zeros(hosts))
+
+
+def _incast(senders: int, size: float) -> FlowList:
+    i = np.arange(1, senders + 1)
+    return FlowList(i, np.zeros(senders, np.int64), np.full(senders, size), np.zeros(senders))
+
+
+def _alltoall(hosts: int, size: float) -> FlowList:
+    a, b = np.nonzero(~np.eye(hosts, dtype=bool))
+    return FlowList(a, b, np.full(len(a), size), np.zeros(len(a)))
+
+
+@dataclass(frozen=True)
+class RefCase:
+    name: str
+    hosts: int  # the fabric's hosts (one NIC each)
+    what: str
+    flows: Callable[[], FlowList]
+
+
+CASES = (
+    RefCase("perm128", 128, "permutation i -> i+32, 4,005,000 B", lambda: _perm(128, 32, 4_005_000)),
+    RefCase("perm1024", 1024, "permutation i -> i+32, 4,005,000 B", lambda: _perm(1024, 32, 4_005_000)),
+    RefCase("ring1024", 1024, "ring step i -> i+8 (every hop leaves its leaf), 4,005,000 B",
+            lambda: _perm(1024, 8, 4_005_000)),
+    RefCase("incast16", 128, "incast 16 -> 1, 2,000,000 B each", lambda: _incast(16, 2_000_000)),
+    RefCase("incast64", 128, "incast 64 -> 1, 2,000,000 B each", lambda: _incast(64, 2_000_000)),
+    RefCase("a2a64", 128, "all-to-all among 64 hosts, 500,000 B a pair", lambda: _alltoall(64, 500_000)),
+    RefCase("a2a128", 128, "all-to-all among 128 hosts, 500,000 B a pair",
+            lambda: _alltoall(128, 500_000)),
+)
+ROUTINGS = ("ecmp", "flowlet", "spray")
+
+
+@cache
+def measured() -> dict[tuple[str, str], dict[str, float]]:
+    """Per (case, routing): the median over the simulator's seeds of each metric, its seeds
+    and its wall time per run (s)."""
+    rows = list(csv.DictReader((DATA / "htsim_runs.csv").read_text().splitlines()))
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for key in {(r["case"], r["routing"]) for r in rows}:
+        mine = [r for r in rows if (r["case"], r["routing"]) == key]
+        out[key] = {m: float(np.median([float(r[f"fct_{m}_us"]) for r in mine])) for m in METRICS}
+        out[key]["seeds"] = len(mine)
+        out[key]["wall_s"] = float(np.median([float(r["wall_s"]) for r in mine]))
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    case: str
+    routing: str
+    what: str
+    predicted: dict[str, float]
+    measured: dict[str, float]
+    seconds_per_seed: float  # this model, one core, in-process
+    reference_seconds: float  # the simulator, one run
+
+    @property
+    def errors(self) -> dict[str, float]:
+        return {m: self.predicted[m] / self.measured[m] - 1 for m in METRICS}
+
+    @property
+    def within(self) -> bool:
+        return all(abs(e) <= TOLERANCE for e in self.errors.values())
+
+    @property
+    def speedup(self) -> float:
+        return self.reference_seconds / max(self.seconds_per_seed, 1e-9)
+
+    def to_dict(self) -> dict:
+        return {"case": self.case, "routing": self.routing, "traffic": self.what,
+                "predicted_fct_us": self.predicted, "measured_fct_us": self.measured,
+                "errors": self.errors, "within_tolerance": self.within,
+                "seconds_per_seed": self.seconds_per_seed,
+                "reference_seconds_per_run": self.reference_seconds, "speedup": self.speedup}
+
+
+def compare(case: RefCase, routing: str, seeds: int | None = None) -> Comparison:
+    """Run one reference case here and set it beside the recorded figures."""
+    s = setting()
+    c = Case(gpu=s.gpu, gpus=case.hosts, fabric=s.fabric, design="fat-tree", routing=routing,
+             pattern="flows", flows=case.flows(), seeds=seeds or s.seeds, jitter_us=0.0,
+             gpus_per_node=1, nics_per_node=1, switch=s.switch, flow=s.flow())
+    t0 = time.perf_counter()
+    r = run_case(c, reference_catalog())
+    spent = (time.perf_counter() - t0) / c.seeds
+    m = measured()[(case.name, routing)]
+    return Comparison(case.name, routing, case.what, dict(r.fct_us),
+                      {k: m[k] for k in METRICS}, spent, m["wall_s"])
+
+
+def check_all(seeds: int | None = None, only: str | None = None,
+              progress: Callable[[int], None] | None = None) -> list[Comparison]:
+    out = []
+    for case in CASES:
+        if only and case.name != only:
+            continue
+        for routing in ROUTINGS:
+            if (case.name, routing) in measured():
+                out.append(compare(case, routing, seeds))
+            if progress:
+                progress(1)
+    return out
