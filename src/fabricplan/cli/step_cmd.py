@@ -11,10 +11,12 @@ from rich.table import Table
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NO_CONGESTION
 from fabricplan.workload import WorkloadError, evaluate_scenario
 
 if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
+    from fabricplan.congestion.network_backend import NetworkBackend
     from fabricplan.scenario import Scenario
     from fabricplan.workload import FabricResult
 
@@ -57,7 +59,7 @@ def _breakdown_table(results: list[dict[str, Any]]) -> Table:
     return t
 
 
-def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], congestion: bool
+def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], backend: NetworkBackend
                    ) -> list[FabricResult]:  # fmt: skip
     """Behind a transient bar: a group spanning hundreds of nodes makes the congestion
     simulation take a minute or more."""
@@ -68,7 +70,7 @@ def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], congestion: b
     cols = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*cols, console=err_console, transient=True) as bar:
         task = bar.add_task("step per fabric", total=len(fabrics))
-        return evaluate_scenario(sc, cat, fabrics, congestion=congestion,
+        return evaluate_scenario(sc, cat, fabrics, backend=backend,
                                  tick=lambda _f: bar.advance(task))  # fmt: skip
 
 
@@ -93,11 +95,12 @@ def step_cmd(
             fail(f"--fabric: unknown id {', '.join(unknown)}; known: "
                  f"{', '.join(cat.ids('fabric'))}", as_json=as_json)  # fmt: skip
     fabrics = list(fabric or sc.cluster.fabrics)
+    backend = NO_CONGESTION if no_congestion else DEFAULT_BACKEND
     try:
         if as_json:
-            found = evaluate_scenario(sc, cat, fabrics, congestion=not no_congestion)
+            found = evaluate_scenario(sc, cat, fabrics, backend=backend)
         else:
-            found = _with_progress(sc, cat, fabrics, not no_congestion)
+            found = _with_progress(sc, cat, fabrics, backend)
         results = [r.to_dict() for r in found]
     except WorkloadError as exc:  # a design the fabric cannot build is one too
         fail(str(exc), as_json=as_json)

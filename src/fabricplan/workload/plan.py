@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from fabricplan.catalog import Catalog, Gpu
+from fabricplan.congestion.network_backend import NetworkSpec
 from fabricplan.scenario import Scenario
 
 # Bytes per gradient element in the data-parallel reduction. Megatron-LM requires
@@ -52,6 +53,17 @@ class Hardware:
     @property
     def nodes(self) -> int:
         return self.gpus // self.gpus_per_node
+
+    @property
+    def network(self) -> NetworkSpec:
+        """What a congestion backend reads about this cluster's network."""
+        return NetworkSpec(
+            gpu=self.gpu.id, fabric=self.fabric, gpus_per_node=self.gpus_per_node,
+            nics_per_node=self.nics_per_node, design=self.design,
+            oversubscription=self.oversubscription,
+            spine_oversubscription=self.spine_oversubscription, switch=self.switch,
+            roce_quality=self.roce_quality, placement=self.placement, catalog=self.catalog,
+        )  # fmt: skip
 
 
 # A plan's scalar settings, shared by all rows of one Plans; every other field is an array.
