@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
+from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
-from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NO_CONGESTION
 from fabricplan.workload import WorkloadError, evaluate_scenario
 
 if TYPE_CHECKING:
@@ -79,14 +79,25 @@ def step_cmd(
     fabric: list[str] | None = typer.Option(
         None, "--fabric", help="Evaluate this fabric id instead of the scenario's (repeatable)."
     ),
+    congestion: str | None = CONGESTION_OPT,
     no_congestion: bool = typer.Option(
-        False, "--no-congestion", help="Skip the congestion layer (an ideal fabric)."
+        False, "--no-congestion", hidden=True, help="Deprecated: --congestion none."
     ),
     set_: list[str] | None = SET_OPT,
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Step time, tokens/s, MFU and time-to-train per fabric (serving: TTFT and ITL)."""
+    if no_congestion:  # the flag --congestion replaced; kept working for existing scripts
+        if congestion not in (None, "none"):
+            fail(f"--no-congestion means --congestion none, not {congestion}; give one of them",
+                 as_json=as_json)  # fmt: skip
+        from fabricplan.cli.output import err_console
+
+        err_console.print("[yellow]warning:[/] --no-congestion is deprecated; use "
+                          "--congestion none", highlight=False)  # fmt: skip
+        congestion = "none"
+    backend = backend_from(congestion, as_json)
     cat = catalog_from(catalog, as_json)
     sc = load_or_fail(file, set_, as_json, cat)
     if fabric:
@@ -95,13 +106,13 @@ def step_cmd(
             fail(f"--fabric: unknown id {', '.join(unknown)}; known: "
                  f"{', '.join(cat.ids('fabric'))}", as_json=as_json)  # fmt: skip
     fabrics = list(fabric or sc.cluster.fabrics)
-    backend = NO_CONGESTION if no_congestion else DEFAULT_BACKEND
     try:
         if as_json:
             found = evaluate_scenario(sc, cat, fabrics, backend=backend)
         else:
             found = _with_progress(sc, cat, fabrics, backend)
-        results = [r.to_dict() for r in found]
+        results = [{"fabric": r.fabric, "congestion_backend": backend.name, **r.values}
+                   for r in found]  # fmt: skip
     except WorkloadError as exc:  # a design the fabric cannot build is one too
         fail(str(exc), as_json=as_json)
     if as_json:
@@ -125,6 +136,9 @@ def step_cmd(
         for r in results:
             table.add_row(r["fabric"], *(f.format(r[k] * s) for _, k, f, s in _SERVE_COLS))
     console.print(table)
+    note = backend_note(backend)
+    if note:
+        console.print(note, highlight=False)
     console.print(_breakdown_table(results))
     best = max(r["tokens_per_s"] for r in results)
     for r in results:
