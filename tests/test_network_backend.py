@@ -24,6 +24,7 @@ from fabricplan.congestion.settings import FlowSettings
 from fabricplan.scenario import load_scenario
 from fabricplan.workload import Hardware, Plans, WorkloadError, evaluate_scenario, shape_of
 from fabricplan.workload import training_step as step
+from fabricplan.workload.plan import hardware_from_scenario
 
 CAT = default_catalog()
 LLAMA8B = shape_of(CAT.model("llama3-8b"))
@@ -190,3 +191,15 @@ def test_claims_outside_the_closed_forms_law_are_not_evaluable_not_a_crash():
         assert r.holds is None and r.computed["value"] is None
         assert "not ib-ndr's adaptive routing" in r.computed["summary"]
         assert all(c.value is None for c in r.cases)
+
+
+def test_the_scenarios_routing_and_flow_control_reach_the_hardware():
+    sets = ["cluster.routing=spray", "cluster.flow_control.pfc_xoff_kb=500",
+            "cluster.flow_control.congestion_control=none"]  # fmt: skip
+    sc = load_scenario(MOE, overrides=sets, catalog=CAT)
+    hw = hardware_from_scenario(sc, CAT, "roce-400g")
+    want = FlowSettings(pfc_xoff_kb=500.0, congestion_control="none")
+    assert (hw.routing, hw.flow) == ("spray", want)
+    assert (hw.network.routing, hw.network.flow) == ("spray", want)
+    plain = hardware_from_scenario(load_scenario(MOE, catalog=CAT), CAT, "roce-400g")
+    assert (plain.routing, plain.flow) == (None, FlowSettings())
