@@ -17,6 +17,7 @@ from fabricplan.claims.money import _pair, run_cost_claim
 from fabricplan.claims.result import POINT_TOLERANCE, in_range, near
 from fabricplan.claims.scale import EXAMPLES, catalog_with_latency, catalog_with_one_switch_latency
 from fabricplan.collectives import build_system
+from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.cost import load_assumptions
 from fabricplan.scenario import load_scenario
 from fabricplan.workload import evaluate_scenario
@@ -51,7 +52,7 @@ def test_catalog_latency_reaches_the_workload():
     )
     assert high.fabric("ib-ndr") == CAT.fabric("ib-ndr")
     sc = load_scenario(EXAMPLES / "256-gpu-mixtral.yaml", catalog=CAT)
-    t = [evaluate_scenario(sc, c, ["roce-400g"], congestion=False)[0].values["step_time_s"]
+    t = [evaluate_scenario(sc, c, ["roce-400g"], backend=NO_CONGESTION)[0].values["step_time_s"]
          for c in (CAT, high)]  # fmt: skip
     assert t[1] > t[0]
 

@@ -136,7 +136,7 @@ def test_the_scenarios_switch_stays_with_its_own_fabrics():
     (an internal error before): step, topology and collective take RoCE's default switch."""
     sets = ("--set", "cluster.topology.switch=qm9700", "--set", "cluster.fabric=ib-ndr")
     step = run("step", "examples/llama3-70b-512-h100.yaml", *sets, "--fabric", "roce-400g",
-               "--json", "--no-congestion")  # fmt: skip
+               "--json", "--congestion", "none")  # fmt: skip
     assert step.returncode == 0 and json.loads(step.stdout)[0]["fabric"] == "roce-400g"
     topo = run("topology", "--scenario", "examples/llama3-70b-512-h100.yaml", *sets,
                "--fabric", "roce-400g", "--json")  # fmt: skip

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabricplan.catalog import default_catalog
+from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.cost import fabric_cost, load_assumptions, run_cost
 from fabricplan.scenario import load_scenario
 from test_cli import run
@@ -242,7 +243,7 @@ def test_reference_plan_fits_divides_and_rejects_what_cannot_fit():
     par = s.workload.parallel
     assert par.tp * par.pp * par.dp == 16 and s.workload.model == "llama3-8b"
     st = training_step(shape_of(cat.model("llama3-8b")), plans_from_scenario(s),
-                       hardware_from_scenario(s, cat, "ib-ndr"), congestion=False)  # fmt: skip
+                       hardware_from_scenario(s, cat, "ib-ndr"), backend=NO_CONGESTION)  # fmt: skip
     assert st.memory.fits[0]
 
 
@@ -333,7 +334,7 @@ def test_tipping_point_is_where_the_two_fabrics_cost_the_same():
 
     cat = default_catalog()
     sc = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
-    perf, costs = evaluate(sc, cat, congestion=False)
+    perf, costs = evaluate(sc, cat, backend=NO_CONGESTION)
     parts = build_parts(sc, cat, perf, costs)
     nominal = parts.scores(nominal_multipliers(1))[:, 0]
     best, other = int(nominal.argmin()), int(nominal.argmax())

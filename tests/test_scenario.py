@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from conftest import DESIGN_EXAMPLE, EXAMPLES, ROOT
 from fabricplan.scenario import (
+    Scenario,
     ScenarioError,
     load_scenario,
     parse_override,
@@ -15,6 +17,8 @@ from fabricplan.scenario import (
     scenario_warnings,
     summarize,
 )
+from fabricplan.scenario.load import _submodel
+from fabricplan.scenario.yaml_io import parse_yaml
 
 
 def base() -> dict:
@@ -42,6 +46,17 @@ def test_the_readmes_scenario_is_valid_and_complete(tmp_path: Path):
     s = load_scenario(path)
     assert s.cluster.topology.spine_oversubscription == 1.0 and s.costs.optics == "oem"
     assert s.workload is not None and s.workload.parallel.tp_comm_overlap is False
+
+    def missing(data: dict, model: type[BaseModel], at: str) -> list[str]:
+        out = []
+        for name, f in model.model_fields.items():
+            if name not in data:
+                out.append(at + name)
+            elif isinstance(data[name], dict) and (sub := _submodel(f.annotation)) is not None:
+                out += missing(data[name], sub, f"{at}{name}.")
+        return out
+
+    assert missing(parse_yaml(path.read_text()), Scenario, "") == []
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
@@ -200,6 +215,72 @@ def test_cross_field_rules(change, field, expect):
     problems = problems_of(data)
     assert field in problems, problems
     assert expect in problems[field]
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "flowlet", "adaptive", "spray", None])
+def test_routing_and_flow_control_are_accepted(routing):
+    data = base()
+    flow = {"pfc_xoff_kb": 400, "pfc_xon_kb": 300.5, "buffer_kb": 2048, "ecn_kmin_kb": 5,
+            "ecn_kmax_kb": 200, "congestion_control": "none"}  # fmt: skip
+    data["cluster"] |= {"routing": routing, "flow_control": flow}
+    c = scenario_from_data(data).cluster
+    assert c.routing == routing
+    assert c.flow_control.model_dump() == {**flow, "pfc_xoff_kb": 400.0, "buffer_kb": 2048.0,
+                                           "ecn_kmin_kb": 5.0, "ecn_kmax_kb": 200.0}  # fmt: skip
+    plain = scenario_from_data(base()).cluster
+    assert plain.routing is None and set(plain.flow_control.model_dump().values()) == {None}
+
+
+def test_scenario_show_names_the_routing_that_will_be_simulated(cat):
+    data = base()
+    shown = [f["routing"] for f in summarize(scenario_from_data(data), cat)["fabrics"]]
+    assert shown == ["adaptive", "ecmp"]  # ib-ndr's and roce-400g's defaults (catalog)
+    data["cluster"]["routing"] = "spray"
+    assert [f["routing"] for f in summarize(scenario_from_data(data), cat)["fabrics"]] == [
+        "spray",
+        "spray",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "others", "expect"),
+    [
+        ("routing", "ecmp-hash", {}, "one of 'ecmp', 'flowlet', 'adaptive' or 'spray'"),
+        ("routing", 3, {}, "one of 'ecmp', 'flowlet', 'adaptive' or 'spray'"),
+        ("flow_control.pfc_xoff_kb", -5.0, {}, "a queue depth in KB, above 0 and at most"),
+        ("flow_control.buffer_kb", 0.0, {}, "a queue depth in KB, above 0 and at most"),
+        ("flow_control.ecn_kmax_kb", 2e6, {}, "at most 1,048,576"),
+        ("flow_control.buffer_kb", "big", {}, "must be a number"),
+        ("flow_control.congestion_control", "timely", {}, "must be one of dcqcn, none"),
+        ("flow_control.pfc_xon_kb", 600.0, {"pfc_xoff_kb": 500}, "at most pfc_xoff_kb (500)"),
+        ("flow_control.ecn_kmin_kb", 300.0, {"ecn_kmax_kb": 200}, "at most ecn_kmax_kb (200)"),
+        ("flow_control.pause", 1, {}, "allowed here: pfc_xoff_kb, pfc_xon_kb, buffer_kb"),
+    ],
+)  # fmt: skip
+def test_bad_routing_and_flow_control_name_field_value_and_what_is_allowed(
+    field, value, others, expect
+):
+    data = base()
+    name = field.removeprefix("flow_control.")
+    if field.startswith("flow_control."):
+        data["cluster"]["flow_control"] = {**others, name: value}
+    else:
+        data["cluster"][field] = value
+    problems = problems_of(data)
+    assert f"cluster.{field}" in problems, problems
+    assert expect in problems[f"cluster.{field}"]
+    assert f"(got {value!r})" in problems[f"cluster.{field}"]
+
+
+def test_flow_control_without_a_roce_fabric_is_flagged(cat):
+    data = base()
+    data["cluster"] |= {"fabric": "ib-ndr", "flow_control": {"pfc_xoff_kb": 400}}
+    warnings = {w.field: w for w in scenario_warnings(scenario_from_data(data), cat)}
+    assert "no RoCE fabric" in warnings["cluster.flow_control"].message
+    data["cluster"]["fabric"] = ["ib-ndr", "roce-400g"]
+    assert "cluster.flow_control" not in {
+        w.field for w in scenario_warnings(scenario_from_data(data), cat)
+    }
 
 
 def test_moe_expert_parallel_is_accepted():

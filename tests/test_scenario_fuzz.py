@@ -9,6 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fabricplan.congestion.settings import FlowSettings
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, scenario_from_data
 
 FIELDS = [
@@ -16,7 +17,10 @@ FIELDS = [
     ("cluster", "gpus_per_node"), ("cluster", "nics_per_node"), ("cluster", "fabric"),
     ("cluster", "topology"), ("cluster", "topology", "design"),
     ("cluster", "topology", "oversubscription"), ("cluster", "topology", "switch"),
-    ("cluster", "roce_quality"), ("workload",), ("workload", "kind"), ("workload", "model"),
+    ("cluster", "roce_quality"), ("cluster", "routing"), ("cluster", "flow_control"),
+    ("cluster", "flow_control", "pfc_xoff_kb"), ("cluster", "flow_control", "pfc_xon_kb"),
+    ("cluster", "flow_control", "congestion_control"), ("workload",), ("workload", "kind"),
+    ("workload", "model"),
     ("workload", "tokens"), ("workload", "seq_len"), ("workload", "global_batch"),
     ("workload", "micro_batch"), ("workload", "parallel"), ("workload", "parallel", "tp"),
     ("workload", "parallel", "pp"), ("workload", "parallel", "dp"), ("workload", "parallel", "ep"),
@@ -33,7 +37,8 @@ scalars = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12),
     st.sampled_from(["h100", "a100", "ib-ndr", "roce-400g", "auto", "llama3-70b",
-                     "mixtral-8x7b", "tuned", "fat-tree", "qm9700", "fp8", "inference"]),
+                     "mixtral-8x7b", "tuned", "fat-tree", "qm9700", "fp8", "inference",
+                     "spray", "dcqcn"]),
 )  # fmt: skip
 values = st.recursive(
     scalars,
@@ -57,6 +62,7 @@ def check_invariants(s: Scenario) -> None:
     assert c.gpus_per_node is not None and c.nics_per_node is not None
     assert c.nodes * c.gpus_per_node == c.gpus
     assert c.fabrics and len(set(c.fabrics)) == len(c.fabrics)
+    assert FlowSettings(**c.flow_control.model_dump()).problems() == []
     if s.workload is not None:
         w = s.workload
         p = w.parallel

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabricplan.catalog import default_catalog
+from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.workload import Hardware, Plans, shape_of, training_step
 from fabricplan.workload.tp_overlap import UB_SPLITS, bulk, pipelined, ring_exchange
 
@@ -49,7 +50,7 @@ def _step(overlap: bool, sp: bool = True, tp: int = 8):
                   fabric="ib-ndr")  # fmt: skip
     p = Plans.of(tp=tp, pp=4, dp=512 // (tp * 4), global_batch=1024, seq_len=8192, sp=sp,
                  recompute="selective", tp_comm_overlap=overlap)  # fmt: skip
-    return training_step(s, p, hw, congestion=False)
+    return training_step(s, p, hw, backend=NO_CONGESTION)
 
 
 def test_overlap_hides_most_tensor_parallel_time_and_nothing_else():
@@ -68,7 +69,7 @@ def test_overlap_needs_sequence_parallelism_and_tp_in_the_node():
                   fabric="ib-ndr")  # fmt: skip
     tp = np.array([8, 16])
     both = [training_step(s, Plans.of(tp=tp, pp=4, dp=512 // (tp * 4), global_batch=1024,
-                                      seq_len=8192, tp_comm_overlap=o), hw, congestion=False)
+                                      seq_len=8192, tp_comm_overlap=o), hw, backend=NO_CONGESTION)
             for o in (False, True)]  # fmt: skip
     assert both[1].tp_comm[0] < both[0].tp_comm[0]
     assert both[1].tp_comm[1] == both[0].tp_comm[1]

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabricplan.catalog import default_catalog
+from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.scenario import load_scenario
 from fabricplan.validation.training_runs import gpt_model
 from fabricplan.workload import Hardware, Plans, shape_of, training_step
@@ -33,7 +34,7 @@ def test_hardware_flops_match_megatrons_formula():
     s = shape_of(gpt_model(GPT_18B, COMMON))
     p = Plans.of(tp=8, pp=1, dp=1, global_batch=8, seq_len=2048, sp=False, recompute="full",
                  flash=False)  # fmt: skip
-    st_ = training_step(s, p, _hw(8, gpu=CAT.gpu("a100")), congestion=False)
+    st_ = training_step(s, p, _hw(8, gpu=CAT.gpu("a100")), backend=NO_CONGESTION)
     b, sl, h, layers, v = 8, 2048, 6144, 40, 51200
     formula = 96 * b * sl * layers * h**2 * (1 + sl / (6 * h) + v / (16 * layers * h))
     assert st_.hw_flops[0] == pytest.approx(formula, rel=0.01)
@@ -79,7 +80,7 @@ def test_bubble_is_pipeline_stages_minus_one_over_chunks():
     s = shape_of(CAT.model("llama3-8b"))
     for vp in (1, 2):
         p = Plans.of(tp=1, pp=4, dp=2, vp=vp, global_batch=16, seq_len=4096)
-        st_ = training_step(s, p, _hw(8), congestion=False)
+        st_ = training_step(s, p, _hw(8), backend=NO_CONGESTION)
         m = 16 / 2
         per_mb = (st_.compute + st_.tp_comm + st_.pp_comm + st_.ep_comm + st_.cp_comm) / m
         assert st_.bubble[0] == pytest.approx(3 / vp * per_mb[0])
@@ -136,7 +137,7 @@ def test_any_valid_plan_gives_a_finite_positive_step(tp, pp, mb, zero, recompute
     dp = 64 // (tp * pp)
     p = Plans.of(tp=tp, pp=pp, dp=dp, micro_batch=mb, zero=zero, global_batch=dp * mb * 8,
                  seq_len=4096, sp=tp > 1, recompute=recompute, flash=flash)  # fmt: skip
-    st_ = training_step(s, p, _hw(64), congestion=False)
+    st_ = training_step(s, p, _hw(64), backend=NO_CONGESTION)
     assert np.isfinite(st_.time).all() and (st_.time > 0).all()
     parts = sum(st_.breakdown().values())
     assert parts == pytest.approx(st_.time[0], rel=1e-9)
@@ -152,9 +153,9 @@ def test_unfused_gradient_accumulation_costs_its_hbm_traffic(precision, per_weig
     16-bit gradient and reads + writes the accumulator; FP16 autograd skips the first one."""
     s = shape_of(gpt_model(GPT_18B, COMMON))
     kw = {"tp": 8, "pp": 1, "dp": 1, "global_batch": 8, "seq_len": 2048, "precision": precision}
-    fused = training_step(s, Plans.of(**kw), _hw(8), congestion=False)
+    fused = training_step(s, Plans.of(**kw), _hw(8), backend=NO_CONGESTION)
     unfused = training_step(s, Plans.of(grad_accum_fusion=False, **kw), _hw(8),
-                            congestion=False)  # fmt: skip
+                            backend=NO_CONGESTION)  # fmt: skip
     n = (s.params_total - s.params_embedding) / 8 + s.params_embedding / 8
     hbm = H100.hbm_TBps * 1e12 * H100.hbm_efficiency
     expected = passes * n * per_weight / hbm
@@ -173,7 +174,7 @@ def test_the_loss_over_the_vocabulary_costs_its_matmul_and_hbm_traffic():
     """Per token on the last stage: the output head (3 passes x 2 h V FLOPs) and the unfused
     cross-entropy (52 bytes per logit, Megatron's op sequence)."""
     kw = {"tp": 1, "pp": 1, "dp": 1, "global_batch": 4, "seq_len": 4096, "flash": True}
-    big, small = (training_step(_small(v), Plans.of(**kw), _hw(1), congestion=False)
+    big, small = (training_step(_small(v), Plans.of(**kw), _hw(1), backend=NO_CONGESTION)
                   for v in (131072, 65536))  # fmt: skip
     tokens, dv = 4 * 4096, 131072 - 65536
     peak = H100.bf16_dense_tflops * 1e12 * H100.matmul_efficiency
@@ -223,9 +224,9 @@ def test_stacked_plans_are_the_rows_of_each():
     one = Plans.of(tp=2, pp=1, dp=8, global_batch=64, seq_len=4096)
     two = Plans.of(tp=np.array([1, 4]), pp=np.array([2, 1]), dp=np.array([8, 4]),
                    global_batch=64, seq_len=4096)  # fmt: skip
-    both = training_step(s, Plans.stack([one, two]), _hw(16), congestion=False).time
-    apart = [*training_step(s, one, _hw(16), congestion=False).time,
-             *training_step(s, two, _hw(16), congestion=False).time]  # fmt: skip
+    both = training_step(s, Plans.stack([one, two]), _hw(16), backend=NO_CONGESTION).time
+    apart = [*training_step(s, one, _hw(16), backend=NO_CONGESTION).time,
+             *training_step(s, two, _hw(16), backend=NO_CONGESTION).time]  # fmt: skip
     assert both == pytest.approx(apart, rel=1e-12)
     with pytest.raises(ValueError, match="scalar flag"):
         Plans.stack([one, Plans.of(tp=2, pp=1, dp=8, global_batch=64, seq_len=4096,
@@ -307,7 +308,7 @@ def test_every_plan_a_misfit_is_pointed_to_fits_as_written():
             "workload.parallel.tp=2", "workload.parallel.pp=2"]  # fmt: skip
     sc = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=CAT, overrides=base)
     with pytest.raises(WorkloadError) as err:
-        evaluate_scenario(sc, CAT, congestion=False)
+        evaluate_scenario(sc, CAT, backend=NO_CONGESTION)
     hints = str(err.value).split("fits with ")[1].split(", or ")
     assert any("sequence_parallel: true" in h for h in hints)
     for hint in hints:
@@ -315,4 +316,4 @@ def test_every_plan_a_misfit_is_pointed_to_fits_as_written():
         extra = [f"{field[k]}={v}" for k, v in pairs]
         fixed = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=CAT,
                               overrides=base + extra)  # fmt: skip
-        assert evaluate_scenario(fixed, CAT, congestion=False), hint
+        assert evaluate_scenario(fixed, CAT, backend=NO_CONGESTION), hint

@@ -14,6 +14,7 @@ from typing import Any
 
 from fabricplan.advise.scoring import build_parts, costs_of, first_of_family, scenario_at
 from fabricplan.catalog import Catalog
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.cost import CostError
 from fabricplan.scenario import Scenario, ScenarioError
 from fabricplan.scenario.models import MATURITIES
@@ -63,7 +64,8 @@ def ib_and_roce(sc: Scenario, cat: Catalog) -> tuple[str, str] | None:
 
 
 def sweep(at_sizes: list[int], at: Callable[[int], Scenario | None], cat: Catalog, ib: str,
-          roce: str, congestion: bool = True) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+          roce: str, backend: NetworkBackend = DEFAULT_BACKEND
+          ) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
     """IB and RoCE cost for the same work at each size, per maturity. ``at(n)`` is the scenario
     on ``n`` GPUs (None, or a ScenarioError, skips the size). Re-evaluating the scenario's own
     size is cheap: its congestion runs are cached where they are simulated."""
@@ -73,7 +75,7 @@ def sweep(at_sizes: list[int], at: Callable[[int], Scenario | None], cat: Catalo
             s = at(n)
             if s is None:
                 continue
-            perf = [r.to_dict() for r in evaluate_scenario(s, cat, congestion=congestion)]
+            perf = [r.to_dict() for r in evaluate_scenario(s, cat, backend=backend)]
             for m in MATURITIES:
                 i, r = _scores(with_maturity(s, m), cat, perf)
                 rows[m].append({"gpus": n, f"{ib}_usd": i, f"{roce}_usd": r,
@@ -99,13 +101,14 @@ def summary(rows: dict[str, list[dict[str, Any]]], maturity: str) -> tuple[dict[
     return found, note
 
 
-def break_even_gpus(sc: Scenario, cat: Catalog, congestion: bool = True) -> dict[str, Any]:
+def break_even_gpus(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND
+                    ) -> dict[str, Any]:  # fmt: skip
     pair = ib_and_roce(sc, cat)
     if pair is None or sc.workload is None:
         return {"gpus": None, "note": "needs an InfiniBand and a RoCE fabric in the scenario"}
     ib, roce = pair
     rows = sweep(sizes(sc), lambda n: scenario_at(sc, cat, n, [ib, roce]), cat, ib, roce,
-                 congestion)  # fmt: skip
+                 backend)  # fmt: skip
     own = sc.organization.network_maturity
     found, note = summary(rows, own)
     return {"gpus": found[own], "ib": ib, "roce": roce, "note": note, "sizes": rows[own],

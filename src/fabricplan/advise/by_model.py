@@ -21,6 +21,7 @@ import numpy as np
 
 from fabricplan.advise.break_even import ib_and_roce, sizes, summary, sweep
 from fabricplan.catalog import Catalog
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NO_CONGESTION, NetworkBackend
 from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
 from fabricplan.scenario.load import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_SEQ_LEN
 from fabricplan.workload import shape_of, training_step
@@ -87,7 +88,7 @@ def reference_scenario(sc: Scenario, cat: Catalog, model: str, gpus: int, ib: st
         if not found:
             continue
         hw = hardware_from_scenario(found[0][0], cat, ib)  # the same cluster for every plan
-        st = training_step(shape, Plans.stack([p for _, p in found]), hw, congestion=False)
+        st = training_step(shape, Plans.stack([p for _, p in found]), hw, backend=NO_CONGESTION)
         per_token = np.where(st.memory.fits, st.time / st.tokens, np.inf)
         i = int(np.argmin(per_token))  # the first of equals, as tried
         if np.isfinite(per_token[i]) and (best is None or per_token[i] < best[0]):
@@ -95,7 +96,7 @@ def reference_scenario(sc: Scenario, cat: Catalog, model: str, gpus: int, ib: st
     return None if best is None else best[1]
 
 
-def break_even_by_model(sc: Scenario, cat: Catalog, congestion: bool = True,
+def break_even_by_model(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND,
                         tick: Callable[[str], None] | None = None
                         ) -> list[dict[str, Any]]:  # fmt: skip
     """One row per training model of the catalog: the plan at the scenario's size and the
@@ -114,7 +115,7 @@ def break_even_by_model(sc: Scenario, cat: Catalog, congestion: bool = True,
             plans[n] = reference_scenario(sc, cat, model, n, ib, roce)
             return plans[n]
 
-        rows = sweep(every, at, cat, ib, roce, congestion)
+        rows = sweep(every, at, cat, ib, roce, backend)
         own = sc.organization.network_maturity
         found, note = summary(rows, own)
         here = plans.get(sc.cluster.gpus)

@@ -21,6 +21,7 @@ from fabricplan.advise.reasons import reasons
 from fabricplan.advise.roce_tuning import tuning_effect, tuning_reason
 from fabricplan.advise.scoring import DRIVERS, Parts, build_parts, evaluate, nominal_multipliers
 from fabricplan.catalog import Catalog
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import Scenario
 
 # Samples per Monte Carlo: the standard error of a probability is at most 0.8 points.
@@ -42,9 +43,11 @@ class Advice:
     uncertainty: dict[str, Any]
     questions: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    congestion_backend: str = DEFAULT_BACKEND.name  # the network backend that priced it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"recommendation": self.recommendation, "fabrics": self.fabrics,
+        return {"congestion_backend": self.congestion_backend,
+                "recommendation": self.recommendation, "fabrics": self.fabrics,
                 "break_even_gpus": self.break_even_gpus, "sensitivity": self.sensitivity,
                 "uncertainty": self.uncertainty, "questions": self.questions,
                 "notes": self.notes}  # fmt: skip
@@ -90,12 +93,13 @@ def _monte_carlo(parts: Parts, names: list[str], seed: int) -> dict[str, Any]:
                                  for i, n in enumerate(names)}}  # fmt: skip
 
 
-def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0,
+def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACKEND, seed: int = 0,
            break_even: bool = True, by_model: bool = False,
            tick: Callable[[str], None] | None = None) -> Advice:  # fmt: skip
-    """``by_model`` adds the break-even of every training model in the catalog (``tick`` is
-    called after each, for a progress bar)."""
-    perf, costs = evaluate(sc, cat, congestion)
+    """``backend`` prices the network's congestion everywhere (the break-even per model picks
+    its plans without). ``by_model`` adds the break-even of every training model in the catalog
+    (``tick`` is called after each, for a progress bar)."""
+    perf, costs = evaluate(sc, cat, backend)
     names = [p["fabric"] for p in perf]
     parts = build_parts(sc, cat, perf, costs)
     nominal = parts.nominal()
@@ -113,7 +117,7 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         best, other = other, best
     # lock-in: a cluster that grows within its lifecycle keeps the fabric it starts with, so the
     # fabric that is cheapest at the target size is the one to build (seed 001)
-    growth, target_parts = growth_evaluation(sc, cat, congestion)
+    growth, target_parts = growth_evaluation(sc, cat, backend)
     now_best = names[best]
     mc_parts, mc_gpus = parts, sc.cluster.gpus
     if growth and growth["within_lifecycle"] and growth["cheapest"] not in (None, now_best):
@@ -149,20 +153,19 @@ def advise(sc: Scenario, cat: Catalog, *, congestion: bool = True, seed: int = 0
         "p_cheapest": p_best,
         "reasons": reasons(sc, fabrics, best, other, sens, parts.kind),
     }  # fmt: skip
-    # without congestion every RoCE quality gives the same step: nothing to say
-    tuning = (tuning_effect(sc, cat, perf, {c.fabric: c.gpu_hour_cost_usd for c in costs})
-              if congestion else None)  # fmt: skip
+    # a backend blind to flow control gives the same step at every RoCE quality: nothing to say
+    tuning = (tuning_effect(sc, cat, perf, {c.fabric: c.gpu_hour_cost_usd for c in costs},
+                            backend)
+              if backend.models_flow_control else None)  # fmt: skip
     if tuning is not None:
         rec["reasons"].append(tuning_reason(tuning))
         rec["roce_tuning"] = tuning
     if growth:
         rec["reasons"].append(growth_reason(growth, now_best))
         rec["growth"] = growth
-    if break_even:
-        be = break_even_gpus(sc, cat, congestion)
-    else:
-        be = {"gpus": None, "note": "not computed"}
+    be = break_even_gpus(sc, cat, backend) if break_even else {"gpus": None, "note": "not computed"}
     if by_model:
-        be["by_model"] = break_even_by_model(sc, cat, congestion, tick)
+        be["by_model"] = break_even_by_model(sc, cat, backend, tick)
     notes = ["every price and risk rate is a labelled assumption (catalog economics/costs.toml)"]
-    return Advice(rec, fabrics, be, sens, mc, provider_questions(sc, cat), notes)
+    questions = provider_questions(sc, cat)
+    return Advice(rec, fabrics, be, sens, mc, questions, notes, congestion_backend=backend.name)

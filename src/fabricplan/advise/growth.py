@@ -10,13 +10,14 @@ import numpy as np
 
 from fabricplan.advise.scoring import Parts, build_parts, evaluate, scenario_at
 from fabricplan.catalog import Catalog
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.cost import CostError
 from fabricplan.cost.run import MONTHS_PER_YEAR
 from fabricplan.scenario import Scenario, ScenarioError
 from fabricplan.workload import WorkloadError
 
 
-def growth_evaluation(sc: Scenario, cat: Catalog, congestion: bool = True
+def growth_evaluation(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND
                       ) -> tuple[dict[str, Any] | None, Parts | None]:  # fmt: skip
     """The cheapest fabric at the growth target (None when the scenario plans no growth), and
     the target's cost parts (for its Monte Carlo)."""
@@ -28,7 +29,7 @@ def growth_evaluation(sc: Scenario, cat: Catalog, congestion: bool = True
                            "within_lifecycle": within}  # fmt: skip
     try:
         s = scenario_at(sc, cat, g.target_gpus)
-        perf, costs = evaluate(s, cat, congestion)
+        perf, costs = evaluate(s, cat, backend)
     except (ScenarioError, WorkloadError, CostError) as exc:
         return {**out, "cheapest": None, "note": f"cannot evaluate the target: {exc}"}, None
     parts = build_parts(s, cat, perf, costs)

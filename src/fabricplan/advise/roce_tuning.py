@@ -8,6 +8,7 @@ from typing import Any, get_args
 
 from fabricplan.advise.scoring import first_of_family
 from fabricplan.catalog import Catalog
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NO_CONGESTION, NetworkBackend
 from fabricplan.cost import usd
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.models import RoceQuality
@@ -20,22 +21,25 @@ SAME_SHARE = 5e-4
 
 
 def tuning_effect(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
-                  gpu_hour_cost: dict[str, float]) -> dict[str, Any] | None:  # fmt: skip
-    """Step time lost to congestion on the scenario's first RoCE fabric at each quality, and the
-    run cost of the difference from the scenario's own quality. None for serving or no RoCE."""
+                  gpu_hour_cost: dict[str, float],
+                  backend: NetworkBackend = DEFAULT_BACKEND) -> dict[str, Any] | None:  # fmt: skip
+    """Step time lost to congestion (as ``backend`` prices it, ``perf`` included) on the
+    scenario's first RoCE fabric at each quality, and the run cost of the difference from the
+    scenario's own quality. None for serving or no RoCE."""
     w = sc.workload
     roce = first_of_family(sc, cat, "roce")
     if w is None or w.kind != "training" or roce is None:
         return None
     own = next(p for p in perf if p["fabric"] == roce)
-    ideal = evaluate_scenario(sc, cat, [roce], congestion=False)[0].values["step_time_s"]
+    ideal = evaluate_scenario(sc, cat, [roce], backend=NO_CONGESTION)[0].values["step_time_s"]
     step = {sc.cluster.roce_quality: own["step_time_s"]}
     for q in QUALITIES:
         if q not in step:
             other = sc.model_copy(
                 update={"cluster": sc.cluster.model_copy(update={"roce_quality": q})}
             )
-            step[q] = evaluate_scenario(other, cat, [roce])[0].values["step_time_s"]
+            (res,) = evaluate_scenario(other, cat, [roce], backend=backend)
+            step[q] = res.values["step_time_s"]
     run_usd = (own.get("gpu_hours") or 0.0) * gpu_hour_cost[roce]
     return {
         "fabric": roce, "gpus": sc.cluster.gpus, "quality": sc.cluster.roce_quality,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from fabricplan.catalog import Catalog
+from fabricplan.congestion.network_backend import NetworkBackend
 from fabricplan.cost import FabricCost, fabric_cost, load_assumptions
 from fabricplan.scenario import Scenario, scenario_from_data
 from fabricplan.workload import evaluate_scenario
@@ -168,7 +169,7 @@ def costs_of(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[Fab
                         run_days=p.get("time_to_train_days")) for p in perf]  # fmt: skip
 
 
-def evaluate(sc: Scenario, cat: Catalog, congestion: bool
+def evaluate(sc: Scenario, cat: Catalog, backend: NetworkBackend
              ) -> tuple[list[dict[str, Any]], list[FabricCost]]:  # fmt: skip
-    perf = [r.to_dict() for r in evaluate_scenario(sc, cat, congestion=congestion)]
+    perf = [r.to_dict() for r in evaluate_scenario(sc, cat, backend=backend)]
     return perf, costs_of(sc, cat, perf)

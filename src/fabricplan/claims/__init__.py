@@ -12,14 +12,17 @@ from collections.abc import Callable, Iterable
 
 from fabricplan.catalog import Catalog, default_catalog
 from fabricplan.claims.result import POINT_TOLERANCE, Case, ClaimResult
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 
 GROUPS = ("latency", "scale", "money", "hardware", "serving", "outside")
 
 
 def check_claims(catalog: Catalog | None = None, groups: Iterable[str] = GROUPS,
-                 progress: Callable[[str], None] | None = None) -> list[ClaimResult]:  # fmt: skip
-    """Every claim of the chosen ``groups``, in the order of ``GROUPS``; ``progress`` is called
-    with each group's name once it is done."""
+                 progress: Callable[[str], None] | None = None,
+                 backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:  # fmt: skip
+    """Every claim of the chosen ``groups``, in the order of ``GROUPS``, the network's
+    congestion priced by ``backend``; ``progress`` is called with each group's name once it is
+    done."""
     # imported here: the scale and money groups pull in the workload and congestion layers
     from fabricplan.claims.facts import fact_claims, outside_claims, serving_claims
     from fabricplan.claims.latency import latency_claims
@@ -29,10 +32,10 @@ def check_claims(catalog: Catalog | None = None, groups: Iterable[str] = GROUPS,
     cat = catalog or default_catalog()
     run: dict[str, Callable[[], list[ClaimResult]]] = {
         "latency": lambda: latency_claims(cat),
-        "scale": lambda: scale_claims(cat),
-        "money": lambda: money_claims(cat),
+        "scale": lambda: scale_claims(cat, backend=backend),
+        "money": lambda: money_claims(cat, backend),
         "hardware": lambda: fact_claims(cat),
-        "serving": lambda: serving_claims(cat),
+        "serving": lambda: serving_claims(cat, backend),
         "outside": outside_claims,
     }
     wanted = set(groups)

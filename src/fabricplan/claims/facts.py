@@ -13,6 +13,7 @@ from typing import Any
 from fabricplan.catalog import Catalog
 from fabricplan.claims.result import Case, ClaimResult, source
 from fabricplan.claims.scale import EXAMPLES, IB, ROCE
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import ScenarioError, load_scenario
 from fabricplan.workload import WorkloadError, evaluate_scenario
 
@@ -56,12 +57,13 @@ def fact_claims(cat: Catalog) -> list[ClaimResult]:
     ]  # fmt: skip
 
 
-def _serving(cat: Catalog) -> list[tuple[str, dict[str, Any] | str]]:
+def _serving(cat: Catalog, backend: NetworkBackend) -> list[tuple[str, dict[str, Any] | str]]:
     out: list[tuple[str, dict[str, Any] | str]] = []
     for label, sets in SERVING_LAYOUTS:
         try:
             sc = load_scenario(EXAMPLES / SERVING, catalog=cat, overrides=list(sets))
-            res = {r.fabric: r.values for r in evaluate_scenario(sc, cat, [IB, ROCE, TCP])}
+            found = evaluate_scenario(sc, cat, [IB, ROCE, TCP], backend=backend)
+            res = {r.fabric: r.values for r in found}
         except (ScenarioError, WorkloadError) as exc:
             out.append((label, str(exc).splitlines()[0]))
             continue
@@ -69,8 +71,8 @@ def _serving(cat: Catalog) -> list[tuple[str, dict[str, Any] | str]]:
     return out
 
 
-def serving_claims(cat: Catalog) -> list[ClaimResult]:
-    rows = _serving(cat)
+def serving_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:
+    rows = _serving(cat, backend)
     out = []
     for cid, seed, text, fabric in (
         ("serving-ethernet-adequate", "000",

@@ -16,6 +16,7 @@ from fabricplan.advise.scoring import build_parts, costs_of, nominal_multipliers
 from fabricplan.catalog import Catalog
 from fabricplan.claims.result import Case, ClaimResult, in_range, near, source
 from fabricplan.claims.scale import EXAMPLES, IB, ROCE
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.cost import CostError, FabricCost, fabric_cost, load_assumptions, run_cost
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, scenario_from_data
 from fabricplan.scenario.models import MATURITIES
@@ -145,7 +146,7 @@ def _scores(cat: Catalog, sc: Scenario, perf: list[dict[str, Any]], mode: str, m
 UNIT = "RoCE / IB cost of the same work - 1 (hardware, power, GPU-hours)"
 
 
-def pays_claims(cat: Catalog) -> list[ClaimResult]:
+def pays_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:
     """Seed 000's rules: InfiniBand does not pay at 16 GPUs, pays at 64, is the only sane choice
     at 256, all through GPU-hours. Judged on fabricplan's cost of the same work (owned TCO
     scaled by step time, or the rented run's cost) on hardware, power and GPU-hours, the
@@ -163,7 +164,7 @@ def pays_claims(cat: Catalog) -> list[ClaimResult]:
         try:
             sc = load_scenario(EXAMPLES / scenario, catalog=cat)
             perf: list[dict[str, Any]] | str = [
-                r.to_dict() for r in evaluate_scenario(sc, cat, congestion=True)
+                r.to_dict() for r in evaluate_scenario(sc, cat, backend=backend)
             ]
         except (ScenarioError, CostError, ValueError) as exc:
             perf = str(exc).splitlines()[0]
@@ -230,9 +231,9 @@ def fault_claim(cat: Catalog, known: Pairs | None = None) -> ClaimResult:
     )  # fmt: skip
 
 
-def money_claims(cat: Catalog) -> list[ClaimResult]:
+def money_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:
     known: Pairs = {}  # the premium and fault claims price the same clusters
-    return [run_cost_claim(), *premium_claims(cat, known), *pays_claims(cat),
+    return [run_cost_claim(), *premium_claims(cat, known), *pays_claims(cat, backend),
             fault_claim(cat, known)]  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from fabricplan.catalog import Catalog
 from fabricplan.claims.result import Case, ClaimResult, in_range, near, source
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import ScenarioError, load_scenario
 from fabricplan.workload import WorkloadError, evaluate_scenario
 
@@ -71,12 +72,13 @@ def catalog_with_one_switch_latency(cat: Catalog, fabric: str, us: float) -> Cat
     return cat.with_entry(f.model_copy(update={"rdma_latency_us": lat}))
 
 
-def _evaluate(cat: Catalog, scenario: str, v: Variant) -> tuple[dict[str, Any], dict[str, Any]]:
+def _evaluate(cat: Catalog, scenario: str, v: Variant, backend: NetworkBackend
+              ) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
     c = catalog_with_latency(cat, ROCE, v.roce_latency)
     sc = load_scenario(EXAMPLES / scenario, catalog=c, overrides=list(v.overrides))
     # IB on the unchanged catalog, so its congestion runs are shared across variants
-    (ib,) = (r.values for r in evaluate_scenario(sc, cat, [IB]))
-    (roce,) = (r.values for r in evaluate_scenario(sc, c, [ROCE]))
+    (ib,) = (r.values for r in evaluate_scenario(sc, cat, [IB], backend=backend))
+    (roce,) = (r.values for r in evaluate_scenario(sc, c, [ROCE], backend=backend))
     return ib, roce
 
 
@@ -140,8 +142,8 @@ CLAIMS = (
 )  # fmt: skip
 
 
-def _check(cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any]
-           ) -> ClaimResult:  # fmt: skip
+def _check(cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any],
+           backend: NetworkBackend) -> ClaimResult:  # fmt: skip
     label, fn = QUANTITIES[claim.quantity]
     variants = [*COMMON_VARIANTS, *([claim.model_variant] if claim.model_variant else []), WORST]
     cases = []
@@ -149,7 +151,7 @@ def _check(cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any
         key = (claim.scenario, v)
         if key not in cache:
             try:
-                cache[key] = _evaluate(cat, claim.scenario, v)
+                cache[key] = _evaluate(cat, claim.scenario, v, backend)
             except (ScenarioError, WorkloadError) as exc:
                 cache[key] = str(exc).splitlines()[0]
         res = cache[key]
@@ -167,9 +169,12 @@ def _check(cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any
     values = [c.value for c in cases if c.value is not None]
     first = cases[0]
     pct = lambda x: f"{x:.1%}"  # noqa: E731
-    summary = (f"{pct(first.value or 0)} under the claim's own conditions; "
-               f"{pct(min(values))} to {pct(max(values))} over {len(values)} conditions, "
-               f"holds in {sum(bool(c.holds) for c in cases)}")  # fmt: skip
+    if values:
+        summary = (f"{pct(first.value or 0)} under the claim's own conditions; "
+                   f"{pct(min(values))} to {pct(max(values))} over {len(values)} conditions, "
+                   f"holds in {sum(bool(c.holds) for c in cases)}")  # fmt: skip
+    else:  # e.g. a congestion backend that covers none of the conditions
+        summary = f"{first.note}; so under every condition tried"
     claimed: dict[str, Any] = ({"value": claim.low} if claim.point
                                else {"low": claim.low, "high": claim.high})  # fmt: skip
     return ClaimResult(
@@ -182,11 +187,12 @@ def _check(cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any
     )  # fmt: skip
 
 
-def scale_claims(cat: Catalog, progress: Callable[[], None] | None = None) -> list[ClaimResult]:
+def scale_claims(cat: Catalog, progress: Callable[[], None] | None = None,
+                 backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:  # fmt: skip
     cache: dict[tuple[str, Variant], Any] = {}
     out = []
     for claim in CLAIMS:
-        out.append(_check(cat, claim, cache))
+        out.append(_check(cat, claim, cache, backend))
         if progress:
             progress()
     return out

@@ -9,6 +9,7 @@ import typer
 
 from fabricplan.cli import output
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
+from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cost import CostError, usd
@@ -31,6 +32,7 @@ def advise_cmd(
         "fastest fitting plan (a few seconds).",
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Monte Carlo seed."),
+    congestion: str | None = CONGESTION_OPT,
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -38,6 +40,7 @@ def advise_cmd(
     to ask a provider. Every price is a labelled assumption."""
     from fabricplan.advise import advise
 
+    backend = backend_from(congestion, as_json)
     cat = catalog_from(catalog, as_json)
     sc = load_or_fail(file, set_, as_json, cat)
     try:
@@ -46,16 +49,20 @@ def advise_cmd(
 
             with Progress(console=output.err_console, transient=True) as bar:
                 task = bar.add_task("break-even per model", total=len(cat.ids("model")))
-                a = advise(sc, cat, seed=seed, break_even=break_even, by_model=True,
-                           tick=lambda m: bar.advance(task))  # fmt: skip
+                a = advise(sc, cat, backend=backend, seed=seed, break_even=break_even,
+                           by_model=True, tick=lambda m: bar.advance(task))  # fmt: skip
         else:
-            a = advise(sc, cat, seed=seed, break_even=break_even, by_model=by_model)
+            a = advise(sc, cat, backend=backend, seed=seed, break_even=break_even,
+                       by_model=by_model)  # fmt: skip
     except (WorkloadError, CostError) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
         emit_json(a.to_dict())
     else:
         _show(a)
+        note = backend_note(backend)
+        if note:
+            output.console.print(note, highlight=False)
 
 
 def _show(a: Advice) -> None:

@@ -10,6 +10,7 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
+from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import console, emit_json, err_console, fail
 
 HOLDS = {True: "[green]yes[/]", False: "[red]no[/]", None: "[dim]n/a[/]"}
@@ -47,21 +48,24 @@ def claims_cmd(
         help="Only these groups (repeatable): latency, scale, money, hardware, serving, outside.",
     ),
     claim_id: str | None = typer.Option(None, "--id", help="Show one claim and every case."),
+    congestion: str | None = CONGESTION_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print JSON: one object per claim."),
 ) -> None:
     """The seeds' quantitative claims recomputed: under which conditions each holds."""
     from fabricplan.claims import GROUPS, check_claims
 
+    backend = backend_from(congestion, as_json)
     groups = [g.strip() for x in (group or []) for g in x.split(",") if g.strip()] or GROUPS
     bad = [g for g in groups if g not in GROUPS]
     if bad:
         fail(f"--group: unknown value '{bad[0]}'; allowed: {', '.join(GROUPS)}", as_json=as_json)
     if as_json:
-        results = check_claims(groups=groups)
+        results = check_claims(groups=groups, backend=backend)
     else:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("recomputing the seeds' claims", total=len(groups))
-            results = check_claims(groups=groups, progress=lambda g: bar.advance(task))
+            results = check_claims(groups=groups, progress=lambda g: bar.advance(task),
+                                   backend=backend)  # fmt: skip
     dicts = [r.to_dict() for r in results]
     if claim_id is not None:
         dicts = [d for d in dicts if d["id"] == claim_id]
@@ -71,6 +75,9 @@ def claims_cmd(
     if as_json:
         emit_json(dicts)
         return
+    note = backend_note(backend)
+    if note:
+        console.print(note, highlight=False)
     if claim_id is not None:
         _show_one(dicts[0])
         return

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.collective_cmd import human_size
+from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from
 from fabricplan.cli.output import console, emit_json, fail, fmt
 from fabricplan.cli.system_opts import (
     FABRIC_OPT,
@@ -151,6 +152,7 @@ def validate_cmd(
         "claims (the seeds' claims, as `fabricplan claims`).",
     ),
     points: bool = typer.Option(False, "--points", help="Also print every data point."),
+    congestion: str | None = CONGESTION_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Rerun every published measurement we compare with: predicted vs measured, and the error."""
@@ -162,10 +164,14 @@ def validate_cmd(
         from fabricplan.cli.validate_workload import show_training
 
         if suite == "claims":
-            claims_cmd(group=None, claim_id=None, as_json=as_json)
+            claims_cmd(group=None, claim_id=None, congestion=congestion, as_json=as_json)
         else:
-            show_training(as_json, held_back=suite == "held-back")
+            backend = backend_from(congestion, as_json)
+            show_training(as_json, held_back=suite == "held-back", backend=backend)
         return
+    if congestion is not None:  # the collective model alone, as nccl-tests measures it
+        fail("--congestion: the nccl-tests suite uses no congestion backend; it applies to "
+             "--suite training, held-back and claims", as_json=as_json)  # fmt: skip
     checks = check_runs()
     if as_json:
         emit_json([c.to_dict() for c in checks])

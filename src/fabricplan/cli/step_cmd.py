@@ -9,12 +9,14 @@ import typer
 from rich.table import Table
 
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
+from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.workload import WorkloadError, evaluate_scenario
 
 if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
+    from fabricplan.congestion.network_backend import NetworkBackend
     from fabricplan.scenario import Scenario
     from fabricplan.workload import FabricResult
 
@@ -57,7 +59,7 @@ def _breakdown_table(results: list[dict[str, Any]]) -> Table:
     return t
 
 
-def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], congestion: bool
+def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], backend: NetworkBackend
                    ) -> list[FabricResult]:  # fmt: skip
     """Behind a transient bar: a group spanning hundreds of nodes makes the congestion
     simulation take a minute or more."""
@@ -68,7 +70,7 @@ def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], congestion: b
     cols = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*cols, console=err_console, transient=True) as bar:
         task = bar.add_task("step per fabric", total=len(fabrics))
-        return evaluate_scenario(sc, cat, fabrics, congestion=congestion,
+        return evaluate_scenario(sc, cat, fabrics, backend=backend,
                                  tick=lambda _f: bar.advance(task))  # fmt: skip
 
 
@@ -77,14 +79,25 @@ def step_cmd(
     fabric: list[str] | None = typer.Option(
         None, "--fabric", help="Evaluate this fabric id instead of the scenario's (repeatable)."
     ),
+    congestion: str | None = CONGESTION_OPT,
     no_congestion: bool = typer.Option(
-        False, "--no-congestion", help="Skip the congestion layer (an ideal fabric)."
+        False, "--no-congestion", hidden=True, help="Deprecated: --congestion none."
     ),
     set_: list[str] | None = SET_OPT,
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Step time, tokens/s, MFU and time-to-train per fabric (serving: TTFT and ITL)."""
+    if no_congestion:  # the flag --congestion replaced; kept working for existing scripts
+        if congestion not in (None, "none"):
+            fail(f"--no-congestion means --congestion none, not {congestion}; give one of them",
+                 as_json=as_json)  # fmt: skip
+        from fabricplan.cli.output import err_console
+
+        err_console.print("[yellow]warning:[/] --no-congestion is deprecated; use "
+                          "--congestion none", highlight=False)  # fmt: skip
+        congestion = "none"
+    backend = backend_from(congestion, as_json)
     cat = catalog_from(catalog, as_json)
     sc = load_or_fail(file, set_, as_json, cat)
     if fabric:
@@ -95,10 +108,11 @@ def step_cmd(
     fabrics = list(fabric or sc.cluster.fabrics)
     try:
         if as_json:
-            found = evaluate_scenario(sc, cat, fabrics, congestion=not no_congestion)
+            found = evaluate_scenario(sc, cat, fabrics, backend=backend)
         else:
-            found = _with_progress(sc, cat, fabrics, not no_congestion)
-        results = [r.to_dict() for r in found]
+            found = _with_progress(sc, cat, fabrics, backend)
+        results = [{"fabric": r.fabric, "congestion_backend": backend.name, **r.values}
+                   for r in found]  # fmt: skip
     except WorkloadError as exc:  # a design the fabric cannot build is one too
         fail(str(exc), as_json=as_json)
     if as_json:
@@ -122,6 +136,9 @@ def step_cmd(
         for r in results:
             table.add_row(r["fabric"], *(f.format(r[k] * s) for _, k, f, s in _SERVE_COLS))
     console.print(table)
+    note = backend_note(backend)
+    if note:
+        console.print(note, highlight=False)
     console.print(_breakdown_table(results))
     best = max(r["tokens_per_s"] for r in results)
     for r in results:

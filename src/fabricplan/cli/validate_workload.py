@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from fabricplan.cli.output import console, emit_json
+from fabricplan.cli.congestion_opt import backend_note
+from fabricplan.cli.output import console, emit_json, fail
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.validation.training_runs import (
     TFLOPS_TOLERANCE,
     CeilingCase,
@@ -14,6 +16,7 @@ from fabricplan.validation.training_runs import (
     check_held_back,
     check_training,
 )
+from fabricplan.workload import WorkloadError
 
 _METRIC_LABEL = {"hw_tflops_per_gpu": "HW TF/s", "model_tflops_per_gpu": "model TF/s",
                  "mfu": "MFU", "step_s": "step s"}  # fmt: skip
@@ -66,10 +69,14 @@ def _ceiling_table(cases: list[CeilingCase]) -> Table:
     return t
 
 
-def show_training(as_json: bool, held_back: bool = False) -> None:
-    checks = check_held_back() if held_back else check_training()
+def show_training(as_json: bool, held_back: bool = False,
+                  backend: NetworkBackend = DEFAULT_BACKEND) -> None:  # fmt: skip
+    try:
+        checks = (check_held_back if held_back else check_training)(backend=backend)
+        ceilings = [] if held_back else ceiling_sensitivity(backend=backend)
+    except WorkloadError as exc:  # e.g. a run outside the chosen backend's law
+        fail(str(exc), as_json=as_json)
     within = sum(abs(c.error) <= TFLOPS_TOLERANCE for c in checks)
-    ceilings = [] if held_back else ceiling_sensitivity()
     if as_json:
         out = {"rows": [c.to_dict() for c in checks], "within_10pct": within,
                "count": len(checks)}  # fmt: skip
@@ -83,6 +90,9 @@ def show_training(as_json: bool, held_back: bool = False) -> None:
             console.print(_table(src, [c for c in checks if c.row["source"] == src]))
     else:
         console.print(_table("Megatron-LM on Selene (Narayanan et al. SC'21, Table 1)", checks))
+    note = backend_note(backend)
+    if note:
+        console.print(note, highlight=False)
     console.print(f"rows within 10 %: {within}/{len(checks)}. Error = predicted / measured "
                   "throughput - 1: positive means the model is faster than the run.",
                   highlight=False)  # fmt: skip

@@ -57,7 +57,8 @@ class ClosedFormECMP:
     name: str = "ecmp-closed-form"
     catalog: Catalog | None = None  # None: the default catalog
 
-    def _one(self, nodes: int, k: int, m: int, pattern: str) -> float:
+    def factor(self, nodes: int, k: int, m: int, pattern: str) -> float:
+        """Expected slowdown of ``pattern`` over ``nodes`` nodes of ``k`` GPUs and ``m`` NICs."""
         # scipy.stats and scipy.signal: loaded here, not by every user of the simulator
         from fabricplan.congestion.closed_form import collision_slowdown
 
@@ -79,7 +80,7 @@ class ClosedFormECMP:
         if op == "alltoall":
             raise ValueError(f"{self.name}: covers ring and tree channels, not alltoall's "
                              "many small flows per NIC; use the flow-level simulator")  # fmt: skip
-        return _per_configuration(sa, op, self._one)
+        return _per_configuration(sa, op, self.factor)
 
 
 @dataclass(frozen=True)

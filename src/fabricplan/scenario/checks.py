@@ -10,6 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fabricplan.catalog import Catalog, UnknownIdError
+
+# One plain record from the congestion layer (it imports nothing of its own), so that the
+# flow-control rules are written once: there.
+from fabricplan.congestion.settings import FlowSettings
 from fabricplan.scenario.errors import Problem
 from fabricplan.scenario.models import Cluster, Scenario, Workload
 
@@ -57,8 +61,15 @@ def _divisors_hint(n: int, limit: int = 8) -> str:
     return ", ".join(map(str, divs[:limit])) + (", ..." if len(divs) > limit else "")
 
 
+def _check_flow_control(c: Cluster, problems: list[Problem]) -> None:
+    settings = FlowSettings(**c.flow_control.model_dump())
+    for name, value, allowed in settings.problems():
+        problems.append(Problem(f"cluster.flow_control.{name}", f"must be {allowed}", value))
+
+
 def _check_cluster(c: Cluster, cat: Catalog, problems: list[Problem]) -> None:
     fabric_ids = cat.ids("fabric")
+    _check_flow_control(c, problems)
     if c.fabric and len(set(c.fabric)) != len(c.fabric):
         problems.append(Problem("cluster.fabric", "lists a fabric more than once", list(c.fabric)))
     gpn = c.gpus_per_node
@@ -258,14 +269,18 @@ def scenario_warnings(s: Scenario, cat: Catalog) -> list[Problem]:
             )
         if w.kind == "inference" and s.workload and w.tokens is not None:
             out.append(Problem("workload.tokens", "ignored for inference", w.tokens))
-    if s.cluster.roce_quality != "tuned" and not any(
-        cat.fabric(f).family == "roce" for f in s.cluster.fabrics
-    ):
+    no_roce = not any(cat.fabric(f).family == "roce" for f in s.cluster.fabrics)
+    if s.cluster.roce_quality != "tuned" and no_roce:
         out.append(
             Problem(
                 "cluster.roce_quality",
                 "has no effect: no RoCE fabric is compared",
                 s.cluster.roce_quality,
             )
+        )
+    flow = s.cluster.flow_control.model_dump(exclude_none=True)
+    if flow and no_roce:
+        out.append(
+            Problem("cluster.flow_control", "has no effect: no RoCE fabric is compared", flow)
         )
     return out

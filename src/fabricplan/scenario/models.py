@@ -17,6 +17,8 @@ RoceQuality = Literal["tuned", "default", "misconfigured"]
 # Where the job's nodes sit: side by side (a dedicated cluster), or scattered over a fabric twice
 # the job's size, as a busy shared cluster hands them out.
 Placement = Literal["contiguous", "fragmented"]
+# How switches spread flows over equal-cost paths (the congestion simulator's routings).
+Routing = Literal["ecmp", "flowlet", "adaptive", "spray"]
 Maturity = Literal["low", "medium", "high"]
 MATURITIES: tuple[str, ...] = get_args(Maturity)
 
@@ -38,6 +40,18 @@ class Topology(_Strict):
     switch: str | None = Field(default=None, description="catalog switch id; default per fabric")
 
 
+class FlowControl(_Strict):
+    """Flow-control settings over the RoCE quality's preset; None keeps the preset's value.
+    Ranges and order are checked by ``congestion.settings.FlowSettings`` (scenario.checks)."""
+
+    pfc_xoff_kb: float | None = Field(default=None, description="queue at which PFC pauses")
+    pfc_xon_kb: float | None = Field(default=None, description="queue at which PFC resumes")
+    buffer_kb: float | None = Field(default=None, description="egress queue from shared buffer")
+    ecn_kmin_kb: float | None = Field(default=None, description="queue where ECN marking starts")
+    ecn_kmax_kb: float | None = Field(default=None, description="queue where all are marked")
+    congestion_control: str | None = Field(default=None, description="dcqcn | none (PFC only)")
+
+
 class Cluster(_Strict):
     gpu: str = "h100"
     gpus: int = Field(gt=0, le=MAX_GPUS)
@@ -50,6 +64,8 @@ class Cluster(_Strict):
         default="contiguous",
         description="contiguous nodes, or fragmented over a fabric twice the job's size",
     )
+    routing: Routing | None = Field(default=None, description="None: each fabric's default")
+    flow_control: FlowControl = FlowControl()
 
     @field_validator("fabric", mode="before")
     @classmethod

@@ -40,7 +40,7 @@ def _fabric_facts(s: Scenario, cat: Catalog, fabric_id: str) -> dict[str, Any]:
         "switch_latency_ns": switch.port_to_port_latency_ns.nominal,
         "flow_control": f.flow_control,
         "lossless": f.lossless,
-        "routing": f.default_routing,
+        "routing": s.cluster.routing or f.default_routing,  # what step and advise simulate
         "congestion_control": list(f.congestion_control),
         "nic": nic.id,
         "roce_quality": s.cluster.roce_quality if f.family == "roce" else None,

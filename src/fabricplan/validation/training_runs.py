@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricplan.catalog import Catalog, Model, default_catalog
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.validation.nccl_runs import DATA
 from fabricplan.workload import Hardware, Plans, shape_of, training_step
 
@@ -82,7 +83,7 @@ def gpt_model(row: dict[str, Any], common: dict[str, Any]) -> Model:
     )  # fmt: skip
 
 
-def _check(r: dict[str, Any], cat: Catalog) -> TrainingCheck:
+def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> TrainingCheck:
     model = cat.model(r["model"]) if "model" in r else gpt_model(r, r)
     shape = shape_of(model)
     gpu = cat.gpu(r["gpu"])
@@ -100,7 +101,7 @@ def _check(r: dict[str, Any], cat: Catalog) -> TrainingCheck:
         grad_accum_fusion=r.get("grad_accum_fusion", True),
         tp_comm_overlap=r.get("tp_comm_overlap", False),
     )  # fmt: skip
-    st = training_step(shape, plan, hw)
+    st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])
     per_gpu = t * r["gpus"] * 1e12
     hw_tf = float(st.hw_flops[0]) / per_gpu
@@ -115,25 +116,28 @@ def _check(r: dict[str, Any], cat: Catalog) -> TrainingCheck:
     return TrainingCheck(r, metric, predicted, t, hw_tf, model_tf, mfu, st.breakdown())
 
 
-def check_file(path: Path, catalog: Catalog | None = None, gpu: str | None = None
-               ) -> list[TrainingCheck]:  # fmt: skip
-    """The file's rows (only those on ``gpu``, if given) against the model."""
+def check_file(path: Path, catalog: Catalog | None = None, gpu: str | None = None,
+               backend: NetworkBackend = DEFAULT_BACKEND) -> list[TrainingCheck]:  # fmt: skip
+    """The file's rows (only those on ``gpu``, if given) against the model, the network's
+    congestion priced by ``backend``."""
     cat = catalog or default_catalog()
     data = tomllib.loads(path.read_text())
     rows = ({**data["common"], **row} for row in data["row"])
-    return [_check(r, cat) for r in rows if gpu is None or r["gpu"] == gpu]
+    return [_check(r, cat, backend) for r in rows if gpu is None or r["gpu"] == gpu]
 
 
 def check_training(path: Path | None = None, catalog: Catalog | None = None,
-                   gpu: str | None = None) -> list[TrainingCheck]:  # fmt: skip
+                   gpu: str | None = None, backend: NetworkBackend = DEFAULT_BACKEND
+                   ) -> list[TrainingCheck]:  # fmt: skip
     """The acceptance table: Megatron-LM SC'21 Table 1."""
-    return check_file(path or DATA / "megatron_sc21.toml", catalog, gpu)
+    return check_file(path or DATA / "megatron_sc21.toml", catalog, gpu, backend)
 
 
-def check_held_back(catalog: Catalog | None = None, gpu: str | None = None
-                    ) -> list[TrainingCheck]:  # fmt: skip
+def check_held_back(catalog: Catalog | None = None, gpu: str | None = None,
+                    backend: NetworkBackend = DEFAULT_BACKEND) -> list[TrainingCheck]:  # fmt: skip
     """Every other published run, one file per source."""
-    return [c for f in sorted(HELD_BACK.glob("*.toml")) for c in check_file(f, catalog, gpu)]
+    return [c for f in sorted(HELD_BACK.glob("*.toml"))
+            for c in check_file(f, catalog, gpu, backend)]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,8 @@ class CeilingCase:
 CATALOG_ROUNDING = 5e-4
 
 
-def ceiling_sensitivity(catalog: Catalog | None = None) -> list[CeilingCase]:
+def ceiling_sensitivity(catalog: Catalog | None = None, backend: NetworkBackend = DEFAULT_BACKEND
+                        ) -> list[CeilingCase]:  # fmt: skip
     """Table 1 and the held-back runs on the same GPU under every published matmul ceiling of
     ``matmul_ceilings.toml``. Reports the spread; the model keeps the catalog's figure."""
     cat = catalog or default_catalog()
@@ -190,8 +195,8 @@ def ceiling_sensitivity(catalog: Catalog | None = None) -> list[CeilingCase]:
             )
         eff = gpu.matmul_efficiency if ours else eff
         varied = cat if ours else cat.with_entry(gpu.model_copy(update={"matmul_efficiency": eff}))
-        table1 = check_training(catalog=varied, gpu=gpu.id)
-        held = check_held_back(varied, gpu=gpu.id)
+        table1 = check_training(catalog=varied, gpu=gpu.id, backend=backend)
+        held = check_held_back(varied, gpu=gpu.id, backend=backend)
         out.append(CeilingCase(
             gpu=gpu.id, tflops=c["tflops"], efficiency=eff, label=c["label"],
             protocol=c["protocol"], source=c["source"], in_catalog=ours,

@@ -4,8 +4,9 @@ Ranks are laid out as Megatron-LM does by default (tensor fastest, then context,
 pipeline outermost), so a group of ``size`` ranks ``stride`` apart lies inside one node when
 ``size * stride <= gpus_per_node`` and otherwise spreads over nodes, one GPU (and its NIC) per
 node once ``stride >= gpus_per_node``. Each group becomes a communicator for the collective
-model; groups that cross the network also get the congestion layer's slowdown for the traffic
-pattern they create across the job's nodes.
+model; groups that cross the network also get the slowdown of the traffic pattern they create
+across the job's nodes, from the congestion layer's network backend that the caller hands down
+(:mod:`fabricplan.congestion.network_backend`; the flow-level simulator by default).
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ from functools import lru_cache
 
 import numpy as np
 
-from fabricplan.catalog import Catalog
 from fabricplan.collectives import CommSystem, SystemArrays, build_system, sweep
 from fabricplan.collectives.model import A
+from fabricplan.congestion.network_backend import (
+    DEFAULT_BACKEND,
+    NO_CONGESTION,
+    BackendError,
+    NetworkBackend,
+    NotCovered,
+    TooLarge,
+    network_factor,
+)
 from fabricplan.topology import TopologyError
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.plan import Hardware
-
-# Seeds of the congestion simulation per (fabric, pattern, nodes): enough for a stable median.
-CONGESTION_SEEDS = 5
-# Message size of that simulation: 256 MiB, a gradient bucket's order of magnitude, large enough
-# that the slowdown is the bandwidth regime's (it is applied to the bandwidth term).
-CONGESTION_PROBE_BYTES = float(1 << 28)
 
 
 @dataclass(frozen=True)
@@ -73,63 +76,44 @@ def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemAr
     return replace(base.take(np.zeros(n, dtype=int)), nodes=nodes, k=per_node, m=nics, nic=nic_bw)
 
 
-def congestion_factor(hw: Hardware, pattern: str, nodes: int) -> float:
-    """Median network slowdown of ``pattern`` over ``nodes`` whole nodes of this cluster."""
+def congestion_factor(hw: Hardware, pattern: str, nodes: int,
+                      backend: NetworkBackend = DEFAULT_BACKEND) -> float:  # fmt: skip
+    """Median network slowdown of ``pattern`` over ``nodes`` whole nodes of this cluster, as
+    ``backend`` answers it (cached in :func:`network_factor`). A backend that cannot answer
+    makes the plan a WorkloadError that says what would work."""
     if nodes < 2:
         return 1.0
-    return _simulated_slowdown(hw.gpu.id, hw.fabric, hw.design, hw.oversubscription,
-                               hw.spine_oversubscription, hw.switch, hw.roce_quality,
-                               hw.placement, hw.gpus_per_node, hw.nics_per_node, pattern, nodes,
-                               hw.catalog)  # fmt: skip
-
-
-# Cached on exactly what the simulation reads. The cluster's size is not among them (the
-# simulated fabric is sized to the group's nodes), so evaluating the same cluster at other sizes
-# (break-even) reuses the runs of groups whose span did not change: each run is tens of ms.
-# Fields, not the Hardware: the GPU by id, so GPUs that differ only in compute (the validation's
-# matmul-ceiling variants) share runs. A new Hardware field the simulator reads goes here.
-@lru_cache(maxsize=512)
-def _simulated_slowdown(gpu: str, fabric: str, design: str, oversubscription: float,
-                        spine_oversubscription: float, switch: str | None, roce_quality: str,
-                        placement: str, gpus_per_node: int, nics_per_node: int, pattern: str,
-                        nodes: int, catalog: Catalog | None = None) -> float:  # fmt: skip
-    # heavy imports: only when a group crosses the network
-    from fabricplan.congestion.backends import SimulatedCongestion
-    from fabricplan.congestion.case import Case, CaseError
-
-    case = Case(
-        gpu=gpu,
-        fabric=fabric,
-        design=design,
-        oversubscription=oversubscription,
-        spine_oversubscription=spine_oversubscription,
-        switch=switch,
-        roce_quality=roce_quality,
-        placement=placement,
-        seeds=CONGESTION_SEEDS,
-        jitter_us=0.0,
-        size_bytes=CONGESTION_PROBE_BYTES,
-    )
-    sim = SimulatedCongestion(case=case, catalog=catalog)
     try:
-        return sim.factor(nodes, gpus_per_node, nics_per_node, pattern)
+        return network_factor(backend, hw.network, pattern, nodes)
     except TopologyError as exc:
         raise WorkloadError(str(exc)) from None
-    except CaseError as exc:  # e.g. a group too large to route within the memory budget
+    except TooLarge as exc:  # e.g. a group too large to route within the memory budget
         raise WorkloadError(
             f"workload.parallel: the {pattern} traffic of a group over {nodes:,} nodes cannot be "
             f"simulated for its congestion ({exc.reason}); use a plan whose groups span fewer "
             "nodes"
+        ) from None
+    except NotCovered as exc:
+        raise WorkloadError(
+            f"--congestion {exc.backend}: {exc.reason} (here: the {pattern} traffic of a group "
+            f"over {nodes:,} nodes); use --congestion {exc.instead}"
+        ) from None
+    except BackendError as exc:
+        raise WorkloadError(
+            f"cluster: the {exc.backend} congestion backend cannot price this network "
+            f"({exc.reason})"
         ) from None
 
 
 Request = tuple[str, np.ndarray, np.ndarray, np.ndarray, str | None]
 
 
-def collectives_s(hw: Hardware, requests: list[Request], congestion: bool) -> list[np.ndarray]:
+def collectives_s(hw: Hardware, requests: list[Request], backend: NetworkBackend
+                  ) -> list[np.ndarray]:  # fmt: skip
     """Seconds per plan for each ``(op, ranks, stride, nbytes, pattern)`` request: one collective
     of ``nbytes`` (nccl-tests size) over groups of ``ranks`` ranks ``stride`` apart; 0 where a
-    group has one rank. Requests for the same op are priced in one vectorised call."""
+    group has one rank. Requests for the same op are priced in one vectorised call; groups that
+    cross the network are stretched by ``backend``'s factor for their pattern."""
     out = [np.zeros(np.shape(r[1])) for r in requests]
     by_op: dict[str, list[int]] = {}
     for i, (op, *_rest) in enumerate(requests):
@@ -148,7 +132,9 @@ def collectives_s(hw: Hardware, requests: list[Request], congestion: bool) -> li
         nbytes = np.concatenate([np.asarray(x[4], dtype=float)[x[1]] for x in parts])
         sa = group_arrays(hw, size, stride)
         factor = np.ones(len(size))
-        if congestion:
+        # an ideal fabric stretches nothing: skip asking it, so that its trivial answers do not
+        # take the cache's room from simulated ones
+        if backend != NO_CONGESTION:
             start = 0
             for _, live, *_r, pattern in parts:
                 sel = slice(start, start + len(live))
@@ -159,7 +145,7 @@ def collectives_s(hw: Hardware, requests: list[Request], congestion: bool) -> li
                 f = factor[sel]
                 for n in np.unique(nodes[nodes > 1]):
                     # the pattern runs on every rail at once, across the nodes a group spans
-                    f[nodes == n] = congestion_factor(hw, pattern, int(n))
+                    f[nodes == n] = congestion_factor(hw, pattern, int(n), backend)
         res = sweep(sa, op, nbytes[:, None], backend=ConstantSlowdown(factor))
         t = res.time_us[:, 0] * 1e-6
         start = 0

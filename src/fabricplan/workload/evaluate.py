@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from fabricplan.catalog import Catalog
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.summary import SECONDS_PER_DAY
 from fabricplan.workload.errors import WorkloadError
@@ -74,7 +75,7 @@ def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
     return out[:4]
 
 
-def _training(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[str, Any]:
+def _training(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) -> dict[str, Any]:
     p = plans_from_scenario(sc)
     mem = memory(s, p, hw)  # before the step: a plan that does not fit needs no simulation
     if not mem.fits[0]:
@@ -84,7 +85,7 @@ def _training(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[st
             f"workload.parallel: the plan needs {describe(mem)} but {hw.gpu.id} offers "
             f"{mem.capacity / 1e9:.0f} GB usable{hint}"
         )
-    st = training_step(s, p, hw, congestion=congestion)
+    st = training_step(s, p, hw, backend=backend)
     w = sc.workload
     assert w is not None and w.tokens is not None
     t = float(st.time[0])
@@ -107,13 +108,13 @@ def _training(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[st
     }
 
 
-def _inference(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[str, Any]:
+def _inference(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) -> dict[str, Any]:
     w = sc.workload
     assert w is not None
     p, sv = w.parallel, w.serving
     r = serve(s, hw, tp=p.tp, pp=p.pp, prompt=sv.prompt_tokens, output=sv.output_tokens,
               batch=sv.concurrency, disaggregated=sv.disaggregated, precision=w.precision,
-              congestion=congestion)  # fmt: skip
+              backend=backend)  # fmt: skip
     cap = usable_bytes(hw.gpu)  # same headroom as training
     need = r.weights_per_gpu + r.kv_per_gpu
     if need > cap:
@@ -145,10 +146,12 @@ def _inference(s: Shape, sc: Scenario, hw: Hardware, congestion: bool) -> dict[s
 
 
 def evaluate_scenario(sc: Scenario, cat: Catalog, fabrics: list[str] | None = None, *,
-                      congestion: bool = True, tick: Callable[[str], None] | None = None
+                      backend: NetworkBackend = DEFAULT_BACKEND,
+                      tick: Callable[[str], None] | None = None
                       ) -> list[FabricResult]:  # fmt: skip
-    """Step time (training) or latency and throughput (inference) on each fabric; ``tick`` is
-    called with each fabric's id once it is done (for a progress bar)."""
+    """Step time (training) or latency and throughput (inference) on each fabric, the network's
+    congestion priced by ``backend``; ``tick`` is called with each fabric's id once it is done
+    (for a progress bar)."""
     w = sc.workload
     if w is None:
         raise WorkloadError("workload: the scenario has no workload; add one to compute a step")
@@ -157,7 +160,7 @@ def evaluate_scenario(sc: Scenario, cat: Catalog, fabrics: list[str] | None = No
     for fab in fabrics or list(sc.cluster.fabrics):
         hw = hardware_from_scenario(sc, cat, fab)
         run = _training if w.kind == "training" else _inference
-        out.append(FabricResult(fab, run(s, sc, hw, congestion)))
+        out.append(FabricResult(fab, run(s, sc, hw, backend)))
         if tick is not None:
             tick(fab)
     return out

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.workload.comm import Request, collectives_s
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, hbm_bytes_per_s, matmul_flops
 from fabricplan.workload.shapes import (
@@ -44,7 +45,8 @@ def _one(op: str, ranks: int, stride: int, nbytes: float, pattern: str | None = 
 
 
 def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int, batch: int,
-          disaggregated: bool, precision: str, congestion: bool = True) -> Serving:  # fmt: skip
+          disaggregated: bool, precision: str,
+          backend: NetworkBackend = DEFAULT_BACKEND) -> Serving:  # fmt: skip
     fp8 = precision == "fp8"
     peak = matmul_flops(hw.gpu, precision)
     hbm = hbm_bytes_per_s(hw.gpu)
@@ -73,7 +75,7 @@ def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int,
         _one("all_reduce", tp, 1, prompt * act),
         _one("sendrecv", pp_ranks, tp, prompt * act / tp),
         _one("sendrecv", kv_ranks, kv_peer, prompt * kv_token / (kv_split * pp), "pipeline"),
-    ], congestion)  # fmt: skip
+    ], backend)  # fmt: skip
     ar_decode, send_decode, ar_prefill, send_prefill, kv_xfer = (float(t[0]) for t in times)
     decode_compute = s.layers * layer_t + head_t
     tp_decode = s.layers * TP_COLLECTIVES_PER_LAYER * ar_decode

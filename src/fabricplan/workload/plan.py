@@ -7,12 +7,14 @@ plan divides the cluster and the model; memory fit is checked in :mod:`.memory`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 import numpy as np
 
 from fabricplan.catalog import Catalog, Gpu
+from fabricplan.congestion.network_backend import NetworkSpec
+from fabricplan.congestion.settings import FlowSettings
 from fabricplan.scenario import Scenario
 
 # Bytes per gradient element in the data-parallel reduction. Megatron-LM requires
@@ -48,10 +50,24 @@ class Hardware:
     # The scenario's catalog, for the collective model and the congestion simulator; None
     # means the packaged one.
     catalog: Catalog | None = None
+    routing: str | None = None  # None: the fabric's default routing (catalog)
+    flow: FlowSettings = field(default_factory=FlowSettings)  # over the RoCE quality preset
 
     @property
     def nodes(self) -> int:
         return self.gpus // self.gpus_per_node
+
+    @property
+    def network(self) -> NetworkSpec:
+        """What a congestion backend reads about this cluster's network."""
+        return NetworkSpec(
+            gpu=self.gpu.id, fabric=self.fabric, gpus_per_node=self.gpus_per_node,
+            nics_per_node=self.nics_per_node, design=self.design,
+            oversubscription=self.oversubscription,
+            spine_oversubscription=self.spine_oversubscription, switch=self.switch,
+            roce_quality=self.roce_quality, placement=self.placement, routing=self.routing,
+            flow=self.flow, catalog=self.catalog,
+        )  # fmt: skip
 
 
 # A plan's scalar settings, shared by all rows of one Plans; every other field is an array.
@@ -158,6 +174,8 @@ def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
         switch=c.switch_for(fabric),
         spine_oversubscription=c.topology.spine_oversubscription,
         catalog=cat,
+        routing=c.routing,
+        flow=FlowSettings(**c.flow_control.model_dump()),
     )
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.workload.comm import collectives_s
 from fabricplan.workload.memory import Memory, memory, params_per_gpu
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans, hbm_bytes_per_s, matmul_flops
@@ -79,8 +80,10 @@ class Step:
         return {f"{p}_s": float(getattr(self, p)[i]) for p in parts}
 
 
-def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) -> Step:
-    """Step time of every plan in ``p`` for model ``s`` on ``hw``."""
+def training_step(s: Shape, p: Plans, hw: Hardware, *,
+                  backend: NetworkBackend = DEFAULT_BACKEND) -> Step:  # fmt: skip
+    """Step time of every plan in ``p`` for model ``s`` on ``hw``, the network's congestion
+    priced by ``backend``."""
     # projections in FP8 when asked; attention stays in BF16
     peak_proj, peak_attn = matmul_flops(hw.gpu, p.precision), matmul_flops(hw.gpu, "bf16")
     hbm = hbm_bytes_per_s(hw.gpu)
@@ -142,7 +145,7 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *, congestion: bool = True) 
         ("all_reduce", ep0, p.tp * p.ep, expert_n * p.grad_bytes, ring),
         ("reduce_scatter", epz, p.tp * p.ep, expert_n * p.grad_bytes, ring),
         ("all_gather", epz, p.tp * p.ep, expert_n * WEIGHT_BYTES, ring),
-    ], congestion)  # fmt: skip
+    ], backend)  # fmt: skip
 
     tp_layer = per_layer * (tp_ar_t + tp_rs_t + tp_ag_t)
     if p.tp_comm_overlap:
