@@ -21,7 +21,9 @@ def test_step_json_names_the_backend_and_none_is_the_ideal_fabric():
     flow = json.loads(run("step", MOE, *CONGESTED, "--json").stdout)[0]
     none = json.loads(run("step", MOE, *CONGESTED, "--json", "--congestion", "none").stdout)[0]
     assert (flow["congestion_backend"], none["congestion_backend"]) == ("flow", "none")
-    assert none["step_time_s"] < 0.995 * flow["step_time_s"]
+    # the data-parallel ring collides on the 2:1 leaves: the exposed reduction grows by a tenth
+    assert none["step_time_s"] < flow["step_time_s"]
+    assert none["breakdown"]["dp_comm_s"] < 0.95 * flow["breakdown"]["dp_comm_s"]
     assert none["breakdown"]["compute_s"] == flow["breakdown"]["compute_s"]
     # the flag --congestion replaced still works, as a deprecated alias of none
     alias = run("step", MOE, *CONGESTED, "--json", "--no-congestion")

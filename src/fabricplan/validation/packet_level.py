@@ -47,9 +47,12 @@ class Setting:
 
     def flow(self) -> FlowSettings:
         kb = self.packet_bytes / 1024
-        return FlowSettings(pfc_xoff_kb=self.pfc_xoff_packets * kb,
-                            pfc_xon_kb=self.pfc_xon_packets * kb,
-                            buffer_kb=self.queue_packets * kb, congestion_control="none")
+        return FlowSettings(
+            pfc_xoff_kb=self.pfc_xoff_packets * kb,
+            pfc_xon_kb=self.pfc_xon_packets * kb,
+            buffer_kb=self.queue_packets * kb,
+            congestion_control="none",
+        )
 
 
 @cache
@@ -92,15 +95,29 @@ class RefCase:
 
 
 CASES = (
-    RefCase("perm128", 128, "permutation i -> i+32, 4,005,000 B", lambda: _perm(128, 32, 4_005_000)),
-    RefCase("perm1024", 1024, "permutation i -> i+32, 4,005,000 B", lambda: _perm(1024, 32, 4_005_000)),
-    RefCase("ring1024", 1024, "ring step i -> i+8 (every hop leaves its leaf), 4,005,000 B",
-            lambda: _perm(1024, 8, 4_005_000)),
+    RefCase(
+        "perm128", 128, "permutation i -> i+32, 4,005,000 B", lambda: _perm(128, 32, 4_005_000)
+    ),
+    RefCase(
+        "perm1024", 1024, "permutation i -> i+32, 4,005,000 B", lambda: _perm(1024, 32, 4_005_000)
+    ),
+    RefCase(
+        "ring1024",
+        1024,
+        "ring step i -> i+8 (every hop leaves its leaf), 4,005,000 B",
+        lambda: _perm(1024, 8, 4_005_000),
+    ),
     RefCase("incast16", 128, "incast 16 -> 1, 2,000,000 B each", lambda: _incast(16, 2_000_000)),
     RefCase("incast64", 128, "incast 64 -> 1, 2,000,000 B each", lambda: _incast(64, 2_000_000)),
-    RefCase("a2a64", 128, "all-to-all among 64 hosts, 500,000 B a pair", lambda: _alltoall(64, 500_000)),
-    RefCase("a2a128", 128, "all-to-all among 128 hosts, 500,000 B a pair",
-            lambda: _alltoall(128, 500_000)),
+    RefCase(
+        "a2a64", 128, "all-to-all among 64 hosts, 500,000 B a pair", lambda: _alltoall(64, 500_000)
+    ),
+    RefCase(
+        "a2a128",
+        128,
+        "all-to-all among 128 hosts, 500,000 B a pair",
+        lambda: _alltoall(128, 500_000),
+    ),
 )
 ROUTINGS = ("ecmp", "flowlet", "spray")
 
@@ -142,29 +159,56 @@ class Comparison:
         return self.reference_seconds / max(self.seconds_per_seed, 1e-9)
 
     def to_dict(self) -> dict:
-        return {"case": self.case, "routing": self.routing, "traffic": self.what,
-                "predicted_fct_us": self.predicted, "measured_fct_us": self.measured,
-                "errors": self.errors, "within_tolerance": self.within,
-                "seconds_per_seed": self.seconds_per_seed,
-                "reference_seconds_per_run": self.reference_seconds, "speedup": self.speedup}
+        return {
+            "case": self.case,
+            "routing": self.routing,
+            "traffic": self.what,
+            "predicted_fct_us": self.predicted,
+            "measured_fct_us": self.measured,
+            "errors": self.errors,
+            "within_tolerance": self.within,
+            "seconds_per_seed": self.seconds_per_seed,
+            "reference_seconds_per_run": self.reference_seconds,
+            "speedup": self.speedup,
+        }
 
 
 def compare(case: RefCase, routing: str, seeds: int | None = None) -> Comparison:
     """Run one reference case here and set it beside the recorded figures."""
     s = setting()
-    c = Case(gpu=s.gpu, gpus=case.hosts, fabric=s.fabric, design="fat-tree", routing=routing,
-             pattern="flows", flows=case.flows(), seeds=seeds or s.seeds, jitter_us=0.0,
-             gpus_per_node=1, nics_per_node=1, switch=s.switch, flow=s.flow())
+    c = Case(
+        gpu=s.gpu,
+        gpus=case.hosts,
+        fabric=s.fabric,
+        design="fat-tree",
+        routing=routing,
+        pattern="flows",
+        flows=case.flows(),
+        seeds=seeds or s.seeds,
+        jitter_us=0.0,
+        gpus_per_node=1,
+        nics_per_node=1,
+        switch=s.switch,
+        flow=s.flow(),
+    )
     t0 = time.perf_counter()
     r = run_case(c, reference_catalog())
     spent = (time.perf_counter() - t0) / c.seeds
     m = measured()[(case.name, routing)]
-    return Comparison(case.name, routing, case.what, dict(r.fct_us),
-                      {k: m[k] for k in METRICS}, spent, m["wall_s"])
+    return Comparison(
+        case.name,
+        routing,
+        case.what,
+        dict(r.fct_us),
+        {k: m[k] for k in METRICS},
+        spent,
+        m["wall_s"],
+    )
 
 
-def check_all(seeds: int | None = None, only: str | None = None,
-              progress: Callable[[int], None] | None = None) -> list[Comparison]:
+def check_all(
+    seeds: int | None = None, only: str | None = None, progress: Callable[[int], None] | None = None
+) -> list[Comparison]:
     out = []
     for case in CASES:
         if only and case.name != only:
