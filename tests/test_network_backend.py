@@ -150,7 +150,7 @@ def test_flow_is_the_congestion_flag_it_replaces():
     slower = (
         flow.values["breakdown"]["dp_comm_total_s"] / ideal.values["breakdown"]["dp_comm_total_s"]
     )
-    assert slower > 1.05
+    assert slower > 1.02
     assert flow.values["breakdown"]["compute_s"] == ideal.values["breakdown"]["compute_s"]
 
 
