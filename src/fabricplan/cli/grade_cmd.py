@@ -144,21 +144,35 @@ def _print_grade(d: dict[str, Any]) -> None:
         )
 
 
+SUITES = ("nccl-tests", "training", "held-back", "claims", "packet-level")
+
+
 def validate_cmd(
     suite: str = typer.Option(
         "nccl-tests",
         "--suite",
         help="nccl-tests | training (Megatron SC'21) | held-back (other training runs) | "
-        "claims (the seeds' claims, as `fabricplan claims`).",
+        "claims (the seeds' claims, as `fabricplan claims`) | packet-level (the congestion "
+        "simulator against a packet-level simulator's recorded runs).",
+    ),
+    case: str | None = typer.Option(
+        None, "--case", help="packet-level: one case only (e.g. perm128)."
     ),
     points: bool = typer.Option(False, "--points", help="Also print every data point."),
     congestion: str | None = CONGESTION_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Rerun every published measurement we compare with: predicted vs measured, and the error."""
-    if suite not in ("nccl-tests", "training", "held-back", "claims"):
-        fail(f"--suite: {suite!r} is not allowed; use nccl-tests, training, held-back or claims",
-             as_json=as_json)  # fmt: skip
+    if suite not in SUITES:
+        fail(f"--suite: {suite!r} is not allowed; use {', '.join(SUITES)}", as_json=as_json)
+    if suite == "packet-level":
+        from fabricplan.cli.validate_packet import show_packet_level
+
+        if congestion is not None:
+            fail("--congestion: the packet-level suite runs the flow-level simulator itself",
+                 as_json=as_json)  # fmt: skip
+        show_packet_level(case, as_json)
+        return
     if suite != "nccl-tests":
         from fabricplan.cli.claims_cmd import claims_cmd
         from fabricplan.cli.validate_workload import show_training

@@ -44,6 +44,7 @@ MAX_SEEDS = 100_000
 MAX_QPS = 64
 MAX_JITTER_US = 1e6
 MAX_SHIFT = 10**7
+FCT_UNTIL = ("received", "acknowledged")
 
 
 class CaseError(ValueError):
@@ -83,6 +84,9 @@ class Case:
     shift: int | None = None  # permutation: NIC i sends to NIC i + shift; None: random
     flows: FlowList | None = None  # pattern "flows": the list (NICs in host order)
     polarized: bool = False  # ECMP: every tier hashes alike (hash polarization)
+    # a flow's completion time runs until its last byte is received, or until the sender has
+    # its acknowledgement (as packet simulators such as htsim log it)
+    fct_until: str = "received"
 
     def check(self) -> None:
         def bad(name: str, value: object, allowed: str) -> CaseError:
@@ -106,6 +110,8 @@ class Case:
             raise bad("size", self.size_bytes, "a positive number of bytes")
         if not 0.0 <= self.jitter_us <= MAX_JITTER_US:
             raise bad("jitter_us", self.jitter_us, f"0 to {MAX_JITTER_US:,.0f} microseconds")
+        if self.fct_until not in FCT_UNTIL:
+            raise bad("fct_until", self.fct_until, f"one of {', '.join(FCT_UNTIL)}")
         if self.pattern == "flows" and self.flows is None:
             raise CaseError("flows: pattern 'flows' needs a flow list (--flows FILE)")
         if self.shift is not None and not 1 <= self.shift <= MAX_SHIFT:

@@ -11,10 +11,12 @@ Routing modes:
 - ``flowlet``: switch adaptive routing on flowlets (Broadcom's dynamic load balancing, Cisco
   and Arista flowlet switching; Kandula et al., "Dynamic load balancing without packet
   reordering", CCR 2007): a flow may change path only at a gap longer than the flowlet
-  timeout. A collective's flows start within microseconds and then send back to back, so
-  each takes a port when it starts, seeing the load that was already there (other tenants)
-  but not its peers', and keeps it: per-flow, like ECMP, with the choice steered by the
-  standing load;
+  timeout. A switch rates its ports by load quantised into a few levels (an EWMA of the
+  port's use), so the flows of a collective, which start within microseconds, find their
+  peers' first packets invisible and the ports tied: each takes a port at random, steered
+  only by load that was already there (other tenants), and keeps it while it sends back to
+  back. Per flow, like ECMP, at the start. Moving a flow later, at a gap (a PFC pause longer
+  than the timeout), is not modelled: this errs slow where collisions pause flows;
 - ``adaptive``: load-aware choice per packet with reordering at the NIC (InfiniBand adaptive
   routing, Spectrum-X): each flow is cut into pieces routed in rounds, each piece taking the
   least-loaded candidate given the pieces before it;

@@ -16,7 +16,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from fabricplan.catalog import Catalog, Fabric, default_catalog
-from fabricplan.collectives import build_system, bus_factor, sweep
+from fabricplan.collectives import build_system, bus_factor, p2p_latency_us, sweep
 from fabricplan.collectives.model import SystemArrays
 from fabricplan.collectives.system import CommSystem
 from fabricplan.congestion import traffic as T
@@ -153,8 +153,23 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     shares = np.array(rec.paused[: len(spans)])
     paused = float(spans @ shares / spans.sum()) if spans.sum() > 0 else 0.0
     victims = 0 if rec.victims is None else int(np.count_nonzero(rec.victims))
-    fct = done.finish_us[:n_job] - starts[:n_job]
+    fct = done.finish_us[:n_job] - starts[:n_job] + _path_latency_us(st, routed, tr)[:n_job]
     return _Seed(t_ideal, float(done.finish_us[:n_job].max()), paused, victims, util, lat, fct)
+
+
+def _path_latency_us(st: _Setup, routed: Routed, tr: T.Traffic) -> np.ndarray:
+    """Per column, the latency its last byte adds after it leaves the sender: the slowest of
+    its hop flows' paths (by switches crossed), one way, or there and back again when the case
+    counts a flow done at its last acknowledgement."""
+    net = st.net
+    at_switch = net.graph.vertex_kind[net.tail[routed.lane]] >= LEAF
+    hops = np.bincount(routed.flow, weights=routed.weight * at_switch, minlength=len(tr.src))
+    per_hops = {h: p2p_latency_us(st.fabric, h, st.switch_latency_ns)
+                for h in np.unique(np.rint(hops).astype(int)).tolist()}  # fmt: skip
+    one_way = np.vectorize(per_hops.__getitem__, otypes=[float])(np.rint(hops).astype(int))
+    out = np.zeros(tr.columns)
+    np.maximum.at(out, tr.column, one_way)
+    return out * (2 if st.case.fct_until == "acknowledged" else 1)
 
 
 def _job_traffic(case: Case, graph: FabricGraph, job: np.ndarray,

@@ -1,0 +1,76 @@
+"""``fabricplan validate --suite packet-level``: the congestion simulator against a packet-level
+simulator's recorded runs, case by case, with the error and the speed."""
+
+from __future__ import annotations
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from fabricplan.cli.output import console, emit_json, err_console, fail
+from fabricplan.validation import packet_level as P
+
+
+def show_packet_level(case: str | None, as_json: bool) -> None:
+    names = [c.name for c in P.CASES]
+    if case is not None and case not in names:
+        fail(
+            f"--case: {case!r} is not a packet-level case; known: {', '.join(names)}",
+            as_json=as_json,
+        )
+    total = sum(1 for c in P.CASES if case in (None, c.name)) * len(P.ROUTINGS)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=as_json,
+    ) as bar:
+        task = bar.add_task("simulating", total=total)
+        checks = P.check_all(only=case, progress=lambda n: bar.advance(task, n))
+    if as_json:
+        emit_json(
+            {
+                "reference": P.meta()["simulator"],
+                "tolerance": P.TOLERANCE,
+                "cases": [c.to_dict() for c in checks],
+            }
+        )
+        return
+    sim = P.meta()["simulator"]
+    t = Table(
+        title=f"Flow completion times (us), median over seeds: fabricplan vs {sim['name']} "
+        f"(commit {sim['commit']})",
+        title_justify="left",
+        title_style="bold",
+    )
+    # short headers keep every figure whole in an 80-column terminal: fabricplan's figure, the
+    # reference's, the error, within 10 %, seconds per seed here, seconds per reference run
+    for col in ("case", "routing", "", "ours", "ref", "error", "ok", "s/seed", "ref s", "faster"):
+        left = col in ("case", "routing", "")
+        t.add_column(col, justify="left" if left else "right", overflow="fold")
+    for c in checks:
+        for i, m in enumerate(P.METRICS):
+            first = i == 0
+            t.add_row(
+                c.case if first else "",
+                c.routing if first else "",
+                m,
+                f"{c.predicted[m]:,.1f}",
+                f"{c.measured[m]:,.1f}",
+                f"{100 * c.errors[m]:+.1f} %",
+                ("yes" if c.within else "no") if first else "",
+                f"{c.seconds_per_seed:.3f}" if first else "",
+                f"{c.reference_seconds:.2f}" if first else "",
+                f"{c.speedup:,.0f}x" if first else "",
+                end_section=i == len(P.METRICS) - 1,
+            )
+    console.print(t)
+    ok = sum(c.within for c in checks)
+    fast = sum(c.speedup >= 10 for c in checks)
+    console.print(
+        f"within 10 % on p50, p99 and max: {ok}/{len(checks)}; at least 10x faster per "
+        f"seed than one reference run: {fast}/{len(checks)}",
+        highlight=False,
+    )
