@@ -15,7 +15,7 @@ from fabricplan.congestion.backends import ClosedFormECMP, SimulatedCongestion
 from fabricplan.congestion.case import Case, CaseError
 from fabricplan.congestion.closed_form import collision_slowdown, expected_max_load, max_load_cdf
 from fabricplan.congestion.dcqcn import dcqcn_fluid, go_back_n_efficiency, quality
-from fabricplan.congestion.lossless import FlowControl, apply_flow_control
+from fabricplan.congestion.flowcontrol import FlowControl, Phases
 from fabricplan.congestion.network import Network
 from fabricplan.congestion.simulate import run_case
 from fabricplan.congestion.waterfill import complete, max_min_rates
@@ -195,13 +195,12 @@ def _incast_with_victim(fc: FlowControl):
         raise AssertionError("no seed puts the victim on an incast flow's path")
     a = csr_matrix((r.weight, (r.lane, r.flow)), shape=(net.lanes, len(src)))
     demand = np.full(len(src), 46.0)
-    open_loop = np.zeros(len(src), bool)
-    job = np.ones(len(src), bool)
-    eff = apply_flow_control(net, r, np.arange(len(src)), a, demand, open_loop, job, fc, 5000.0,
-                             5.0)  # fmt: skip
+    n = len(src)
+    phases = Phases(net, r, np.arange(n), a, a.T.tocsr(), demand, np.full(n, np.inf),
+                    np.zeros(n, bool), np.ones(n, bool), fc, 5.0)  # fmt: skip
+    after = phases(np.ones(n, bool), np.full(n, 1e9))
     before = max_min_rates(a, net.capacity, cap=demand)
-    after = max_min_rates(a, eff.capacity, cap=demand)
-    return eff, before, after
+    return phases.record, before, after
 
 
 @pytest.mark.parametrize(
@@ -209,18 +208,18 @@ def _incast_with_victim(fc: FlowControl):
     [FlowControl("credit", None, 4096), FlowControl.of("pfc", True, quality("default"), 4096)],
 )
 def test_pause_slows_a_victim_that_shares_only_an_upstream_link(fc):
-    eff, before, after = _incast_with_victim(fc)
+    rec, before, after = _incast_with_victim(fc)
     victim = len(before) - 1
-    assert eff.victims[victim]
+    assert rec.victims[victim]
     assert after[victim] < 0.8 * before[victim]
-    assert eff.paused_fraction > 0
+    assert rec.paused[0] > 0
 
 
 def test_no_pause_without_pfc():
     fc = FlowControl.of("pfc", True, quality("misconfigured"), 4096)
-    eff, _, _ = _incast_with_victim(fc)
-    assert not eff.victims.any()
-    assert eff.paused_fraction == 0.0 and not eff.pause.any()
+    rec, _, _ = _incast_with_victim(fc)
+    assert rec.victims is None or not rec.victims.any()
+    assert rec.paused == [0.0]
 
 
 # --- what the seeds and published data say -----------------------------------------------
