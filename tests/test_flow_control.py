@@ -399,3 +399,57 @@ def test_ecmp_permutation_and_incast_match_the_packet_level_reference():
         case = next(c for c in P.CASES if c.name == name)
         c = P.compare(case, "ecmp")
         assert c.within, (name, c.errors)
+
+
+# --- rail-optimized fabrics at scale -------------------------------------------------------------
+
+
+def _leaving(design: str, seed: int = 0) -> tuple[int, int]:
+    """Ring flows that leave their leaf, and the most on any one leaf, for 512 GPUs placed
+    fragmented over 1,024 (RoCE 400G, 128-port switches)."""
+    from fabricplan.topology import design_fabric
+
+    d = design_fabric(1024, design, "roce-400g")
+    g = build_graph(d.layout, 450.0, 64.0)
+    net = Network(g, 1.0)
+    job = T.place(g.nodes, 64, "fragmented", np.random.default_rng(seed))
+    tr = T.ring(g, job, 1e6)
+    s_leaf, d_leaf = net.leaf_of(tr.src), net.leaf_of(tr.dst)
+    out = s_leaf[s_leaf != d_leaf]
+    return len(out), int(np.bincount(out).max(initial=0))
+
+
+def test_rail_optimized_meets_spine_ecmp_as_a_fat_tree_does():
+    # The same routing at the leaf uplinks: traffic that leaves its leaf collides under ECMP on
+    # either design. A double binary tree's edges span the job, so on rail-optimized leaves it
+    # loses to collisions too; a ring's neighbours in host order share their rail's leaf (64
+    # nodes a leaf), so only the few hops at leaf boundaries leave it, against every rail's
+    # hops at every boundary on a fat-tree leaf (8 nodes a leaf): that, not the routing, is
+    # why a fragmented ring barely notices ECMP on a rail-optimized fabric.
+    base = dict(gpus=512, placement="fragmented", routing="ecmp", seeds=3)
+    tree = run_case(Case(design="rail-optimized", pattern="tree-allreduce", **base))
+    ring = run_case(Case(design="rail-optimized", pattern="ring-allreduce", **base))
+    fat = run_case(Case(design="fat-tree", pattern="ring-allreduce", **base))
+    assert np.median(tree.network_slowdowns) >= 1.4
+    assert np.median(ring.network_slowdowns) < 1.01
+    assert np.median(fat.network_slowdowns) >= 1.4
+    rail_out, rail_most = _leaving("rail-optimized")
+    fat_out, fat_most = _leaving("fat-tree")
+    # two channels a NIC at half its rate each: only three on one uplink lose anything
+    assert rail_most <= 2 * T.CHANNELS_PER_NIC < fat_most
+    assert fat_out > 4 * rail_out
+
+
+def test_valiant_and_ugal_spread_a_ring_over_a_dragonfly_group():
+    # a ring between neighbouring routers of one group puts every crossing channel on one
+    # local link under minimal routing; a detour through a random third router spreads it
+    base = dict(gpus=1024, design="dragonfly", routing="adaptive", seeds=2, jitter_us=0.0)
+    slow = {
+        r: float(np.median(run_case(Case(dragonfly=r, **base)).network_slowdowns))
+        for r in ("minimal", "valiant", "ugal")
+    }
+    assert slow["minimal"] == pytest.approx(8.0, rel=0.01)  # 16 half-NIC channels on one link
+    assert slow["valiant"] < slow["minimal"] / 2
+    assert slow["ugal"] < slow["minimal"] / 2
+    with pytest.raises(CaseError, match="dragonfly: 'random'"):
+        Case(dragonfly="random").check()

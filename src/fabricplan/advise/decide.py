@@ -21,6 +21,7 @@ from fabricplan.advise.reasons import reasons
 from fabricplan.advise.roce_tuning import tuning_effect, tuning_reason
 from fabricplan.advise.scoring import DRIVERS, Parts, build_parts, evaluate, nominal_multipliers
 from fabricplan.catalog import Catalog
+from fabricplan.congestion.limits import not_modelled_by
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import Scenario
 
@@ -147,6 +148,8 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
             "misses_time_to_production": misses, "ttft_s": p.get("ttft_s"),
             "itl_s": p.get("itl_s"), "network_fraction": p.get("network_fraction"),
             "breakdown": p.get("breakdown", {}),
+            "not_modelled": not_modelled_by(backend.name, cat.fabric(p["fabric"]).family,
+                                            sc.cluster.topology.design),
         })  # fmt: skip
     rec = {
         "fabric": names[best], "topology": sc.cluster.topology.design, "confidence": confidence,

@@ -61,8 +61,9 @@ def tuning_reason(t: dict[str, Any]) -> str:
         else:
             why = "the slowdown comes from the topology (oversubscription, path collisions)"
         return (
-            f"{head}; {names} lose the same: {why}, so tuning does not change the step "
-            "time (it still changes the run-loss risk)"
+            f"{head}; {names} lose the same: {why}; no modelled mechanism of tuning moves "
+            "the step here (it still changes the run-loss risk; what is not modelled is "
+            "listed per fabric)"
         )
     parts = [f"'{q}' {lost[q]:.1%} ({'+' if worth[q] >= 0 else '-'}"
              f"{usd(abs(worth[q]))} per run)" for q in others]  # fmt: skip

@@ -109,6 +109,10 @@ def _show(a: Advice) -> None:
         console.print(f"break-even by network maturity: {per}", highlight=False)
     if be.get("by_model"):
         console.print(_by_model_table(be["by_model"]))
+    for f in a.fabrics:
+        console.print(
+            f"[dim]{f['fabric']}, not modelled: {'; '.join(f['not_modelled'])}[/]", highlight=False
+        )
     console.print("[bold]Ask the provider:[/]")
     for q in a.questions:
         planned = f" [dim](planned: {q['planned']})[/]" if q["planned"] else ""

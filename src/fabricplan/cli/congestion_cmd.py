@@ -81,6 +81,11 @@ def congestion(
         help="CSV of flows 'src,dst,bytes[,start_us]' (NICs from 0 in host order); sets the "
         "pattern to 'flows'.",
     ),
+    dragonfly_routing: str = typer.Option(
+        "minimal",
+        "--dragonfly-routing",
+        help="Between dragonfly groups: minimal | valiant | ugal (UGAL-G in fluid form).",
+    ),
     polarized: bool = typer.Option(
         False, "--hash-polarization", help="ECMP hashes alike at every tier (polarization)."
     ),
@@ -148,6 +153,7 @@ def congestion(
             shift=shift,
             flows=flow_list,
             polarized=polarized,
+            dragonfly=dragonfly_routing,
         )
         case.check()
         result = _run_with_progress(case, cat, quiet=as_json)
@@ -194,6 +200,7 @@ def congestion(
                 ],
             )
         )
+    console.print("[dim]not modelled: " + "; ".join(out["not_modelled"]) + "[/]", highlight=False)
 
 
 def _run_with_progress(case: Case, cat, quiet: bool):

@@ -111,7 +111,8 @@ def step_cmd(
             found = evaluate_scenario(sc, cat, fabrics, backend=backend)
         else:
             found = _with_progress(sc, cat, fabrics, backend)
-        results = [{"fabric": r.fabric, "congestion_backend": backend.name, **r.values}
+        results = [{"fabric": r.fabric, "congestion_backend": backend.name, **r.values,
+                    "not_modelled": _limits(cat, backend.name, r.fabric, sc)}
                    for r in found]  # fmt: skip
     except WorkloadError as exc:  # a design the fabric cannot build is one too
         fail(str(exc), as_json=as_json)
@@ -144,3 +145,13 @@ def step_cmd(
     for r in results:
         console.print(f"{r['fabric']}: {r['tokens_per_s'] / best:.1%} of the best fabric's "
                       f"throughput", highlight=False)  # fmt: skip
+    for r in results:
+        console.print(
+            f"[dim]{r['fabric']}, not modelled: {'; '.join(r['not_modelled'])}[/]", highlight=False
+        )
+
+
+def _limits(cat: Catalog, backend: str, fabric: str, sc: Scenario) -> list[str]:
+    from fabricplan.congestion.limits import not_modelled_by
+
+    return not_modelled_by(backend, cat.fabric(fabric).family, sc.cluster.topology.design)

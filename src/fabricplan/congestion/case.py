@@ -13,6 +13,7 @@ from fabricplan.congestion.flowfile import FlowList
 from fabricplan.congestion.network import (
     ADAPTIVE_PIECES,
     ADAPTIVE_ROUNDS,
+    DRAGONFLY_ROUTINGS,
     ROUTE_BYTES_PER_PIECE_PORT,
     ROUTINGS,
 )
@@ -84,6 +85,7 @@ class Case:
     shift: int | None = None  # permutation: NIC i sends to NIC i + shift; None: random
     flows: FlowList | None = None  # pattern "flows": the list (NICs in host order)
     polarized: bool = False  # ECMP: every tier hashes alike (hash polarization)
+    dragonfly: str = "minimal"  # between dragonfly groups: minimal | valiant | ugal
     # a flow's completion time runs until its last byte is received, or until the sender has
     # its acknowledgement (as packet simulators such as htsim log it)
     fct_until: str = "received"
@@ -110,6 +112,8 @@ class Case:
             raise bad("size", self.size_bytes, "a positive number of bytes")
         if not 0.0 <= self.jitter_us <= MAX_JITTER_US:
             raise bad("jitter_us", self.jitter_us, f"0 to {MAX_JITTER_US:,.0f} microseconds")
+        if self.dragonfly not in DRAGONFLY_ROUTINGS:
+            raise bad("dragonfly", self.dragonfly, f"one of {', '.join(DRAGONFLY_ROUTINGS)}")
         if self.fct_until not in FCT_UNTIL:
             raise bad("fct_until", self.fct_until, f"one of {', '.join(FCT_UNTIL)}")
         if self.pattern == "flows" and self.flows is None:
@@ -142,6 +146,7 @@ class CaseResult:
     hottest_links: list[dict]
     latency_us: dict[str, float]
     fct_us: dict[str, float] = field(default_factory=dict)  # p50, p99, max over the job's flows
+    not_modelled: list[str] = field(default_factory=list)  # mechanisms the run leaves out
     layout: dict = field(default_factory=dict)
 
     def pct(self, q: float) -> float:
@@ -173,6 +178,7 @@ class CaseResult:
             "fct_p99_us": self.fct_us.get("p99"),
             "fct_max_us": self.fct_us.get("max"),
             "seeds": len(self.times_us),
+            "not_modelled": self.not_modelled,
             "fabric_layout": self.layout,
         }
 

@@ -38,9 +38,19 @@ from scipy.sparse import csr_matrix
 
 from fabricplan.congestion.adaptive import TIE_JITTER_GBPS, adaptive_pick
 from fabricplan.topology.bfs import hop_distances
-from fabricplan.topology.graph import E_NODE_LEAF, E_NVLINK, E_PCIE, LEAF, FabricGraph
+from fabricplan.topology.graph import (
+    E_GLOBAL,
+    E_LOCAL,
+    E_NODE_LEAF,
+    E_NVLINK,
+    E_PCIE,
+    LEAF,
+    FabricGraph,
+)
 
 ROUTINGS = ("ecmp", "flowlet", "adaptive", "spray")
+# Route choice between dragonfly groups (the per-hop choice above applies within each leg).
+DRAGONFLY_ROUTINGS = ("minimal", "valiant", "ugal")
 # Pieces per flow and routing rounds for adaptive routing: enough that the last pieces see an
 # almost complete load picture (a per-packet scheme sees it exactly).
 ADAPTIVE_PIECES = 8
@@ -208,6 +218,7 @@ class Network:
         preload: np.ndarray | None = None,
         max_entries: int | None = None,
         polarized: bool = False,
+        dragonfly: str = "minimal",
     ) -> Routed:
         """Lanes of NIC-to-NIC flows ``src[i] -> dst[i]`` (NIC vertices), with weights.
 
@@ -224,7 +235,11 @@ class Network:
         sw0, out, _ = self.switch_table
         s_leaf = self.leaf_of(src) - sw0
         d_leaf = self.leaf_of(dst) - sw0
-        targets, t_idx = np.unique(d_leaf, return_inverse=True)
+        via = self._via(s_leaf, d_leaf, dragonfly, rng, demand)
+        targets, t_idx = np.unique(np.r_[d_leaf, via[via >= 0]], return_inverse=True)
+        t_via = np.full(n, -1)
+        t_via[via >= 0] = t_idx[n:]
+        t_idx = t_idx[:n]
         dist = self._distances(targets)
         hops_to = dist.ravel()  # [target * switches + switch]: flat gathers beat 2-D ones
         n_sw = dist.shape[1]
@@ -232,7 +247,9 @@ class Network:
         flow = np.repeat(np.arange(n), pieces)
         here = np.repeat(s_leaf, pieces)
         mass = np.full(len(flow), 1.0 / pieces)
-        tgt = t_idx[flow]
+        # a detour (Valiant) heads for its intermediate router first, then for the destination
+        tgt = np.where(t_via[flow] >= 0, t_via[flow], t_idx[flow])
+        then = np.where(t_via[flow] >= 0, t_idx[flow], -1)
         lanes_out = [self.uplink(src), self.downlink(dst)]
         flows_out = [np.arange(n), np.arange(n)]
         weights_out = [np.ones(n), np.ones(n)]
@@ -247,16 +264,22 @@ class Network:
         # 16-bit keys numpy's stable sort is a radix sort)
         by_round = np.argsort(rounds.astype(np.int16), kind="stable")
         flow, here, mass, tgt = flow[by_round], here[by_round], mass[by_round], tgt[by_round]
+        then = then[by_round]
         # a polarized hash: one draw per piece, used at every tier
         u_hash = rng.random(len(flow)) if polarized else np.zeros(len(flow))
         bounds = np.searchsorted(rounds[by_round], np.arange(int(rounds.max(initial=0)) + 2))
         for a, b in itertools.pairwise(bounds.tolist()):
             f, v, w, t, u = flow[a:b], here[a:b], mass[a:b], tgt[a:b], u_hash[a:b]
+            nx = then[a:b]
             while len(f):
                 d_here = hops_to[t * n_sw + v]
+                turn = (d_here == 0) & (nx >= 0)  # at the intermediate router: on to the end
+                if turn.any():
+                    t, nx = np.where(turn, nx, t), np.where(turn, -1, nx)
+                    d_here = hops_to[t * n_sw + v]
                 moving = d_here > 0
                 f, v, w, t, d_here = f[moving], v[moving], w[moving], t[moving], d_here[moving]
-                u = u[moving]
+                u, nx = u[moving], nx[moving]
                 if not len(f):
                     break
                 if mode == "spray":
@@ -264,7 +287,7 @@ class Network:
                     entries += len(rows)
                     if max_entries is not None and entries > max_entries:
                         raise RouteTooLarge(entries)
-                    f, w, t, u = f[rows], (w / count)[rows], t[rows], u[rows]
+                    f, w, t, u, nx = f[rows], (w / count)[rows], t[rows], u[rows], nx[rows]
                     # merge pieces of one flow that meet at the same switch
                     key = f.astype(np.int64) * out.shape[0] + v
                     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
@@ -272,7 +295,7 @@ class Network:
                     flows_out.append(f)
                     weights_out.append(w)
                     w = np.bincount(inv, weights=w)
-                    f, v, t, u = f[first], v[first], t[first], u[first]
+                    f, v, t, u, nx = f[first], v[first], t[first], u[first], nx[first]
                     continue
                 cand, nxt, ok, count = self._candidates(v, t, d_here, hops_to)
                 if mode == "ecmp" or (mode == "flowlet" and standing is None):
@@ -293,6 +316,95 @@ class Network:
                 weights_out.append(w)
         return Routed(np.concatenate(lanes_out), np.concatenate(flows_out),
                       np.concatenate(weights_out))  # fmt: skip
+
+    @cached_property
+    def router_group(self) -> np.ndarray:
+        """Dragonfly group of every switch (local numbers): the routers joined by local links."""
+        from scipy.sparse.csgraph import connected_components
+
+        g = self.graph
+        sw0, _, _ = self.switch_table
+        n_sw = g.vertices - sw0
+        local = np.flatnonzero(g.edge_kind == E_LOCAL)
+        adj = csr_matrix((np.ones(len(local)), (g.src[local] - sw0, g.dst[local] - sw0)),
+                         shape=(n_sw, n_sw))  # fmt: skip
+        return connected_components(adj, directed=False)[1]
+
+    def _via(
+        self,
+        s_leaf: np.ndarray,
+        d_leaf: np.ndarray,
+        dragonfly: str,
+        rng: np.random.Generator,
+        demand: np.ndarray | None,
+    ) -> np.ndarray:
+        """Per flow, the intermediate router of a Valiant detour (local number), or -1 for a
+        minimal route. ``valiant``: every flow between two routers detours through a random
+        third router (Valiant & Brebner 1981; in a third group for flows between groups, as
+        Kim et al., ISCA 2008). ``ugal``: the flows between two routers (two groups) go
+        minimally while the direct local (global) links have room, and the rest detour: the
+        fluid form of UGAL-G, which sends a packet minimally until its queue beats a detour's."""
+        n = len(s_leaf)
+        none = np.full(n, -1)
+        if dragonfly == "minimal" or not (self.graph.edge_kind == E_LOCAL).any():
+            return none
+        if dragonfly not in DRAGONFLY_ROUTINGS:
+            raise ValueError(
+                f"unknown dragonfly routing '{dragonfly}'; known: {', '.join(DRAGONFLY_ROUTINGS)}"
+            )
+        grp = self.router_group
+        routers = len(grp)
+        apart = s_leaf != d_leaf
+        if routers < 3 or not apart.any():
+            return none
+        same = grp[s_leaf] == grp[d_leaf]
+        lo, hi = np.minimum(s_leaf, d_leaf), np.maximum(s_leaf, d_leaf)
+        pick = rng.integers(0, routers - 2, n)  # a router other than the two ends
+        pick = pick + (pick >= lo)
+        pick = pick + (pick >= hi)
+        n_groups = int(grp.max()) + 1
+        g_lo = np.minimum(grp[s_leaf], grp[d_leaf])
+        g_hi = np.maximum(grp[s_leaf], grp[d_leaf])
+        if n_groups >= 3:  # between groups: a router of a third group
+            members = np.argsort(grp, kind="stable")
+            first = np.searchsorted(grp[members], np.arange(n_groups))
+            size = np.bincount(grp, minlength=n_groups)
+            third = rng.integers(0, n_groups - 2, n)
+            third = third + (third >= g_lo)
+            third = third + (third >= g_hi)
+            pick = np.where(same, pick, members[first[third] + rng.integers(0, size[third])])
+        detour = apart.copy()
+        if dragonfly == "ugal":
+            rate = np.ones(n) if demand is None else np.asarray(demand, float)
+            key, room = self._direct_capacity
+            k = np.where(same, lo * routers + hi, routers * routers + g_lo * n_groups + g_hi)
+            pos = np.minimum(np.searchsorted(key, k), len(key) - 1)
+            has = key[pos] == k
+            want = np.bincount(pos[apart & has], weights=rate[apart & has], minlength=len(key))
+            p_min = np.where(has, np.minimum(1.0, room / np.maximum(want, 1e-300))[pos], 0.0)
+            detour = apart & (rng.random(n) >= p_min)
+        return np.where(detour, pick, -1)
+
+    @cached_property
+    def _direct_capacity(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted keys of router pairs (local links) and group pairs (global links), and the
+        GB/s of direct links each pair has in one direction."""
+        g = self.graph
+        sw0, _, _ = self.switch_table
+        grp = self.router_group
+        routers, n_groups = len(grp), int(grp.max()) + 1
+        keys, caps = [], []
+        for kind in (E_LOCAL, E_GLOBAL):
+            e = np.flatnonzero(g.edge_kind == kind)
+            a, b = g.src[e] - sw0, g.dst[e] - sw0
+            base, span = 0, routers
+            if kind == E_GLOBAL:
+                a, b = grp[a], grp[b]
+                base, span = routers * routers, n_groups
+            keys.append(base + np.minimum(a, b) * span + np.maximum(a, b))
+            caps.append(g.capacity_GBps[e] * self.efficiency)
+        uniq, inv = np.unique(np.concatenate(keys), return_inverse=True)
+        return uniq, np.bincount(inv, weights=np.concatenate(caps))
 
     def _candidates(self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray,
                     hops_to: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip

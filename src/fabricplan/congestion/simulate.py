@@ -33,6 +33,7 @@ from fabricplan.congestion.case import (
 )
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases
+from fabricplan.congestion.limits import not_modelled
 from fabricplan.congestion.network import (
     Network,
     Routed,
@@ -190,21 +191,43 @@ def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generat
     is_bg = tr.background[tr.column]
     bg, job = np.flatnonzero(is_bg), np.flatnonzero(~is_bg)
     budget = ROUTE_MEMORY_BUDGET_BYTES // SPRAY_BYTES_PER_ENTRY
+    how = {"polarized": st.case.polarized, "dragonfly": st.case.dragonfly}
     try:
         if not len(bg):  # no background: route the job alone (keeps the router's distance cache)
-            return net.route(tr.src, tr.dst, st.routing, rng, qps=st.case.qps,
-                             demand=demand[tr.column], max_entries=budget,
-                             polarized=st.case.polarized)  # fmt: skip
+            return net.route(
+                tr.src,
+                tr.dst,
+                st.routing,
+                rng,
+                qps=st.case.qps,
+                demand=demand[tr.column],
+                max_entries=budget,
+                **how,
+            )
         pre = np.zeros(net.lanes)
         # long-running background has had gaps: flowlet switching has spread it by load
         bg_mode = "adaptive" if st.routing == "flowlet" else st.routing
-        r_bg = net.route(tr.src[bg], tr.dst[bg], bg_mode, rng, demand=demand[tr.column[bg]],
-                         max_entries=budget, polarized=st.case.polarized)  # fmt: skip
+        r_bg = net.route(
+            tr.src[bg],
+            tr.dst[bg],
+            bg_mode,
+            rng,
+            demand=demand[tr.column[bg]],
+            max_entries=budget,
+            **how,
+        )
         np.add.at(pre, r_bg.lane, r_bg.weight * demand[tr.column[bg]][r_bg.flow])
-        r_job = net.route(tr.src[job], tr.dst[job], st.routing, rng, qps=st.case.qps,
-                          demand=demand[tr.column[job]], preload=pre,
-                          max_entries=budget - len(r_bg.lane),
-                          polarized=st.case.polarized)  # fmt: skip
+        r_job = net.route(
+            tr.src[job],
+            tr.dst[job],
+            st.routing,
+            rng,
+            qps=st.case.qps,
+            demand=demand[tr.column[job]],
+            preload=pre,
+            max_entries=budget - len(r_bg.lane),
+            **how,
+        )
     except RouteTooLarge as e:
         raise spray_too_large(st.case, st.nodes, e.entries) from None
     return Routed(lane=np.concatenate([r_job.lane, r_bg.lane]),
@@ -293,6 +316,7 @@ def run_case(case: Case, catalog: Catalog | None = None,
         hottest_links=[_describe(net, lane, u) for lane, u in top],
         latency_us={f"p{q:g}": float(np.percentile(lat, q)) for q in (50, 99, 99.9)},
         fct_us={"p50": fct[50], "p99": fct[99], "max": fct[100]},
+        not_modelled=not_modelled(fab.family, case.design),
         layout={"tiers": design.layout.tiers, "switches": design.layout.switches},
     )
 

@@ -1,0 +1,42 @@
+"""What the congestion layer leaves out, said per case: every command that uses it prints this
+as "not modelled", so that a mechanism it lacks is never read as a mechanism with no effect."""
+
+from __future__ import annotations
+
+COMMON = (
+    "buffer shared between a switch's ports (each port's thresholds are fixed)",
+    "congestion spreading beyond the congested port's own feeders (one level of pauses)",
+)
+BY_FAMILY = {
+    "roce": (
+        "flowlet routing moving a flow at a later gap, e.g. a PFC pause (errs slow)",
+        "DCQCN hyper-increase and NIC rate floors (recovery after deep cuts errs slow)",
+        "selective retransmission (lossy RoCE recovers by go-back-N)",
+        "PFC storms and deadlocks from misbehaving NICs",
+        "packet reordering costs of per-packet routing at RoCE NICs",
+    ),
+    "infiniband": ("InfiniBand congestion control (FECN/BECN): hot spots back-pressure fully",),
+    "ethernet": ("TCP's own congestion control dynamics (links are shared max-min fairly)",),
+}
+DRAGONFLY = ("non-minimal dragonfly routing (Valiant, UGAL): routes are minimal",)
+
+
+def not_modelled(family: str, design: str) -> list[str]:
+    """The mechanisms of this fabric family and design the simulation does not include."""
+    out = list(BY_FAMILY.get(family, BY_FAMILY["ethernet"])) + list(COMMON)
+    if design == "dragonfly":
+        out += DRAGONFLY
+    return out
+
+
+def not_modelled_by(backend: str, family: str, design: str) -> list[str]:
+    """The same, for the workload layer's network backend (``none``, ``closed-form``,
+    ``flow``)."""
+    if backend == "none":
+        return ["congestion of any kind (--congestion none prices an ideal fabric)"]
+    if backend == "closed-form":
+        return [
+            "flow control (PFC, DCQCN, credits) and every routing but per-flow hashing: the "
+            "closed form counts ECMP collisions only"
+        ]
+    return not_modelled(family, design)
