@@ -248,9 +248,7 @@ def test_ib_allreduce_falls_from_two_to_eight_nodes():
     assert 320 <= adaptive <= 390
     static = dict(design="fat-tree", routing="ecmp", placement="fragmented", cluster_gpus=1024)
     one_qp, two_qp = busbw(8, **static), busbw(8, qps=2, **static)
-    # one queue pair loses most: collisions, then round-robin arbitration per port and the
-    # head-of-line blocking of credits (the static rows are a plausible setting, not a fit)
-    assert 0.6 * adaptive <= one_qp < two_qp <= adaptive * 1.01
+    assert 250 <= one_qp < two_qp <= adaptive * 1.01
 
 
 def test_backends_share_the_interface():

@@ -210,8 +210,11 @@ def _run_with_progress(case: Case, cat, quiet: bool):
 
     from fabricplan.congestion.case import CaseResult
 
-    if quiet or case.seeds == 1:
+    if quiet:
         return run_case(case, cat)
+    if case.seeds == 1:  # nothing to count: a spinner, gone when the run ends
+        with err_console.status("simulating one seed"):
+            return run_case(case, cat)
     bar: Progress | None = None
     task = None
     t0 = time.perf_counter()

@@ -212,7 +212,11 @@ class Phases:
                 ),
                 minlength=lanes,
             )
-            fills = opened | (windows > self.fc.threshold_kb * np.maximum(n_ports, 1))
+            # PFC and credits hold a threshold per ingress port; a lossy port drops past its
+            # own buffer, whatever feeds it
+            per_port = self.fc.pauses
+            limit = self.fc.threshold_kb * (np.maximum(n_ports, 1) if per_port else 1)
+            fills = opened | (windows > limit)
             hot &= fills
             keep = hot[p_lane]
             h_keep = hot[out[h]]
