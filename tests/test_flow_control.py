@@ -453,3 +453,31 @@ def test_valiant_and_ugal_spread_a_ring_over_a_dragonfly_group():
     assert slow["ugal"] < slow["minimal"] / 2
     with pytest.raises(CaseError, match="dragonfly: 'random'"):
         Case(dragonfly="random").check()
+
+
+def test_roce_quality_reaches_the_data_parallel_ring():
+    # the 256-GPU MoE example on a 2:1 RoCE fat-tree: its data-parallel ring channels collide
+    # on the leaf uplinks. Tuned ECN holds their queues below XOFF; the default profile lets
+    # PFC pause their NICs (the other channel of each NIC is a victim); with PFC off the
+    # collision overflows the port and go-back-N collapses the ring.
+    from fabricplan.catalog import default_catalog
+    from fabricplan.scenario import load_scenario
+    from fabricplan.workload import evaluate_scenario
+
+    cat = default_catalog()
+    dp = {}
+    for q in ("tuned", "default", "misconfigured"):
+        sc = load_scenario(
+            "examples/256-gpu-moe.yaml",
+            catalog=cat,
+            overrides=[
+                "cluster.topology.design=fat-tree",
+                "cluster.topology.oversubscription=2",
+                f"cluster.roce_quality={q}",
+            ],
+        )
+        (r,) = evaluate_scenario(sc, cat, ["roce-400g"])
+        dp[q] = r.values["breakdown"]["dp_comm_total_s"]
+    assert dp["tuned"] < dp["default"] < dp["misconfigured"]
+    assert dp["default"] / dp["tuned"] > 1.02
+    assert dp["misconfigured"] / dp["tuned"] > 3

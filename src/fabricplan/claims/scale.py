@@ -46,6 +46,11 @@ COMMON_VARIANTS = (
     Variant("gradient reduction not overlapped", ("workload.overlap_dp=false",)),
     Variant("RoCE latency at the catalog's high end", roce_latency="high"),
     Variant("fragmented placement (a shared cluster)", ("cluster.placement=fragmented",)),
+    # where NCCL channels collide, RoCE quality decides what the collision costs
+    Variant(f"fat-tree {OVERSUBSCRIBED:g}:1, RoCE default tuning",
+            ("cluster.topology.design=fat-tree",
+             f"cluster.topology.oversubscription={OVERSUBSCRIBED}",
+             "cluster.roce_quality=default")),
 )  # fmt: skip
 WORST = Variant(
     "all adverse at once",
