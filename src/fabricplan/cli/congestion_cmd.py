@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from fabricplan.catalog import UnknownIdError
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
-from fabricplan.cli.output import console, emit_json, err_console, fail, kv_table
+from fabricplan.cli.output import console, emit_json, err_console, fail, kv_table, progress_bar
 from fabricplan.cli.system_opts import (
     GPN_OPT,
     JSON_OPT,
@@ -28,10 +28,18 @@ from fabricplan.congestion.traffic import PATTERNS, PLACEMENTS
 from fabricplan.scenario import default_fabric
 from fabricplan.topology import DESIGNS
 
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
 # A progress bar is shown when a run is expected to take longer than this (seconds): after the
 # first seed, or from the start when there are many seeds.
 PROGRESS_AFTER_S = 2.0
 PROGRESS_MIN_SEEDS = 10
+
+
+def _kb(flag: str, what: str) -> float | None:
+    """A flow-control queue setting; unset keeps the RoCE quality preset's."""
+    return typer.Option(None, flag, help=f"{what} (KB; default: the RoCE quality's preset).")
 
 
 def congestion(
@@ -89,21 +97,11 @@ def congestion(
     polarized: bool = typer.Option(
         False, "--hash-polarization", help="ECMP hashes alike at every tier (polarization)."
     ),
-    pfc_xoff_kb: float | None = typer.Option(
-        None, "--pfc-xoff-kb", help="PFC pause threshold per ingress port (KB; default: preset)."
-    ),
-    pfc_xon_kb: float | None = typer.Option(
-        None, "--pfc-xon-kb", help="PFC resume threshold (KB; default: preset)."
-    ),
-    buffer_kb: float | None = typer.Option(
-        None, "--buffer-kb", help="Queue one egress port may hold (KB; default: preset)."
-    ),
-    ecn_kmin_kb: float | None = typer.Option(
-        None, "--ecn-kmin-kb", help="ECN marking starts (KB; default: preset)."
-    ),
-    ecn_kmax_kb: float | None = typer.Option(
-        None, "--ecn-kmax-kb", help="ECN marks every packet (KB; default: preset)."
-    ),
+    pfc_xoff_kb: float | None = _kb("--pfc-xoff-kb", "PFC pause threshold per ingress port"),
+    pfc_xon_kb: float | None = _kb("--pfc-xon-kb", "PFC resume threshold"),
+    buffer_kb: float | None = _kb("--buffer-kb", "Queue one egress port may hold"),
+    ecn_kmin_kb: float | None = _kb("--ecn-kmin-kb", "ECN marking starts"),
+    ecn_kmax_kb: float | None = _kb("--ecn-kmax-kb", "ECN marks every packet"),
     congestion_control: str | None = typer.Option(
         None,
         "--congestion-control",
@@ -225,14 +223,7 @@ def _run_with_progress(case: Case, cat, quiet: bool):
         done += n
         elapsed = time.perf_counter() - t0
         if bar is None and elapsed / done * case.seeds > PROGRESS_AFTER_S:
-            bar = Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err_console,
-                transient=True,
-            )
+            bar = progress_bar()
             bar.start()
             task = bar.add_task("simulating", total=case.seeds, completed=done)
         elif bar is not None and task is not None:

@@ -14,6 +14,7 @@ from fabricplan.scenario import Problem
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress
     from rich.table import Table
 
 # Exit codes: 0 success; 1 an internal error; 2 bad input (usage, unknown id, invalid scenario).
@@ -97,3 +98,14 @@ def kv_table(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     for key, value in rows:
         table.add_row(key, fmt(value))
     return table
+
+
+def progress_bar(disable: bool = False) -> Progress:
+    """The counting bar long commands show on stderr (description, bar, n/total, time),
+    gone when it ends; ``disable`` (JSON output) shows nothing."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
+
+    return Bar("[progress.description]{task.description}", BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=_console("err_console"),
+                    transient=True, disable=disable)  # fmt: skip

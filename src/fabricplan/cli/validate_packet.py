@@ -3,10 +3,9 @@ simulator's recorded runs, case by case, with the error and the speed."""
 
 from __future__ import annotations
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from fabricplan.cli.output import console, emit_json, err_console, fail
+from fabricplan.cli.output import console, emit_json, fail, progress_bar
 from fabricplan.validation import packet_level as P
 
 
@@ -18,15 +17,7 @@ def show_packet_level(case: str | None, as_json: bool) -> None:
             as_json=as_json,
         )
     total = sum(1 for c in P.CASES if case in (None, c.name)) * len(P.ROUTINGS)
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=as_json,
-    ) as bar:
+    with progress_bar(disable=as_json) as bar:
         task = bar.add_task("simulating", total=total)
         checks = P.check_all(only=case, progress=lambda n: bar.advance(task, n))
     if as_json:
