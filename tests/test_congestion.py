@@ -308,8 +308,10 @@ def test_the_closed_form_refuses_what_its_law_does_not_cover():
 )
 def test_case_check_rejects_out_of_range_cleanly(seeds, qps, background, size, pattern):
     case = Case(seeds=seeds, qps=qps, background=background, size_bytes=size, pattern=pattern)
+    # a flow list is given, not made: the pattern alone is refused without one
     ok = (1 <= seeds <= 100_000 and 1 <= qps <= 64 and 0 <= background <= 1
-          and size > 0 and np.isfinite(size) and pattern in T.PATTERNS)  # fmt: skip
+          and size > 0 and np.isfinite(size) and pattern in T.PATTERNS
+          and pattern != "flows")  # fmt: skip
     if ok:
         case.check()
     else:

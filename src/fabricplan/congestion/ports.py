@@ -20,12 +20,16 @@ from fabricplan.topology.graph import LEAF
 @dataclass(frozen=True)
 class PortPairs:
     """(egress lane ``out``, ingress lane ``into``) of one hop flow ``flow`` at one switch, and
-    the share ``weight`` of that flow's rate that enters on ``into`` and leaves on ``out``."""
+    the share ``weight`` of that flow's rate that enters on ``into`` and leaves on ``out``;
+    ``e_out`` and ``e_in`` are the routed entries (indices into the :class:`Routed` arrays)
+    the pair joins."""
 
     out: np.ndarray
     into: np.ndarray
     flow: np.ndarray
     weight: np.ndarray
+    e_out: np.ndarray
+    e_in: np.ndarray
 
     def __len__(self) -> int:
         return len(self.out)
@@ -56,4 +60,4 @@ def port_pairs(net: Network, routed: Routed) -> PortPairs:
     )
     w_through = through[np.repeat(lo, count)]
     weight = routed.weight[rep_in] * routed.weight[rep_out] / np.maximum(w_through, 1e-300)
-    return PortPairs(lane[rep_out], lane[rep_in], routed.flow[rep_out], weight)
+    return PortPairs(lane[rep_out], lane[rep_in], routed.flow[rep_out], weight, rep_out, rep_in)
