@@ -395,7 +395,7 @@ def test_congestion_refuses_a_bad_flow_file(tmp_path):
 
 def test_ecmp_permutation_and_incast_match_the_packet_level_reference():
     # recorded from a packet-level simulator on its own fabric, never used to set anything
-    for name in ("perm128", "incast64"):
+    for name in ("perm128", "perm1024", "ring1024", "incast16", "incast64", "a2a64"):
         case = next(c for c in P.CASES if c.name == name)
         c = P.compare(case, "ecmp")
         assert c.within, (name, c.errors)
@@ -481,3 +481,16 @@ def test_roce_quality_reaches_the_data_parallel_ring():
     assert dp["tuned"] < dp["default"] < dp["misconfigured"]
     assert dp["default"] / dp["tuned"] > 1.02
     assert dp["misconfigured"] / dp["tuned"] > 3
+
+
+def test_a_routing_a_fabric_does_not_offer_is_warned_about():
+    out = run(
+        "scenario", "check", "examples/64-gpu-70b-training.yaml", "--set", "cluster.routing=flowlet"
+    )
+    assert out.returncode == 0
+    assert "cluster.routing: is not among ib-ndr's routings (adaptive, static)" in out.stdout
+    assert "roce-400g's routings" not in out.stdout  # RoCE switches offer flowlet routing
+    ecmp = run(
+        "scenario", "check", "examples/64-gpu-70b-training.yaml", "--set", "cluster.routing=ecmp"
+    )
+    assert "cluster.routing" not in ecmp.stdout  # static tables hash as ECMP does

@@ -278,6 +278,21 @@ def scenario_warnings(s: Scenario, cat: Catalog) -> list[Problem]:
                 s.cluster.roce_quality,
             )
         )
+    asked = s.cluster.routing
+    if asked is not None:
+        # the catalog's names: per-packet spraying is 'packet-spray'; InfiniBand's static
+        # per-destination tables spread flows as a hash does
+        named = {"spray": ("packet-spray",), "ecmp": ("ecmp", "static")}.get(asked, (asked,))
+        for f in s.cluster.fabrics:
+            can = cat.fabric(f).routing
+            if not set(named) & set(can):
+                out.append(
+                    Problem(
+                        "cluster.routing",
+                        f"is not among {f}'s routings ({', '.join(can)}); it is simulated as asked",
+                        asked,
+                    )
+                )
     flow = s.cluster.flow_control.model_dump(exclude_none=True)
     if flow and no_roce:
         out.append(
