@@ -494,3 +494,34 @@ def test_a_routing_a_fabric_does_not_offer_is_warned_about():
         "scenario", "check", "examples/64-gpu-70b-training.yaml", "--set", "cluster.routing=ecmp"
     )
     assert "cluster.routing" not in ecmp.stdout  # static tables hash as ECMP does
+
+
+def test_deeper_spreading_pauses_the_remote_senders_too(monkeypatch):
+    # level 1: each hot port pauses the ports feeding it (the receiver's local NICs; the links
+    # from remote leaves into a crowded spine); level 2: a paused link that cannot carry what
+    # arrives for it pauses its own feeders, the remote senders' NICs (switched off by
+    # default; kept so the comparison with the packet-level reference can be rerun with it)
+    from fabricplan.congestion import flowcontrol
+
+    g, net = _fabric()
+    src = np.array([g.nic(i, 0) for i in range(1, 16)])
+    dst = np.full(len(src), g.nic(0, 0))
+    kind = net.graph.vertex_kind
+    far = net.leaf_of(src)[net.leaf_of(src) != net.leaf_of(dst[:1])[0]]
+    leaf_up = (kind[net.tail] < LEAF) & np.isin(net.head, far)  # remote senders' NIC links
+    seen = {}
+    spread = flowcontrol.Phases._spread
+
+    def keep(self, *args):
+        out = spread(self, *args)
+        seen[flowcontrol.SPREAD_LEVELS] = out.copy()
+        return out
+
+    monkeypatch.setattr(flowcontrol.Phases, "_spread", keep)
+    for levels in (1, 2):
+        monkeypatch.setattr(flowcontrol, "SPREAD_LEVELS", levels)
+        ph, *_ = _phases(net, src, dst, PFC_ONLY)
+        ph(np.ones(len(src), bool), np.full(len(src), 1e6))
+    # the second level only adds pauses, and adds them at the remote senders' NICs
+    assert (seen[2] >= seen[1]).all()
+    assert (seen[2][leaf_up] > seen[1][leaf_up]).any()

@@ -9,11 +9,11 @@ import numpy as np
 
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.dcqcn import qualities
+from fabricplan.congestion.dragonfly_routes import DRAGONFLY_ROUTINGS
 from fabricplan.congestion.flowfile import FlowList
 from fabricplan.congestion.network import (
     ADAPTIVE_PIECES,
     ADAPTIVE_ROUNDS,
-    DRAGONFLY_ROUTINGS,
     ROUTE_BYTES_PER_PIECE_PORT,
     ROUTINGS,
 )

@@ -149,7 +149,6 @@ class RunRecord:
     victims: np.ndarray | None = None
     queue_kb: dict[int, tuple[float, ...]] = field(default_factory=dict)
     utilisation: np.ndarray | None = None
-    hot: np.ndarray | None = None
     busiest: int = -1  # running job columns in the phase the queues were kept from
 
 
@@ -194,7 +193,7 @@ class Phases:
         net, a = self.net, self.a
         if not self.fc.acts:
             rates = max_min_rates(a, net.capacity, running, self.cap, self.a_t)
-            self._note(running, rates, np.zeros(net.lanes), np.zeros(net.lanes, bool), {})
+            self._note(running, rates, np.zeros(net.lanes), {})
             return rates
         push = np.where(running, self.push, 0.0)
         lanes = net.lanes
@@ -259,7 +258,7 @@ class Phases:
                 unpaused = max_min_rates(m, c0, running, self.cap)
                 victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
                 self.record.victims = victims
-        self._note(running, rates, pause, hot, queues, eff)
+        self._note(running, rates, pause, queues, eff)
         return rates
 
     def _arrivals(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:
@@ -408,7 +407,6 @@ class Phases:
         running: np.ndarray,
         rates: np.ndarray,
         pause: np.ndarray,
-        hot: np.ndarray,
         queues: dict,
         eff: np.ndarray | None = None,
     ) -> None:
@@ -423,4 +421,3 @@ class Phases:
             c = self.net.capacity if eff is None else eff
             self.record.utilisation = np.divide(load, c, out=np.zeros_like(load), where=c > 0)
             self.record.queue_kb = queues
-            self.record.hot = hot
