@@ -40,7 +40,7 @@ from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
 from fabricplan.congestion.dcqcn import Quality, fluid_key, fluid_of, go_back_n_efficiency, prepare
 from fabricplan.congestion.groupfill import group_fill
 from fabricplan.congestion.network import Network, Routed
-from fabricplan.congestion.ports import port_pairs
+from fabricplan.congestion.ports import PathArrivals, port_pairs
 from fabricplan.congestion.settings import FlowSettings
 from fabricplan.congestion.waterfill import max_min_rates
 from fabricplan.topology.graph import LEAF
@@ -127,18 +127,6 @@ class FlowControl:
         return self.quality.pfc_xoff_kb if self.quality.pfc else self.quality.buffer_kb
 
 
-def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:
-    """The most port pairs on any flow's path: how many passes carry arrivals to its end."""
-    depth = np.zeros(entries, np.int64)
-    for k in range(1, entries + 1):
-        nxt = np.zeros(entries, np.int64)
-        np.maximum.at(nxt, e_out, depth[e_in] + 1)
-        if np.array_equal(nxt, depth):
-            return k - 1
-        depth = nxt
-    return int(depth.max(initial=0))
-
-
 @dataclass
 class RunRecord:
     """What flow control did over one run: per event, the share of the job's links paused;
@@ -180,12 +168,7 @@ class Phases:
         if pp is not None:
             self.p_out, self.p_in, self.p_w = pp.out, pp.into, pp.weight
             self.p_col = col_of[pp.flow]
-            self.e_out, self.e_in = pp.e_out, pp.e_in
-            self.r_lane, self.r_w = routed.lane, routed.weight
-            self.r_col = col_of[routed.flow]
-            # entries that leave a NIC: where a flow's pushes enter the fabric
-            self.r_first = net.graph.vertex_kind[net.tail[routed.lane]] < LEAF
-            self.passes = _depth(len(routed.lane), pp.e_out, pp.e_in) + 1
+            self.arrivals = PathArrivals(net, routed, col_of, pp)
         self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
         self.record = RunRecord()
 
@@ -200,7 +183,7 @@ class Phases:
         cap = net.capacity
         sel = np.flatnonzero(running[self.p_col])
         out, into, col, w = self.p_out[sel], self.p_in[sel], self.p_col[sel], self.p_w[sel]
-        bring = self._arrivals(push, sel)
+        bring = self.arrivals.brought(push, sel)
         arriving = np.bincount(out, weights=bring, minlength=lanes)
         hot = arriving > cap * (1 + OVERLOAD_TOLERANCE)
         mult = np.ones(lanes)  # capacity left by congestion control's own losses
@@ -260,23 +243,6 @@ class Phases:
                 self.record.victims = victims
         self._note(running, rates, pause, queues, eff)
         return rates
-
-    def _arrivals(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:
-        """What each selected port pair brings (GB/s): what its flow's senders push, as far as
-        every lane before it lets through. A lane fed more than it carries delivers its
-        arrivals in proportion (FIFO); arrivals and lane loads are settled together, pass by
-        pass along the paths (a lane can be early on one flow's path and late on another's)."""
-        cap = self.net.capacity
-        start = np.where(self.r_first, push[self.r_col] * self.r_w, 0.0)
-        e_out, e_in, pw = self.e_out[sel], self.e_in[sel], self.p_w[sel]
-        per_in = pw / np.maximum(self.r_w[e_in], 1e-300)  # the pair's part of its entry
-        arr = start
-        for _ in range(self.passes):
-            load = np.bincount(self.r_lane, weights=arr, minlength=len(cap))
-            fifo = np.minimum(1.0, cap / np.maximum(load, 1e-300))
-            bring = arr[e_in] * fifo[self.r_lane[e_in]] * per_in
-            arr = start + np.bincount(e_out, weights=bring, minlength=len(arr))
-        return bring
 
     def _hot_ports(
         self,

@@ -61,3 +61,45 @@ def port_pairs(net: Network, routed: Routed) -> PortPairs:
     w_through = through[np.repeat(lo, count)]
     weight = routed.weight[rep_in] * routed.weight[rep_out] / np.maximum(w_through, 1e-300)
     return PortPairs(lane[rep_out], lane[rep_in], routed.flow[rep_out], weight, rep_out, rep_in)
+
+
+class PathArrivals:
+    """What each port pair brings: what its flow's senders push, as far as every lane before
+    it lets through. A lane fed more than it carries delivers its arrivals in proportion
+    (FIFO); arrivals and lane loads are settled together, pass by pass along the paths (a lane
+    can be early on one flow's path and late on another's)."""
+
+    def __init__(self, net: Network, routed: Routed, col_of: np.ndarray, pp: PortPairs) -> None:
+        self.cap = net.capacity
+        self.lane, self.weight = routed.lane, routed.weight
+        self.col = col_of[routed.flow]
+        # entries that leave a NIC: where a flow's pushes enter the fabric
+        self.first = net.graph.vertex_kind[net.tail[routed.lane]] < LEAF
+        self.pp = pp
+        self.passes = _depth(len(routed.lane), pp.e_out, pp.e_in) + 1
+
+    def brought(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:
+        """GB/s each selected pair brings, for columns pushing ``push``."""
+        start = np.where(self.first, push[self.col] * self.weight, 0.0)
+        e_out, e_in = self.pp.e_out[sel], self.pp.e_in[sel]
+        per_in = self.pp.weight[sel] / np.maximum(self.weight[e_in], 1e-300)  # pair's part
+        arr = start
+        bring = np.zeros(len(sel))
+        for _ in range(self.passes):
+            load = np.bincount(self.lane, weights=arr, minlength=len(self.cap))
+            fifo = np.minimum(1.0, self.cap / np.maximum(load, 1e-300))
+            bring = arr[e_in] * fifo[self.lane[e_in]] * per_in
+            arr = start + np.bincount(e_out, weights=bring, minlength=len(arr))
+        return bring
+
+
+def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:
+    """The most port pairs on any flow's path: how many passes carry arrivals to its end."""
+    depth = np.zeros(entries, np.int64)
+    for k in range(1, entries + 1):
+        nxt = np.zeros(entries, np.int64)
+        np.maximum.at(nxt, e_out, depth[e_in] + 1)
+        if np.array_equal(nxt, depth):
+            return k - 1
+        depth = nxt
+    return int(depth.max(initial=0))
