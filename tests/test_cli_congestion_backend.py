@@ -12,8 +12,14 @@ from test_cli import run
 MOE = "examples/256-gpu-moe.yaml"
 SMALL = "examples/16-gpu-finetune.yaml"
 # a 2:1 oversubscribed RoCE fat-tree, where the MoE example's traffic collides
-CONGESTED = ("--fabric", "roce-400g", "--set", "cluster.topology.design=fat-tree",
-             "--set", "cluster.topology.oversubscription=2")  # fmt: skip
+CONGESTED = (
+    "--fabric",
+    "roce-400g",
+    "--set",
+    "cluster.topology.design=fat-tree",
+    "--set",
+    "cluster.topology.oversubscription=2",
+)
 ALLOWED = "allowed: none, closed-form, flow"
 
 
@@ -79,8 +85,13 @@ def test_step_help_lists_the_backends_without_loading_the_simulator():
         "heavy = ('scipy', 'fabricplan.congestion.simulate', 'fabricplan.congestion.case')\n"
         "print([m for m in heavy if m in sys.modules], file=sys.stderr)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
     assert out.stderr.strip() == "[]"
     assert "--congestion" in out.stdout and "none|closed-form|flow" in out.stdout
     assert "--no-congestion" not in out.stdout  # hidden: deprecated

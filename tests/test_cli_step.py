@@ -135,8 +135,16 @@ def test_the_scenarios_switch_stays_with_its_own_fabrics():
     """A switch pinned for the scenario's InfiniBand fabric does not follow --fabric onto RoCE
     (an internal error before): step, topology and collective take RoCE's default switch."""
     sets = ("--set", "cluster.topology.switch=qm9700", "--set", "cluster.fabric=ib-ndr")
-    step = run("step", "examples/llama3-70b-512-h100.yaml", *sets, "--fabric", "roce-400g",
-               "--json", "--congestion", "none")  # fmt: skip
+    step = run(
+        "step",
+        "examples/llama3-70b-512-h100.yaml",
+        *sets,
+        "--fabric",
+        "roce-400g",
+        "--json",
+        "--congestion",
+        "none",
+    )
     assert step.returncode == 0 and json.loads(step.stdout)[0]["fabric"] == "roce-400g"
     topo = run("topology", "--scenario", "examples/llama3-70b-512-h100.yaml", *sets,
                "--fabric", "roce-400g", "--json")  # fmt: skip

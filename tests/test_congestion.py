@@ -196,8 +196,19 @@ def _incast_with_victim(fc: FlowControl):
     a = csr_matrix((r.weight, (r.lane, r.flow)), shape=(net.lanes, len(src)))
     demand = np.full(len(src), 46.0)
     n = len(src)
-    phases = Phases(net, r, np.arange(n), a, a.T.tocsr(), demand, np.full(n, np.inf),
-                    np.zeros(n, bool), np.ones(n, bool), fc, 5.0)  # fmt: skip
+    phases = Phases(
+        net,
+        r,
+        np.arange(n),
+        a,
+        a.T.tocsr(),
+        demand,
+        np.full(n, np.inf),
+        np.zeros(n, bool),
+        np.ones(n, bool),
+        fc,
+        5.0,
+    )
     after = phases(np.ones(n, bool), np.full(n, 1e9))
     before = max_min_rates(a, net.capacity, cap=demand)
     return phases.record, before, after
@@ -309,9 +320,15 @@ def test_the_closed_form_refuses_what_its_law_does_not_cover():
 def test_case_check_rejects_out_of_range_cleanly(seeds, qps, background, size, pattern):
     case = Case(seeds=seeds, qps=qps, background=background, size_bytes=size, pattern=pattern)
     # a flow list is given, not made: the pattern alone is refused without one
-    ok = (1 <= seeds <= 100_000 and 1 <= qps <= 64 and 0 <= background <= 1
-          and size > 0 and np.isfinite(size) and pattern in T.PATTERNS
-          and pattern != "flows")  # fmt: skip
+    ok = (
+        1 <= seeds <= 100_000
+        and 1 <= qps <= 64
+        and 0 <= background <= 1
+        and size > 0
+        and np.isfinite(size)
+        and pattern in T.PATTERNS
+        and pattern != "flows"
+    )
     if ok:
         case.check()
     else:

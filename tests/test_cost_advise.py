@@ -242,8 +242,12 @@ def test_reference_plan_fits_divides_and_rejects_what_cannot_fit():
     assert s is not None and s.cluster.fabrics == ("ib-ndr", "roce-400g")
     par = s.workload.parallel
     assert par.tp * par.pp * par.dp == 16 and s.workload.model == "llama3-8b"
-    st = training_step(shape_of(cat.model("llama3-8b")), plans_from_scenario(s),
-                       hardware_from_scenario(s, cat, "ib-ndr"), backend=NO_CONGESTION)  # fmt: skip
+    st = training_step(
+        shape_of(cat.model("llama3-8b")),
+        plans_from_scenario(s),
+        hardware_from_scenario(s, cat, "ib-ndr"),
+        backend=NO_CONGESTION,
+    )
     assert st.memory.fits[0]
 
 

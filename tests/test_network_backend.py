@@ -41,8 +41,15 @@ TODAY_IDEAL_STEP_S = 2.636693695188964
 def _ring_only(gpus: int) -> tuple[Hardware, Plans]:
     """llama3-8b with TP inside the node and the gradient all-reduce on a ring across every
     node (no pipeline, expert or context traffic), on a non-blocking RoCE fat-tree."""
-    hw = Hardware(gpu=CAT.gpu("h100"), gpus=gpus, gpus_per_node=8, nics_per_node=8,
-                  fabric="roce-400g", design="fat-tree", catalog=CAT)  # fmt: skip
+    hw = Hardware(
+        gpu=CAT.gpu("h100"),
+        gpus=gpus,
+        gpus_per_node=8,
+        nics_per_node=8,
+        fabric="roce-400g",
+        design="fat-tree",
+        catalog=CAT,
+    )
     dp = gpus // 8
     return hw, Plans.of(tp=8, pp=1, dp=dp, global_batch=4 * dp, seq_len=8192)
 
@@ -200,8 +207,11 @@ def test_claims_outside_the_closed_forms_law_are_not_evaluable_not_a_crash():
 
 
 def test_the_scenarios_routing_and_flow_control_reach_the_hardware():
-    sets = ["cluster.routing=spray", "cluster.flow_control.pfc_xoff_kb=500",
-            "cluster.flow_control.congestion_control=none"]  # fmt: skip
+    sets = [
+        "cluster.routing=spray",
+        "cluster.flow_control.pfc_xoff_kb=500",
+        "cluster.flow_control.congestion_control=none",
+    ]
     sc = load_scenario(MOE, overrides=sets, catalog=CAT)
     hw = hardware_from_scenario(sc, CAT, "roce-400g")
     want = FlowSettings(pfc_xoff_kb=500.0, congestion_control="none")

@@ -220,13 +220,24 @@ def test_cross_field_rules(change, field, expect):
 @pytest.mark.parametrize("routing", ["ecmp", "flowlet", "adaptive", "spray", None])
 def test_routing_and_flow_control_are_accepted(routing):
     data = base()
-    flow = {"pfc_xoff_kb": 400, "pfc_xon_kb": 300.5, "buffer_kb": 2048, "ecn_kmin_kb": 5,
-            "ecn_kmax_kb": 200, "congestion_control": "none"}  # fmt: skip
+    flow = {
+        "pfc_xoff_kb": 400,
+        "pfc_xon_kb": 300.5,
+        "buffer_kb": 2048,
+        "ecn_kmin_kb": 5,
+        "ecn_kmax_kb": 200,
+        "congestion_control": "none",
+    }
     data["cluster"] |= {"routing": routing, "flow_control": flow}
     c = scenario_from_data(data).cluster
     assert c.routing == routing
-    assert c.flow_control.model_dump() == {**flow, "pfc_xoff_kb": 400.0, "buffer_kb": 2048.0,
-                                           "ecn_kmin_kb": 5.0, "ecn_kmax_kb": 200.0}  # fmt: skip
+    assert c.flow_control.model_dump() == {
+        **flow,
+        "pfc_xoff_kb": 400.0,
+        "buffer_kb": 2048.0,
+        "ecn_kmin_kb": 5.0,
+        "ecn_kmax_kb": 200.0,
+    }
     plain = scenario_from_data(base()).cluster
     assert plain.routing is None and set(plain.flow_control.model_dump().values()) == {None}
 
@@ -256,7 +267,7 @@ def test_scenario_show_names_the_routing_that_will_be_simulated(cat):
         ("flow_control.ecn_kmin_kb", 300.0, {"ecn_kmax_kb": 200}, "at most ecn_kmax_kb (200)"),
         ("flow_control.pause", 1, {}, "allowed here: pfc_xoff_kb, pfc_xon_kb, buffer_kb"),
     ],
-)  # fmt: skip
+)
 def test_bad_routing_and_flow_control_name_field_value_and_what_is_allowed(
     field, value, others, expect
 ):

@@ -154,8 +154,9 @@ def test_unfused_gradient_accumulation_costs_its_hbm_traffic(precision, per_weig
     s = shape_of(gpt_model(GPT_18B, COMMON))
     kw = {"tp": 8, "pp": 1, "dp": 1, "global_batch": 8, "seq_len": 2048, "precision": precision}
     fused = training_step(s, Plans.of(**kw), _hw(8), backend=NO_CONGESTION)
-    unfused = training_step(s, Plans.of(grad_accum_fusion=False, **kw), _hw(8),
-                            backend=NO_CONGESTION)  # fmt: skip
+    unfused = training_step(
+        s, Plans.of(grad_accum_fusion=False, **kw), _hw(8), backend=NO_CONGESTION
+    )
     n = (s.params_total - s.params_embedding) / 8 + s.params_embedding / 8
     hbm = H100.hbm_TBps * 1e12 * H100.hbm_efficiency
     expected = passes * n * per_weight / hbm
@@ -225,8 +226,10 @@ def test_stacked_plans_are_the_rows_of_each():
     two = Plans.of(tp=np.array([1, 4]), pp=np.array([2, 1]), dp=np.array([8, 4]),
                    global_batch=64, seq_len=4096)  # fmt: skip
     both = training_step(s, Plans.stack([one, two]), _hw(16), backend=NO_CONGESTION).time
-    apart = [*training_step(s, one, _hw(16), backend=NO_CONGESTION).time,
-             *training_step(s, two, _hw(16), backend=NO_CONGESTION).time]  # fmt: skip
+    apart = [
+        *training_step(s, one, _hw(16), backend=NO_CONGESTION).time,
+        *training_step(s, two, _hw(16), backend=NO_CONGESTION).time,
+    ]
     assert both == pytest.approx(apart, rel=1e-12)
     with pytest.raises(ValueError, match="scalar flag"):
         Plans.stack([one, Plans.of(tp=2, pp=1, dp=8, global_batch=64, seq_len=4096,

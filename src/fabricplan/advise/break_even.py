@@ -63,9 +63,14 @@ def ib_and_roce(sc: Scenario, cat: Catalog) -> tuple[str, str] | None:
     return None if ib is None or roce is None else (ib, roce)
 
 
-def sweep(at_sizes: list[int], at: Callable[[int], Scenario | None], cat: Catalog, ib: str,
-          roce: str, backend: NetworkBackend = DEFAULT_BACKEND
-          ) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+def sweep(
+    at_sizes: list[int],
+    at: Callable[[int], Scenario | None],
+    cat: Catalog,
+    ib: str,
+    roce: str,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+) -> dict[str, list[dict[str, Any]]]:
     """IB and RoCE cost for the same work at each size, per maturity. ``at(n)`` is the scenario
     on ``n`` GPUs (None, or a ScenarioError, skips the size). Re-evaluating the scenario's own
     size is cheap: its congestion runs are cached where they are simulated."""
@@ -101,14 +106,14 @@ def summary(rows: dict[str, list[dict[str, Any]]], maturity: str) -> tuple[dict[
     return found, note
 
 
-def break_even_gpus(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND
-                    ) -> dict[str, Any]:  # fmt: skip
+def break_even_gpus(
+    sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND
+) -> dict[str, Any]:
     pair = ib_and_roce(sc, cat)
     if pair is None or sc.workload is None:
         return {"gpus": None, "note": "needs an InfiniBand and a RoCE fabric in the scenario"}
     ib, roce = pair
-    rows = sweep(sizes(sc), lambda n: scenario_at(sc, cat, n, [ib, roce]), cat, ib, roce,
-                 backend)  # fmt: skip
+    rows = sweep(sizes(sc), lambda n: scenario_at(sc, cat, n, [ib, roce]), cat, ib, roce, backend)
     own = sc.organization.network_maturity
     found, note = summary(rows, own)
     return {"gpus": found[own], "ib": ib, "roce": roce, "note": note, "sizes": rows[own],

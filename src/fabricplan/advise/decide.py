@@ -157,9 +157,11 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
         "reasons": reasons(sc, fabrics, best, other, sens, parts.kind),
     }  # fmt: skip
     # a backend blind to flow control gives the same step at every RoCE quality: nothing to say
-    tuning = (tuning_effect(sc, cat, perf, {c.fabric: c.gpu_hour_cost_usd for c in costs},
-                            backend)
-              if backend.models_flow_control else None)  # fmt: skip
+    tuning = (
+        tuning_effect(sc, cat, perf, {c.fabric: c.gpu_hour_cost_usd for c in costs}, backend)
+        if backend.models_flow_control
+        else None
+    )
     if tuning is not None:
         rec["reasons"].append(tuning_reason(tuning))
         rec["roce_tuning"] = tuning

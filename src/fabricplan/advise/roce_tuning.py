@@ -20,9 +20,13 @@ QUALITIES: tuple[str, ...] = get_args(RoceQuality)
 SAME_SHARE = 5e-4
 
 
-def tuning_effect(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
-                  gpu_hour_cost: dict[str, float],
-                  backend: NetworkBackend = DEFAULT_BACKEND) -> dict[str, Any] | None:  # fmt: skip
+def tuning_effect(
+    sc: Scenario,
+    cat: Catalog,
+    perf: list[dict[str, Any]],
+    gpu_hour_cost: dict[str, float],
+    backend: NetworkBackend = DEFAULT_BACKEND,
+) -> dict[str, Any] | None:
     """Step time lost to congestion (as ``backend`` prices it, ``perf`` included) on the
     scenario's first RoCE fabric at each quality, and the run cost of the difference from the
     scenario's own quality. None for serving or no RoCE."""

@@ -17,9 +17,12 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 GROUPS = ("latency", "scale", "money", "hardware", "serving", "outside")
 
 
-def check_claims(catalog: Catalog | None = None, groups: Iterable[str] = GROUPS,
-                 progress: Callable[[str], None] | None = None,
-                 backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:  # fmt: skip
+def check_claims(
+    catalog: Catalog | None = None,
+    groups: Iterable[str] = GROUPS,
+    progress: Callable[[str], None] | None = None,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+) -> list[ClaimResult]:
     """Every claim of the chosen ``groups``, in the order of ``GROUPS``, the network's
     congestion priced by ``backend``; ``progress`` is called with each group's name once it is
     done."""

@@ -77,8 +77,9 @@ def catalog_with_one_switch_latency(cat: Catalog, fabric: str, us: float) -> Cat
     return cat.with_entry(f.model_copy(update={"rdma_latency_us": lat}))
 
 
-def _evaluate(cat: Catalog, scenario: str, v: Variant, backend: NetworkBackend
-              ) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+def _evaluate(
+    cat: Catalog, scenario: str, v: Variant, backend: NetworkBackend
+) -> tuple[dict[str, Any], dict[str, Any]]:
     c = catalog_with_latency(cat, ROCE, v.roce_latency)
     sc = load_scenario(EXAMPLES / scenario, catalog=c, overrides=list(v.overrides))
     # IB on the unchanged catalog, so its congestion runs are shared across variants
@@ -147,8 +148,9 @@ CLAIMS = (
 )  # fmt: skip
 
 
-def _check(cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any],
-           backend: NetworkBackend) -> ClaimResult:  # fmt: skip
+def _check(
+    cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any], backend: NetworkBackend
+) -> ClaimResult:
     label, fn = QUANTITIES[claim.quantity]
     variants = [*COMMON_VARIANTS, *([claim.model_variant] if claim.model_variant else []), WORST]
     cases = []
@@ -175,9 +177,11 @@ def _check(cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any
     first = cases[0]
     pct = lambda x: f"{x:.1%}"  # noqa: E731
     if values:
-        summary = (f"{pct(first.value or 0)} under the claim's own conditions; "
-                   f"{pct(min(values))} to {pct(max(values))} over {len(values)} conditions, "
-                   f"holds in {sum(bool(c.holds) for c in cases)}")  # fmt: skip
+        summary = (
+            f"{pct(first.value or 0)} under the claim's own conditions; "
+            f"{pct(min(values))} to {pct(max(values))} over {len(values)} conditions, "
+            f"holds in {sum(bool(c.holds) for c in cases)}"
+        )
     else:  # e.g. a congestion backend that covers none of the conditions
         summary = f"{first.note}; so under every condition tried"
     claimed: dict[str, Any] = ({"value": claim.low} if claim.point
@@ -192,8 +196,11 @@ def _check(cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any
     )  # fmt: skip
 
 
-def scale_claims(cat: Catalog, progress: Callable[[], None] | None = None,
-                 backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:  # fmt: skip
+def scale_claims(
+    cat: Catalog,
+    progress: Callable[[], None] | None = None,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+) -> list[ClaimResult]:
     cache: dict[tuple[str, Variant], Any] = {}
     out = []
     for claim in CLAIMS:

@@ -49,11 +49,19 @@ def advise_cmd(
 
             with Progress(console=output.err_console, transient=True) as bar:
                 task = bar.add_task("break-even per model", total=len(cat.ids("model")))
-                a = advise(sc, cat, backend=backend, seed=seed, break_even=break_even,
-                           by_model=True, tick=lambda m: bar.advance(task))  # fmt: skip
+                a = advise(
+                    sc,
+                    cat,
+                    backend=backend,
+                    seed=seed,
+                    break_even=break_even,
+                    by_model=True,
+                    tick=lambda m: bar.advance(task),
+                )
         else:
-            a = advise(sc, cat, backend=backend, seed=seed, break_even=break_even,
-                       by_model=by_model)  # fmt: skip
+            a = advise(
+                sc, cat, backend=backend, seed=seed, break_even=break_even, by_model=by_model
+            )
     except (WorkloadError, CostError) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:

@@ -64,8 +64,9 @@ def claims_cmd(
     else:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("recomputing the seeds' claims", total=len(groups))
-            results = check_claims(groups=groups, progress=lambda g: bar.advance(task),
-                                   backend=backend)  # fmt: skip
+            results = check_claims(
+                groups=groups, progress=lambda g: bar.advance(task), backend=backend
+            )
     dicts = [r.to_dict() for r in results]
     if claim_id is not None:
         dicts = [d for d in dicts if d["id"] == claim_id]

@@ -33,8 +33,10 @@ def backend_from(name: str | None, as_json: bool) -> NetworkBackend:
     if name is None:
         return DEFAULT_BACKEND
     if name not in BACKEND_NAMES:
-        fail(f"--congestion: unknown backend '{name}'; allowed: {', '.join(BACKEND_NAMES)}",
-             as_json=as_json)  # fmt: skip
+        fail(
+            f"--congestion: unknown backend '{name}'; allowed: {', '.join(BACKEND_NAMES)}",
+            as_json=as_json,
+        )
     return backend(name)
 
 

@@ -169,8 +169,10 @@ def validate_cmd(
         from fabricplan.cli.validate_packet import show_packet_level
 
         if congestion is not None:
-            fail("--congestion: the packet-level suite runs the flow-level simulator itself",
-                 as_json=as_json)  # fmt: skip
+            fail(
+                "--congestion: the packet-level suite runs the flow-level simulator itself",
+                as_json=as_json,
+            )
         show_packet_level(case, as_json)
         return
     if suite != "nccl-tests":
@@ -184,8 +186,11 @@ def validate_cmd(
             show_training(as_json, held_back=suite == "held-back", backend=backend)
         return
     if congestion is not None:  # the collective model alone, as nccl-tests measures it
-        fail("--congestion: the nccl-tests suite uses no congestion backend; it applies to "
-             "--suite training, held-back and claims", as_json=as_json)  # fmt: skip
+        fail(
+            "--congestion: the nccl-tests suite uses no congestion backend; it applies to "
+            "--suite training, held-back and claims",
+            as_json=as_json,
+        )
     checks = check_runs()
     if as_json:
         emit_json([c.to_dict() for c in checks])

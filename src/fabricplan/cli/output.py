@@ -106,6 +106,12 @@ def progress_bar(disable: bool = False) -> Progress:
     from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
     from rich.progress import Progress as Bar
 
-    return Bar("[progress.description]{task.description}", BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), console=_console("err_console"),
-                    transient=True, disable=disable)  # fmt: skip
+    return Bar(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_console("err_console"),
+        transient=True,
+        disable=disable,
+    )

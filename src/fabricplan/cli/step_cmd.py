@@ -90,12 +90,16 @@ def step_cmd(
     """Step time, tokens/s, MFU and time-to-train per fabric (serving: TTFT and ITL)."""
     if no_congestion:  # the flag --congestion replaced; kept working for existing scripts
         if congestion not in (None, "none"):
-            fail(f"--no-congestion means --congestion none, not {congestion}; give one of them",
-                 as_json=as_json)  # fmt: skip
+            fail(
+                f"--no-congestion means --congestion none, not {congestion}; give one of them",
+                as_json=as_json,
+            )
         from fabricplan.cli.output import err_console
 
-        err_console.print("[yellow]warning:[/] --no-congestion is deprecated; use "
-                          "--congestion none", highlight=False)  # fmt: skip
+        err_console.print(
+            "[yellow]warning:[/] --no-congestion is deprecated; use --congestion none",
+            highlight=False,
+        )
         congestion = "none"
     backend = backend_from(congestion, as_json)
     cat = catalog_from(catalog, as_json)
@@ -111,9 +115,15 @@ def step_cmd(
             found = evaluate_scenario(sc, cat, fabrics, backend=backend)
         else:
             found = _with_progress(sc, cat, fabrics, backend)
-        results = [{"fabric": r.fabric, "congestion_backend": backend.name, **r.values,
-                    "not_modelled": _limits(cat, backend.name, r.fabric, sc)}
-                   for r in found]  # fmt: skip
+        results = [
+            {
+                "fabric": r.fabric,
+                "congestion_backend": backend.name,
+                **r.values,
+                "not_modelled": _limits(cat, backend.name, r.fabric, sc),
+            }
+            for r in found
+        ]
     except WorkloadError as exc:  # a design the fabric cannot build is one too
         fail(str(exc), as_json=as_json)
     if as_json:

@@ -69,8 +69,9 @@ def _ceiling_table(cases: list[CeilingCase]) -> Table:
     return t
 
 
-def show_training(as_json: bool, held_back: bool = False,
-                  backend: NetworkBackend = DEFAULT_BACKEND) -> None:  # fmt: skip
+def show_training(
+    as_json: bool, held_back: bool = False, backend: NetworkBackend = DEFAULT_BACKEND
+) -> None:
     try:
         checks = (check_held_back if held_back else check_training)(backend=backend)
         ceilings = [] if held_back else ceiling_sensitivity(backend=backend)

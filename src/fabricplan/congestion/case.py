@@ -203,8 +203,12 @@ def check_route_memory(case: Case, routing: str, nodes: int, layout: Layout) -> 
     flows = T.flow_count(case.pattern, nodes, nics, listed=listed) + (layout.nodes - nodes) * nics
     # pieces routed at once: every queue pair's (ECMP), one round's share (adaptive), one (spray)
     adaptive = -(-flows * ADAPTIVE_PIECES // ADAPTIVE_ROUNDS)
-    per_round = {"ecmp": flows * case.qps, "flowlet": flows * case.qps, "adaptive": adaptive,
-                 "spray": flows}  # fmt: skip
+    per_round = {
+        "ecmp": flows * case.qps,
+        "flowlet": flows * case.qps,
+        "adaptive": adaptive,
+        "spray": flows,
+    }
     need = per_round[routing] * layout.radix * ROUTE_BYTES_PER_PIECE_PORT
     if need > ROUTE_MEMORY_BUDGET_BYTES:
         raise CaseError(

@@ -195,8 +195,9 @@ def _integrate(keys: list[tuple[int, float, float, int]], q: Quality, mtu: int) 
     return [_Trace(cum[:, :, j], tuple(queue_kb[j].tolist())) for j in range(k)]
 
 
-def fluid_key(n: int, c_GBps: float, arriving_GBps: float, fan_in: int
-              ) -> tuple[int, float, float, int]:  # fmt: skip
+def fluid_key(
+    n: int, c_GBps: float, arriving_GBps: float, fan_in: int
+) -> tuple[int, float, float, int]:
     """The (rounded) integration key of ``n`` flows bringing ``arriving`` into ``c``."""
     n = _count(max(n, 1))
     c = round(c_GBps, 3)
@@ -232,8 +233,9 @@ def fluid_of(key: tuple[int, float, float, int], q: Quality, mtu: int, step_us: 
     return Fluid(float(pause), min(float(util), 1.0), float(drop), samples)
 
 
-def dcqcn_fluid(n: int, c_GBps: float, r0_GBps: float, q: Quality, mtu: int, fan_in: int,
-                step_us: float) -> Fluid:  # fmt: skip
+def dcqcn_fluid(
+    n: int, c_GBps: float, r0_GBps: float, q: Quality, mtu: int, fan_in: int, step_us: float
+) -> Fluid:
     """The DCQCN fluid model for ``n`` identical flows starting at ``r0`` into a link of
     capacity ``c``, for one step of ``step_us``."""
     return fluid_of(fluid_key(n, c_GBps, n * r0_GBps, fan_in), q, mtu, step_us)

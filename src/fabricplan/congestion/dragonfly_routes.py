@@ -37,8 +37,9 @@ class DragonflyRoutes:
         sw0, _, _ = self.net.switch_table
         n_sw = g.vertices - sw0
         local = np.flatnonzero(g.edge_kind == E_LOCAL)
-        adj = csr_matrix((np.ones(len(local)), (g.src[local] - sw0, g.dst[local] - sw0)),
-                         shape=(n_sw, n_sw))  # fmt: skip
+        adj = csr_matrix(
+            (np.ones(len(local)), (g.src[local] - sw0, g.dst[local] - sw0)), shape=(n_sw, n_sw)
+        )
         return connected_components(adj, directed=False)[1]
 
     def via(

@@ -126,8 +126,10 @@ class ClosedFormBackend:
     def _not_covered(self, net: NetworkSpec, pattern: str) -> str | None:
         """Why the law does not describe this case, or None when it does."""
         if pattern not in CLOSED_FORM_PATTERNS:
-            return (f"its law covers ring and tree traffic (a few large channels per NIC), "
-                    f"not {pattern}")  # fmt: skip
+            return (
+                f"its law covers ring and tree traffic (a few large channels per NIC), "
+                f"not {pattern}"
+            )
         if net.design == "dragonfly":
             return "its law covers Clos designs, not dragonfly"
         if net.placement != "contiguous":
@@ -147,10 +149,15 @@ class ClosedFormBackend:
         # scipy and the topology graph: loaded only when a group crosses the network
         from fabricplan.congestion.backends import ClosedFormECMP
 
-        law = ClosedFormECMP(gpu=net.gpu, fabric=net.fabric, design=net.design,
-                             oversubscription=net.oversubscription,
-                             spine_oversubscription=net.spine_oversubscription,
-                             switch=net.switch, catalog=net.catalog)  # fmt: skip
+        law = ClosedFormECMP(
+            gpu=net.gpu,
+            fabric=net.fabric,
+            design=net.design,
+            oversubscription=net.oversubscription,
+            spine_oversubscription=net.spine_oversubscription,
+            switch=net.switch,
+            catalog=net.catalog,
+        )
         return law.factor(nodes, net.gpus_per_node, net.nics_per_node, pattern)
 
 
@@ -171,12 +178,21 @@ class FlowBackend:
         from fabricplan.congestion.backends import SimulatedCongestion
         from fabricplan.congestion.case import Case, CaseError
 
-        case = Case(gpu=net.gpu, fabric=net.fabric, design=net.design,
-                    oversubscription=net.oversubscription,
-                    spine_oversubscription=net.spine_oversubscription, switch=net.switch,
-                    routing=net.routing, roce_quality=net.roce_quality, placement=net.placement,
-                    flow=net.flow, seeds=self.seeds, jitter_us=0.0,
-                    size_bytes=self.probe_bytes)  # fmt: skip
+        case = Case(
+            gpu=net.gpu,
+            fabric=net.fabric,
+            design=net.design,
+            oversubscription=net.oversubscription,
+            spine_oversubscription=net.spine_oversubscription,
+            switch=net.switch,
+            routing=net.routing,
+            roce_quality=net.roce_quality,
+            placement=net.placement,
+            flow=net.flow,
+            seeds=self.seeds,
+            jitter_us=0.0,
+            size_bytes=self.probe_bytes,
+        )
         sim = SimulatedCongestion(case=case, catalog=net.catalog)
         try:
             return sim.factor(nodes, net.gpus_per_node, net.nics_per_node, pattern)

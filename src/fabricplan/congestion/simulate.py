@@ -165,16 +165,19 @@ def _path_latency_us(st: _Setup, routed: Routed, tr: T.Traffic) -> np.ndarray:
     net = st.net
     at_switch = net.graph.vertex_kind[net.tail[routed.lane]] >= LEAF
     hops = np.bincount(routed.flow, weights=routed.weight * at_switch, minlength=len(tr.src))
-    per_hops = {h: p2p_latency_us(st.fabric, h, st.switch_latency_ns)
-                for h in np.unique(np.rint(hops).astype(int)).tolist()}  # fmt: skip
+    per_hops = {
+        h: p2p_latency_us(st.fabric, h, st.switch_latency_ns)
+        for h in np.unique(np.rint(hops).astype(int)).tolist()
+    }
     one_way = np.vectorize(per_hops.__getitem__, otypes=[float])(np.rint(hops).astype(int))
     out = np.zeros(tr.columns)
     np.maximum.at(out, tr.column, one_way)
     return out * (2 if st.case.fct_until == "acknowledged" else 1)
 
 
-def _job_traffic(case: Case, graph: FabricGraph, job: np.ndarray,
-                 rng: np.random.Generator) -> T.Traffic:  # fmt: skip
+def _job_traffic(
+    case: Case, graph: FabricGraph, job: np.ndarray, rng: np.random.Generator
+) -> T.Traffic:
     if case.pattern == "flows":
         assert case.flows is not None, "checked by Case.check"
         f = case.flows

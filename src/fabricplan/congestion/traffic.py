@@ -20,8 +20,15 @@ import numpy as np
 from fabricplan.collectives.nccl_constants import RUNTIME_CHANNEL_FACTOR
 from fabricplan.topology.graph import FabricGraph
 
-PATTERNS = ("ring-allreduce", "tree-allreduce", "alltoall", "incast", "pipeline", "permutation",
-            "flows")  # fmt: skip
+PATTERNS = (
+    "ring-allreduce",
+    "tree-allreduce",
+    "alltoall",
+    "incast",
+    "pipeline",
+    "permutation",
+    "flows",
+)
 PLACEMENTS = ("contiguous", "fragmented")
 # The search finds one channel per NIC; NCCL doubles them at run time (the same factor the
 # collective model uses), so each NIC carries that many ring connections.
@@ -164,12 +171,21 @@ def pipeline(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
                    np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
 
 
-def _independent(src: np.ndarray, dst: np.ndarray, size: np.ndarray, who: list[np.ndarray]
-                 ) -> Traffic:  # fmt: skip
+def _independent(
+    src: np.ndarray, dst: np.ndarray, size: np.ndarray, who: list[np.ndarray]
+) -> Traffic:
     """Open-loop flows, each its own column (every sender pushes at its NIC share)."""
     cols = len(src)
-    return Traffic(src, dst, np.arange(cols), np.asarray(size, float), who,
-                   np.zeros(cols, bool), np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
+    return Traffic(
+        src,
+        dst,
+        np.arange(cols),
+        np.asarray(size, float),
+        who,
+        np.zeros(cols, bool),
+        np.full(cols, np.inf),
+        np.zeros(cols, bool),
+    )
 
 
 def job_nics(g: FabricGraph, nodes: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -180,8 +196,13 @@ def job_nics(g: FabricGraph, nodes: np.ndarray, index: np.ndarray) -> np.ndarray
     return np.asarray(g.nic(nodes[index // m], index % m))
 
 
-def permutation(g: FabricGraph, nodes: np.ndarray, size: float, shift: int | None,
-                rng: np.random.Generator | None = None) -> Traffic:  # fmt: skip
+def permutation(
+    g: FabricGraph,
+    nodes: np.ndarray,
+    size: float,
+    shift: int | None,
+    rng: np.random.Generator | None = None,
+) -> Traffic:
     """Every NIC of the job sends ``size`` bytes to one other: NIC i to NIC i + ``shift``
     (modulo the job's NICs), or to a random other NIC (a random derangement) when ``shift``
     is None."""
@@ -200,15 +221,17 @@ def permutation(g: FabricGraph, nodes: np.ndarray, size: float, shift: int | Non
     return _independent(src_v, dst_v, np.full(n, size), who)
 
 
-def flow_list(g: FabricGraph, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray,
-              size: np.ndarray) -> Traffic:  # fmt: skip
+def flow_list(
+    g: FabricGraph, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray, size: np.ndarray
+) -> Traffic:
     """Given flows between the job's NICs (indices from 0 in host order)."""
     who = [np.zeros(0, np.int64)] * len(src)  # they start when the file says, not on a rank
     return _independent(job_nics(g, nodes, src), job_nics(g, nodes, dst), size, who)
 
 
-def flow_count(name: str, nodes: int, nics_per_node: int, channels: int = CHANNELS_PER_NIC,
-               listed: int = 0) -> int:  # fmt: skip
+def flow_count(
+    name: str, nodes: int, nics_per_node: int, channels: int = CHANNELS_PER_NIC, listed: int = 0
+) -> int:
     """How many flows :func:`pattern` makes for ``nodes`` nodes, without making them."""
     m = nics_per_node
     counts = {
@@ -225,9 +248,15 @@ def flow_count(name: str, nodes: int, nics_per_node: int, channels: int = CHANNE
     return counts[name]
 
 
-def pattern(name: str, g: FabricGraph, nodes: np.ndarray, size: float,
-            channels: int = CHANNELS_PER_NIC, shift: int | None = None,
-            rng: np.random.Generator | None = None) -> Traffic:  # fmt: skip
+def pattern(
+    name: str,
+    g: FabricGraph,
+    nodes: np.ndarray,
+    size: float,
+    channels: int = CHANNELS_PER_NIC,
+    shift: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> Traffic:
     """The traffic of a named pattern over the job's ``nodes`` (a flow list is given, not
     made: :func:`flow_list`)."""
     if name == "permutation":

@@ -116,8 +116,12 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
     return TrainingCheck(r, metric, predicted, t, hw_tf, model_tf, mfu, st.breakdown())
 
 
-def check_file(path: Path, catalog: Catalog | None = None, gpu: str | None = None,
-               backend: NetworkBackend = DEFAULT_BACKEND) -> list[TrainingCheck]:  # fmt: skip
+def check_file(
+    path: Path,
+    catalog: Catalog | None = None,
+    gpu: str | None = None,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+) -> list[TrainingCheck]:
     """The file's rows (only those on ``gpu``, if given) against the model, the network's
     congestion priced by ``backend``."""
     cat = catalog or default_catalog()
@@ -126,18 +130,25 @@ def check_file(path: Path, catalog: Catalog | None = None, gpu: str | None = Non
     return [_check(r, cat, backend) for r in rows if gpu is None or r["gpu"] == gpu]
 
 
-def check_training(path: Path | None = None, catalog: Catalog | None = None,
-                   gpu: str | None = None, backend: NetworkBackend = DEFAULT_BACKEND
-                   ) -> list[TrainingCheck]:  # fmt: skip
+def check_training(
+    path: Path | None = None,
+    catalog: Catalog | None = None,
+    gpu: str | None = None,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+) -> list[TrainingCheck]:
     """The acceptance table: Megatron-LM SC'21 Table 1."""
     return check_file(path or DATA / "megatron_sc21.toml", catalog, gpu, backend)
 
 
-def check_held_back(catalog: Catalog | None = None, gpu: str | None = None,
-                    backend: NetworkBackend = DEFAULT_BACKEND) -> list[TrainingCheck]:  # fmt: skip
+def check_held_back(
+    catalog: Catalog | None = None,
+    gpu: str | None = None,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+) -> list[TrainingCheck]:
     """Every other published run, one file per source."""
-    return [c for f in sorted(HELD_BACK.glob("*.toml"))
-            for c in check_file(f, catalog, gpu, backend)]  # fmt: skip
+    return [
+        c for f in sorted(HELD_BACK.glob("*.toml")) for c in check_file(f, catalog, gpu, backend)
+    ]
 
 
 @dataclass(frozen=True)
@@ -177,8 +188,9 @@ class CeilingCase:
 CATALOG_ROUNDING = 5e-4
 
 
-def ceiling_sensitivity(catalog: Catalog | None = None, backend: NetworkBackend = DEFAULT_BACKEND
-                        ) -> list[CeilingCase]:  # fmt: skip
+def ceiling_sensitivity(
+    catalog: Catalog | None = None, backend: NetworkBackend = DEFAULT_BACKEND
+) -> list[CeilingCase]:
     """Table 1 and the held-back runs on the same GPU under every published matmul ceiling of
     ``matmul_ceilings.toml``. Reports the spread; the model keeps the catalog's figure."""
     cat = catalog or default_catalog()

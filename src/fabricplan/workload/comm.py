@@ -76,8 +76,9 @@ def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemAr
     return replace(base.take(np.zeros(n, dtype=int)), nodes=nodes, k=per_node, m=nics, nic=nic_bw)
 
 
-def congestion_factor(hw: Hardware, pattern: str, nodes: int,
-                      backend: NetworkBackend = DEFAULT_BACKEND) -> float:  # fmt: skip
+def congestion_factor(
+    hw: Hardware, pattern: str, nodes: int, backend: NetworkBackend = DEFAULT_BACKEND
+) -> float:
     """Median network slowdown of ``pattern`` over ``nodes`` whole nodes of this cluster, as
     ``backend`` answers it (cached in :func:`network_factor`). A backend that cannot answer
     makes the plan a WorkloadError that says what would work."""
@@ -108,8 +109,9 @@ def congestion_factor(hw: Hardware, pattern: str, nodes: int,
 Request = tuple[str, np.ndarray, np.ndarray, np.ndarray, str | None]
 
 
-def collectives_s(hw: Hardware, requests: list[Request], backend: NetworkBackend
-                  ) -> list[np.ndarray]:  # fmt: skip
+def collectives_s(
+    hw: Hardware, requests: list[Request], backend: NetworkBackend
+) -> list[np.ndarray]:
     """Seconds per plan for each ``(op, ranks, stride, nbytes, pattern)`` request: one collective
     of ``nbytes`` (nccl-tests size) over groups of ``ranks`` ranks ``stride`` apart; 0 where a
     group has one rank. Requests for the same op are priced in one vectorised call; groups that

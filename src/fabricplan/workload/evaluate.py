@@ -112,9 +112,18 @@ def _inference(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) ->
     w = sc.workload
     assert w is not None
     p, sv = w.parallel, w.serving
-    r = serve(s, hw, tp=p.tp, pp=p.pp, prompt=sv.prompt_tokens, output=sv.output_tokens,
-              batch=sv.concurrency, disaggregated=sv.disaggregated, precision=w.precision,
-              backend=backend)  # fmt: skip
+    r = serve(
+        s,
+        hw,
+        tp=p.tp,
+        pp=p.pp,
+        prompt=sv.prompt_tokens,
+        output=sv.output_tokens,
+        batch=sv.concurrency,
+        disaggregated=sv.disaggregated,
+        precision=w.precision,
+        backend=backend,
+    )
     cap = usable_bytes(hw.gpu)  # same headroom as training
     need = r.weights_per_gpu + r.kv_per_gpu
     if need > cap:

@@ -44,9 +44,19 @@ def _one(op: str, ranks: int, stride: int, nbytes: float, pattern: str | None = 
     return (op, np.array([ranks]), np.array([stride]), np.array([nbytes]), pattern)
 
 
-def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int, batch: int,
-          disaggregated: bool, precision: str,
-          backend: NetworkBackend = DEFAULT_BACKEND) -> Serving:  # fmt: skip
+def serve(
+    s: Shape,
+    hw: Hardware,
+    *,
+    tp: int,
+    pp: int,
+    prompt: int,
+    output: int,
+    batch: int,
+    disaggregated: bool,
+    precision: str,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+) -> Serving:
     fp8 = precision == "fp8"
     peak = matmul_flops(hw.gpu, precision)
     hbm = hbm_bytes_per_s(hw.gpu)
@@ -69,13 +79,17 @@ def serve(s: Shape, hw: Hardware, *, tp: int, pp: int, prompt: int, output: int,
     # least one node) away
     kv_ranks = 2 if disaggregated else 1
     kv_peer = hw.gpus_per_node * max(1, tp * pp // hw.gpus_per_node)
-    times = collectives_s(hw, [
-        _one("all_reduce", tp, 1, batch * act),
-        _one("sendrecv", pp_ranks, tp, batch * act),
-        _one("all_reduce", tp, 1, prompt * act),
-        _one("sendrecv", pp_ranks, tp, prompt * act / tp),
-        _one("sendrecv", kv_ranks, kv_peer, prompt * kv_token / (kv_split * pp), "pipeline"),
-    ], backend)  # fmt: skip
+    times = collectives_s(
+        hw,
+        [
+            _one("all_reduce", tp, 1, batch * act),
+            _one("sendrecv", pp_ranks, tp, batch * act),
+            _one("all_reduce", tp, 1, prompt * act),
+            _one("sendrecv", pp_ranks, tp, prompt * act / tp),
+            _one("sendrecv", kv_ranks, kv_peer, prompt * kv_token / (kv_split * pp), "pipeline"),
+        ],
+        backend,
+    )
     ar_decode, send_decode, ar_prefill, send_prefill, kv_xfer = (float(t[0]) for t in times)
     decode_compute = s.layers * layer_t + head_t
     tp_decode = s.layers * TP_COLLECTIVES_PER_LAYER * ar_decode

@@ -61,13 +61,20 @@ class Hardware:
     def network(self) -> NetworkSpec:
         """What a congestion backend reads about this cluster's network."""
         return NetworkSpec(
-            gpu=self.gpu.id, fabric=self.fabric, gpus_per_node=self.gpus_per_node,
-            nics_per_node=self.nics_per_node, design=self.design,
+            gpu=self.gpu.id,
+            fabric=self.fabric,
+            gpus_per_node=self.gpus_per_node,
+            nics_per_node=self.nics_per_node,
+            design=self.design,
             oversubscription=self.oversubscription,
-            spine_oversubscription=self.spine_oversubscription, switch=self.switch,
-            roce_quality=self.roce_quality, placement=self.placement, routing=self.routing,
-            flow=self.flow, catalog=self.catalog,
-        )  # fmt: skip
+            spine_oversubscription=self.spine_oversubscription,
+            switch=self.switch,
+            roce_quality=self.roce_quality,
+            placement=self.placement,
+            routing=self.routing,
+            flow=self.flow,
+            catalog=self.catalog,
+        )
 
 
 # A plan's scalar settings, shared by all rows of one Plans; every other field is an array.

@@ -80,8 +80,9 @@ class Step:
         return {f"{p}_s": float(getattr(self, p)[i]) for p in parts}
 
 
-def training_step(s: Shape, p: Plans, hw: Hardware, *,
-                  backend: NetworkBackend = DEFAULT_BACKEND) -> Step:  # fmt: skip
+def training_step(
+    s: Shape, p: Plans, hw: Hardware, *, backend: NetworkBackend = DEFAULT_BACKEND
+) -> Step:
     """Step time of every plan in ``p`` for model ``s`` on ``hw``, the network's congestion
     priced by ``backend``."""
     # projections in FP8 when asked; attention stays in BF16
@@ -130,22 +131,38 @@ def training_step(s: Shape, p: Plans, hw: Hardware, *,
     ep0 = np.where(p.zero >= 1, 1, expert_group)
     epz = np.where(p.zero >= 1, expert_group, 1)
     ring, a2a, pipe = "ring-allreduce", "alltoall", "pipeline"
-    (tp_ar_t, tp_rs_t, tp_ag_t, ep_one, kv_one, pp_one, dp_ar, dp_rs, dp_ag, ex_ar, ex_rs,
-     ex_ag) = collectives_s(hw, [
-        ("all_reduce", tp_ar, one, act_bytes, None),
-        ("reduce_scatter", tp_sp, one, act_bytes, None),
-        ("all_gather", tp_sp, one, act_bytes, None),
-        ("alltoall", p.ep, p.tp * p.cp, tokens * s.top_k * h * ACT_BYTES / sp_div, a2a),
-        ("sendrecv", p.cp, p.tp, tokens * s.kv_elems * ACT_BYTES, ring),
-        # scatter/gather: each TP rank sends its slice of the activations on its own NIC
-        ("sendrecv", np.where(p.pp > 1, 2, 1), p.tp * p.cp * p.dp, act_bytes / p.tp, pipe),
-        ("all_reduce", dp0, p.tp, dense_n * p.grad_bytes, ring),
-        ("reduce_scatter", dpz, p.tp, dense_n * p.grad_bytes, ring),
-        ("all_gather", dpz, p.tp, dense_n * WEIGHT_BYTES, ring),
-        ("all_reduce", ep0, p.tp * p.ep, expert_n * p.grad_bytes, ring),
-        ("reduce_scatter", epz, p.tp * p.ep, expert_n * p.grad_bytes, ring),
-        ("all_gather", epz, p.tp * p.ep, expert_n * WEIGHT_BYTES, ring),
-    ], backend)  # fmt: skip
+    (
+        tp_ar_t,
+        tp_rs_t,
+        tp_ag_t,
+        ep_one,
+        kv_one,
+        pp_one,
+        dp_ar,
+        dp_rs,
+        dp_ag,
+        ex_ar,
+        ex_rs,
+        ex_ag,
+    ) = collectives_s(
+        hw,
+        [
+            ("all_reduce", tp_ar, one, act_bytes, None),
+            ("reduce_scatter", tp_sp, one, act_bytes, None),
+            ("all_gather", tp_sp, one, act_bytes, None),
+            ("alltoall", p.ep, p.tp * p.cp, tokens * s.top_k * h * ACT_BYTES / sp_div, a2a),
+            ("sendrecv", p.cp, p.tp, tokens * s.kv_elems * ACT_BYTES, ring),
+            # scatter/gather: each TP rank sends its slice of the activations on its own NIC
+            ("sendrecv", np.where(p.pp > 1, 2, 1), p.tp * p.cp * p.dp, act_bytes / p.tp, pipe),
+            ("all_reduce", dp0, p.tp, dense_n * p.grad_bytes, ring),
+            ("reduce_scatter", dpz, p.tp, dense_n * p.grad_bytes, ring),
+            ("all_gather", dpz, p.tp, dense_n * WEIGHT_BYTES, ring),
+            ("all_reduce", ep0, p.tp * p.ep, expert_n * p.grad_bytes, ring),
+            ("reduce_scatter", epz, p.tp * p.ep, expert_n * p.grad_bytes, ring),
+            ("all_gather", epz, p.tp * p.ep, expert_n * WEIGHT_BYTES, ring),
+        ],
+        backend,
+    )
 
     tp_layer = per_layer * (tp_ar_t + tp_rs_t + tp_ag_t)
     if p.tp_comm_overlap:
