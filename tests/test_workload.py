@@ -32,8 +32,9 @@ def _hw(gpus: int, fabric: str = "ib-ndr", gpu=H100) -> Hardware:
 def test_hardware_flops_match_megatrons_formula():
     """Narayanan et al. SC'21 eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh) with recomputation."""
     s = shape_of(gpt_model(GPT_18B, COMMON))
-    p = Plans.of(tp=8, pp=1, dp=1, global_batch=8, seq_len=2048, sp=False, recompute="full",
-                 flash=False)  # fmt: skip
+    p = Plans.of(
+        tp=8, pp=1, dp=1, global_batch=8, seq_len=2048, sp=False, recompute="full", flash=False
+    )
     st_ = training_step(s, p, _hw(8, gpu=CAT.gpu("a100")), backend=NO_CONGESTION)
     b, sl, h, layers, v = 8, 2048, 6144, 40, 51200
     formula = 96 * b * sl * layers * h**2 * (1 + sl / (6 * h) + v / (16 * layers * h))
@@ -90,13 +91,15 @@ def test_vectorised_equals_one_at_a_time():
     s = shape_of(CAT.model("llama3-70b"))
     tp = np.array([8, 4, 8, 2])
     pp = np.array([4, 8, 2, 8])
-    p = Plans.of(tp=tp, pp=pp, dp=512 // (tp * pp), global_batch=1024, seq_len=8192,
-                 recompute="full")  # fmt: skip
+    p = Plans.of(
+        tp=tp, pp=pp, dp=512 // (tp * pp), global_batch=1024, seq_len=8192, recompute="full"
+    )
     together = training_step(s, p, _hw(512, "roce-400g")).time
     alone = []
     for t, q in zip(tp, pp, strict=True):
-        one = Plans.of(tp=t, pp=q, dp=512 // (t * q), global_batch=1024, seq_len=8192,
-                       recompute="full")  # fmt: skip
+        one = Plans.of(
+            tp=t, pp=q, dp=512 // (t * q), global_batch=1024, seq_len=8192, recompute="full"
+        )
         alone.append(training_step(s, one, _hw(512, "roce-400g")).time[0])
     assert together == pytest.approx(alone, rel=1e-9)
 
@@ -104,8 +107,9 @@ def test_vectorised_equals_one_at_a_time():
 def test_fabric_only_changes_what_crosses_the_network():
     """Single-node tensor parallelism never touches the fabric; data parallelism does."""
     s = shape_of(CAT.model("llama3-70b"))
-    p = Plans.of(tp=8, pp=4, dp=16, global_batch=1024, seq_len=8192, recompute="full",
-                 overlap_dp=False)  # fmt: skip
+    p = Plans.of(
+        tp=8, pp=4, dp=16, global_batch=1024, seq_len=8192, recompute="full", overlap_dp=False
+    )
     ib = training_step(s, p, _hw(512, "ib-ndr"))
     tcp = training_step(s, p, _hw(512, "tcp-100g"))
     assert ib.tp_comm[0] == pytest.approx(tcp.tp_comm[0])
@@ -115,8 +119,10 @@ def test_fabric_only_changes_what_crosses_the_network():
 
 def test_zero_shards_the_optimizer_state():
     s = shape_of(CAT.model("llama3-8b"))
-    mem = [memory(s, Plans.of(tp=1, pp=1, dp=16, global_batch=64, seq_len=4096, zero=z),
-                  _hw(16)) for z in (0, 1, 2, 3)]  # fmt: skip
+    mem = [
+        memory(s, Plans.of(tp=1, pp=1, dp=16, global_batch=64, seq_len=4096, zero=z), _hw(16))
+        for z in (0, 1, 2, 3)
+    ]
     assert mem[1].optimizer[0] == pytest.approx(mem[0].optimizer[0] / 16)
     assert mem[2].gradients[0] == pytest.approx(mem[1].gradients[0] / 16)
     assert mem[3].weights[0] == pytest.approx(mem[2].weights[0] / 16)
@@ -135,8 +141,18 @@ def test_zero_shards_the_optimizer_state():
 def test_any_valid_plan_gives_a_finite_positive_step(tp, pp, mb, zero, recompute, flash):
     s = shape_of(CAT.model("llama3-8b"))
     dp = 64 // (tp * pp)
-    p = Plans.of(tp=tp, pp=pp, dp=dp, micro_batch=mb, zero=zero, global_batch=dp * mb * 8,
-                 seq_len=4096, sp=tp > 1, recompute=recompute, flash=flash)  # fmt: skip
+    p = Plans.of(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        micro_batch=mb,
+        zero=zero,
+        global_batch=dp * mb * 8,
+        seq_len=4096,
+        sp=tp > 1,
+        recompute=recompute,
+        flash=flash,
+    )
     st_ = training_step(s, p, _hw(64), backend=NO_CONGESTION)
     assert np.isfinite(st_.time).all() and (st_.time > 0).all()
     parts = sum(st_.breakdown().values())
@@ -175,8 +191,10 @@ def test_the_loss_over_the_vocabulary_costs_its_matmul_and_hbm_traffic():
     """Per token on the last stage: the output head (3 passes x 2 h V FLOPs) and the unfused
     cross-entropy (52 bytes per logit, Megatron's op sequence)."""
     kw = {"tp": 1, "pp": 1, "dp": 1, "global_batch": 4, "seq_len": 4096, "flash": True}
-    big, small = (training_step(_small(v), Plans.of(**kw), _hw(1), backend=NO_CONGESTION)
-                  for v in (131072, 65536))  # fmt: skip
+    big, small = (
+        training_step(_small(v), Plans.of(**kw), _hw(1), backend=NO_CONGESTION)
+        for v in (131072, 65536)
+    )
     tokens, dv = 4 * 4096, 131072 - 65536
     peak = H100.bf16_dense_tflops * 1e12 * H100.matmul_efficiency
     hbm = H100.hbm_TBps * 1e12 * H100.hbm_efficiency
@@ -203,8 +221,9 @@ def test_the_last_stage_holds_one_micro_batch_of_logits():
     acts = memory(s, none, _hw(4)).activations[0]
     per_token = activation_bytes_per_token_layer(s, 4096, 1, False, "none", True)
     assert acts == pytest.approx(4 * per_token * tokens * 6)  # 1F1B: pp micro-batches
-    vp2 = Plans.of(tp=1, pp=4, vp=2, dp=1, global_batch=8, seq_len=4096, recompute="none",
-                   flash=True)  # fmt: skip
+    vp2 = Plans.of(
+        tp=1, pp=4, vp=2, dp=1, global_batch=8, seq_len=4096, recompute="none", flash=True
+    )
     # interleaved: 2 (pp - 1) + (vp - 1) pp + 1 = 11 chunk passes of 3 layers each
     assert memory(s, vp2, _hw(4)).activations[0] == pytest.approx(11 * per_token * tokens * 3)
 
@@ -223,8 +242,9 @@ def test_a_group_too_large_to_simulate_is_a_workload_error():
 def test_stacked_plans_are_the_rows_of_each():
     s = shape_of(CAT.model("llama3-8b"))
     one = Plans.of(tp=2, pp=1, dp=8, global_batch=64, seq_len=4096)
-    two = Plans.of(tp=np.array([1, 4]), pp=np.array([2, 1]), dp=np.array([8, 4]),
-                   global_batch=64, seq_len=4096)  # fmt: skip
+    two = Plans.of(
+        tp=np.array([1, 4]), pp=np.array([2, 1]), dp=np.array([8, 4]), global_batch=64, seq_len=4096
+    )
     both = training_step(s, Plans.stack([one, two]), _hw(16), backend=NO_CONGESTION).time
     apart = [
         *training_step(s, one, _hw(16), backend=NO_CONGESTION).time,
@@ -232,8 +252,9 @@ def test_stacked_plans_are_the_rows_of_each():
     ]
     assert both == pytest.approx(apart, rel=1e-12)
     with pytest.raises(ValueError, match="scalar flag"):
-        Plans.stack([one, Plans.of(tp=2, pp=1, dp=8, global_batch=64, seq_len=4096,
-                                   recompute="full")])  # fmt: skip
+        Plans.stack(
+            [one, Plans.of(tp=2, pp=1, dp=8, global_batch=64, seq_len=4096, recompute="full")]
+        )
 
 
 def test_the_scenarios_switch_sets_the_latency_of_every_hop():
@@ -258,8 +279,15 @@ def test_suggested_plans_keep_the_expert_groups_whole():
     from fabricplan.workload.evaluate import _alternatives
 
     s = shape_of(CAT.model("deepseek-v3"))
-    kw = {"tp": 1, "pp": 1, "dp": 64, "global_batch": 64, "seq_len": 131072, "zero": 3,
-          "recompute": "full"}  # fmt: skip
+    kw = {
+        "tp": 1,
+        "pp": 1,
+        "dp": 64,
+        "global_batch": 64,
+        "seq_len": 131072,
+        "zero": 3,
+        "recompute": "full",
+    }
     p64, p8 = Plans.of(ep=64, **kw), Plans.of(ep=8, **kw)
     assert not memory(s, p64, _hw(64)).fits[0]
     assert _alternatives(s, p64, _hw(64)) == []
@@ -271,8 +299,11 @@ def test_fragmented_placement_reaches_the_congestion_simulator():
     scattered over a fabric twice its size, its flows cross the spine and ECMP collides."""
     from fabricplan.workload.comm import congestion_factor
 
-    sets = ["cluster.placement=fragmented", "cluster.topology.design=fat-tree",
-            "cluster.fabric=roce-400g"]  # fmt: skip
+    sets = [
+        "cluster.placement=fragmented",
+        "cluster.topology.design=fat-tree",
+        "cluster.fabric=roce-400g",
+    ]
     sc = load_scenario("examples/256-gpu-moe.yaml", overrides=sets, catalog=CAT)
     hw = hardware_from_scenario(sc, CAT, "roce-400g")
     assert hw.placement == "fragmented"
@@ -304,11 +335,19 @@ def test_every_plan_a_misfit_is_pointed_to_fits_as_written():
     from fabricplan.workload import WorkloadError
     from fabricplan.workload.evaluate import evaluate_scenario
 
-    field = {"tp": "workload.parallel.tp", "pp": "workload.parallel.pp",
-             "zero": "workload.parallel.zero", "recompute": "workload.recompute",
-             "sequence_parallel": "workload.parallel.sequence_parallel"}  # fmt: skip
-    base = ["workload.parallel.sequence_parallel=false", "workload.recompute=none",
-            "workload.parallel.tp=2", "workload.parallel.pp=2"]  # fmt: skip
+    field = {
+        "tp": "workload.parallel.tp",
+        "pp": "workload.parallel.pp",
+        "zero": "workload.parallel.zero",
+        "recompute": "workload.recompute",
+        "sequence_parallel": "workload.parallel.sequence_parallel",
+    }
+    base = [
+        "workload.parallel.sequence_parallel=false",
+        "workload.recompute=none",
+        "workload.parallel.tp=2",
+        "workload.parallel.pp=2",
+    ]
     sc = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=CAT, overrides=base)
     with pytest.raises(WorkloadError) as err:
         evaluate_scenario(sc, CAT, backend=NO_CONGESTION)
@@ -317,6 +356,51 @@ def test_every_plan_a_misfit_is_pointed_to_fits_as_written():
     for hint in hints:
         pairs = [kv.split(": ") for kv in hint.rsplit(" (", 1)[0].split(", ")]
         extra = [f"{field[k]}={v}" for k, v in pairs]
-        fixed = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=CAT,
-                              overrides=base + extra)  # fmt: skip
+        fixed = load_scenario(
+            "examples/llama3-70b-512-h100.yaml", catalog=CAT, overrides=base + extra
+        )
         assert evaluate_scenario(fixed, CAT, backend=NO_CONGESTION), hint
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    model=st.sampled_from(["llama3-8b", "llama3-70b", "mixtral-8x7b"]),
+    fabric=st.sampled_from(["tcp-100g", "roce-400g", "ib-ndr"]),
+    tp=st.sampled_from([1, 2, 8]),
+    pp=st.sampled_from([1, 2]),
+    zero=st.integers(0, 3),
+    micro_batches=st.sampled_from([1, 2, 8]),
+    overlap=st.booleans(),
+)
+def test_a_step_is_never_shorter_than_what_it_must_wait_for(
+    model, fabric, tp, pp, zero, micro_batches, overlap
+):
+    # the step holds all the compute, and the data-parallel stream (reductions, gathers,
+    # ZeRO-3's re-gathers) has to end inside it, however much compute runs beside it
+    s = shape_of(CAT.model(model))
+    dp = 64 // (tp * pp)
+    p = Plans.of(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        micro_batch=1,
+        zero=zero,
+        seq_len=2048,
+        sp=tp > 1,
+        global_batch=dp * micro_batches,
+        overlap_dp=overlap,
+    )
+    st_ = training_step(s, p, _hw(64, fabric), backend=NO_CONGESTION)
+    assert st_.time[0] >= st_.compute[0] * (1 - 1e-12)
+    assert st_.time[0] >= st_.dp_comm_total[0] + st_.optimizer[0] - 1e-12
+    assert sum(st_.breakdown().values()) == pytest.approx(st_.time[0], rel=1e-9)
+
+
+def test_zero3_on_slow_ethernet_waits_for_its_gathers():
+    # Llama 3 8B on 64 H100 over 100 Gb/s TCP with ZeRO-3 and one micro-batch: the
+    # data-parallel traffic takes longer than the compute it overlaps, so it sets the step
+    s = shape_of(CAT.model("llama3-8b"))
+    p = Plans.of(tp=1, pp=1, dp=64, micro_batch=1, zero=3, seq_len=8192, sp=False, global_batch=64)
+    st_ = training_step(s, p, _hw(64, "tcp-100g"), backend=NO_CONGESTION)
+    assert st_.dp_comm_total[0] > st_.compute[0]
+    assert st_.time[0] == pytest.approx(st_.dp_comm_total[0] + st_.optimizer[0], rel=1e-9)

@@ -211,6 +211,14 @@ def training_step(
 
     optimizer = n / dpz * OPTIMIZER_STEP_BYTES / hbm  # ZeRO >= 1 shards the optimizer step
     time = (m + bubble_mbs) * per_mb + dp_exposed + optimizer
+    # The data-parallel stream (gradient reductions, parameter gathers, ZeRO-3's re-gathers)
+    # runs on one communicator, one collective after another, and must end before the
+    # optimizer step: however much compute runs beside it, a step is never shorter than that
+    # stream. Each overlap above is bounded by the compute it hides behind, but they share
+    # that compute; this bound keeps their sum honest.
+    short = np.maximum(dp_total + optimizer - time, 0.0)
+    dp_exposed = dp_exposed + short
+    time = time + short
 
     tok = p.global_batch * p.seq_len
     model_flops = tok * model_flops_per_token(s, p.seq_len)
