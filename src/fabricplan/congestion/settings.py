@@ -7,7 +7,7 @@ record is frozen and hashable, so it can sit in a case and in a backend's cache 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 CONGESTION_CONTROLS = ("dcqcn", "none")
 # Input guard, not a physical limit: no switch port buffers more than a gigabyte.
@@ -43,9 +43,3 @@ class FlowSettings:
         if lo is not None and hi is not None and lo > hi:
             out.append(("ecn_kmin_kb", lo, f"at most ecn_kmax_kb ({hi:g})"))
         return out
-
-    def is_default(self) -> bool:
-        return self == FlowSettings()
-
-    def with_(self, **changes: object) -> FlowSettings:
-        return replace(self, **changes)
