@@ -404,3 +404,28 @@ def test_zero3_on_slow_ethernet_waits_for_its_gathers():
     st_ = training_step(s, p, _hw(64, "tcp-100g"), backend=NO_CONGESTION)
     assert st_.dp_comm_total[0] > st_.compute[0]
     assert st_.time[0] == pytest.approx(st_.dp_comm_total[0] + st_.optimizer[0], rel=1e-9)
+
+
+def test_the_last_gradient_bucket_and_the_first_parameter_bucket_cannot_hide():
+    # overlapped bucket by bucket (Megatron-Core's default bucket: max(40M, 1M x DP) params):
+    # even with far more compute than traffic, one bucket's share of each stream is exposed
+    from fabricplan.workload.training import ddp_bucket_params
+
+    s = shape_of(CAT.model("llama3-8b"))
+    p = Plans.of(
+        tp=1,
+        pp=1,
+        dp=64,
+        micro_batch=1,
+        zero=1,
+        seq_len=8192,
+        sp=False,
+        global_batch=64 * 16,
+        overlap_dp=True,
+    )
+    st_ = training_step(s, p, _hw(64, "ib-ndr"), backend=NO_CONGESTION)
+    n = s.params_total  # no model parallelism: every GPU holds every parameter
+    share = float(ddp_bucket_params(np.array([64.0]))[0]) / n
+    assert 0 < share < 1
+    assert st_.compute[0] > 10 * st_.dp_comm_total[0]  # plenty to hide behind
+    assert st_.dp_comm[0] == pytest.approx(share * st_.dp_comm_total[0], rel=0.05)

@@ -49,6 +49,10 @@ FLASH_BACKWARD_FACTOR = 2.5
 # Adam step per weight: read FP32 master, momentum, variance, gradient (16 B), write the first
 # three and the BF16 weight (14 B).
 OPTIMIZER_STEP_BYTES = 30.0
+# Megatron-Core's default data-parallel bucket: max(40M, 1M x DP size) parameters
+# (DistributedDataParallelConfig.bucket_size, megatron/core/distributed, core v0.7).
+DDP_BUCKET_MIN_PARAMS = 40_000_000
+DDP_BUCKET_PARAMS_PER_RANK = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,13 @@ class Step:
         parts = ("compute", "tp_comm", "pp_comm", "ep_comm", "cp_comm", "dp_comm", "bubble",
                  "optimizer")  # fmt: skip
         return {f"{p}_s": float(getattr(self, p)[i]) for p in parts}
+
+
+def ddp_bucket_params(dp: np.ndarray) -> np.ndarray:
+    """Parameters per data-parallel bucket: Megatron-Core's default, max(40M, 1M x DP size)
+    (``DistributedDataParallelConfig.bucket_size``, megatron/core/distributed), so that larger
+    DP groups get larger, less latency-bound buckets."""
+    return np.maximum(DDP_BUCKET_MIN_PARAMS, DDP_BUCKET_PARAMS_PER_RANK * np.asarray(dp, float))
 
 
 def training_step(
@@ -199,8 +210,12 @@ def training_step(
     param_t = dp_ag + ex_ag
     dp_total = grad_t + param_t
     if p.overlap_dp:
-        dp_exposed = (np.maximum(grad_t - layers_here * bwd, 0)
-                      + np.maximum(param_t - layers_here * fwd, 0))  # fmt: skip
+        # overlapped bucket by bucket: the last gradient bucket is filled only when the
+        # backward pass ends, and the first parameter bucket is needed before the forward pass
+        # starts, so neither hides behind compute
+        bucket = np.minimum(ddp_bucket_params(p.dp * p.cp) / np.maximum(n, 1.0), 1.0)
+        dp_exposed = (np.maximum(grad_t - layers_here * bwd, bucket * grad_t)
+                      + np.maximum(param_t - layers_here * fwd, bucket * param_t))
     else:
         dp_exposed = dp_total
     # ZeRO-3 gathers the weights again in every micro-batch's forward and backward: the same
