@@ -214,8 +214,9 @@ def training_step(
         # backward pass ends, and the first parameter bucket is needed before the forward pass
         # starts, so neither hides behind compute
         bucket = np.minimum(ddp_bucket_params(p.dp * p.cp) / np.maximum(n, 1.0), 1.0)
-        dp_exposed = (np.maximum(grad_t - layers_here * bwd, bucket * grad_t)
-                      + np.maximum(param_t - layers_here * fwd, bucket * param_t))
+        dp_exposed = np.maximum(grad_t - layers_here * bwd, bucket * grad_t) + np.maximum(
+            param_t - layers_here * fwd, bucket * param_t
+        )
     else:
         dp_exposed = dp_total
     # ZeRO-3 gathers the weights again in every micro-batch's forward and backward: the same
