@@ -525,3 +525,24 @@ def test_deeper_spreading_pauses_the_remote_senders_too(monkeypatch):
     # the second level only adds pauses, and adds them at the remote senders' NICs
     assert (seen[2] >= seen[1]).all()
     assert (seen[2][leaf_up] > seen[1][leaf_up]).any()
+
+
+def test_a_flow_list_has_no_bus_bandwidth(tmp_path):
+    f = tmp_path / "two.csv"
+    f.write_text("src,dst,bytes\n0,1,1000000\n2,3,1000000\n")
+    out = run(
+        "congestion",
+        "--gpus",
+        "8",
+        "--gpus-per-node",
+        "1",
+        "--nics-per-node",
+        "1",
+        "--flows",
+        str(f),
+        "--seeds",
+        "1",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "2 flows from two.csv on 8 x h100" in out.stdout
+    assert "busbw" not in out.stdout

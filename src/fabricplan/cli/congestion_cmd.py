@@ -162,10 +162,19 @@ def congestion(
         emit_json(out)
         return
     lat = out["latency_under_load_us"]
-    size = "the listed flows" if pattern == "flows" else size
+    what = (
+        f"{len(flow_list):,} flows from {flow_list.name}"
+        if flow_list is not None
+        else f"{pattern} of {size}"
+    )
+    busbw = (
+        []
+        if out["busbw_ideal_GBps"] is None
+        else [("busbw ideal / p50 (GB/s)", (out["busbw_ideal_GBps"], out["busbw_p50_GBps"]))]
+    )
     console.print(
         kv_table(
-            f"{pattern} of {size} on {gpus} x {gpu}, {fabric} ({out['routing']}, "
+            f"{what} on {gpus} x {gpu}, {fabric} ({out['routing']}, "
             f"{out['flow_control']}), {design}",
             [
                 ("nodes", out["nodes"]),
@@ -173,7 +182,7 @@ def congestion(
                 ("p50 / p99 time (us)", (out["p50_time_us"], out["p99_time_us"])),
                 ("p50 / p99 slowdown", (out["p50_slowdown"], out["p99_slowdown"])),
                 ("network transfer slowdown (p50)", out["network_slowdown_p50"]),
-                ("busbw ideal / p50 (GB/s)", (out["busbw_ideal_GBps"], out["busbw_p50_GBps"])),
+                *busbw,
                 ("paused time (share of job links)", out["paused_fraction"]),
                 ("victim flows (per run)", out["victim_flows"]),
                 (

@@ -155,6 +155,7 @@ class CaseResult:
     def to_dict(self) -> dict:
         p50, p99 = self.pct(50), self.pct(99)
         size = self.case.size_bytes
+        listed = self.case.flows is not None
         return {
             "case": {k: v for k, v in asdict(self.case).items() if k != "flows"}
             | ({"flows": self.case.flows.name} if self.case.flows is not None else {}),
@@ -167,9 +168,10 @@ class CaseResult:
             "p50_slowdown": p50 / self.ideal_time_us,
             "p99_slowdown": p99 / self.ideal_time_us,
             "network_slowdown_p50": float(np.median(self.network_slowdowns)),
-            "busbw_ideal_GBps": self.busbw_ideal_GBps,
-            "busbw_p50_GBps": size * self.bus_factor / (p50 * 1e3),
-            "busbw_p99_GBps": size * self.bus_factor / (p99 * 1e3),
+            # a flow list has no one collective size: no bus bandwidth
+            "busbw_ideal_GBps": None if listed else self.busbw_ideal_GBps,
+            "busbw_p50_GBps": None if listed else size * self.bus_factor / (p50 * 1e3),
+            "busbw_p99_GBps": None if listed else size * self.bus_factor / (p99 * 1e3),
             "paused_fraction": self.paused_fraction,
             "victim_flows": self.victim_flows,
             "hottest_links": self.hottest_links,
