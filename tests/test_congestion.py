@@ -15,12 +15,13 @@ from fabricplan.congestion.backends import ClosedFormECMP, SimulatedCongestion
 from fabricplan.congestion.case import Case, CaseError
 from fabricplan.congestion.closed_form import collision_slowdown, expected_max_load, max_load_cdf
 from fabricplan.congestion.dcqcn import dcqcn_fluid, go_back_n_efficiency, quality
-from fabricplan.congestion.flowcontrol import FlowControl, Phases
+from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.network import Network
 from fabricplan.congestion.simulate import run_case
 from fabricplan.congestion.waterfill import complete, max_min_rates
 from fabricplan.topology.clos import size_clos
 from fabricplan.topology.graph import build_graph
+from test_flow_control import _phases
 
 
 def _a(rows: list[list[float]]) -> csr_matrix:
@@ -193,22 +194,10 @@ def _incast_with_victim(fc: FlowControl):
             break
     else:
         raise AssertionError("no seed puts the victim on an incast flow's path")
-    a = csr_matrix((r.weight, (r.lane, r.flow)), shape=(net.lanes, len(src)))
     demand = np.full(len(src), 46.0)
     n = len(src)
-    phases = Phases(
-        net,
-        r,
-        np.arange(n),
-        a,
-        a.T.tocsr(),
-        demand,
-        np.full(n, np.inf),
-        np.zeros(n, bool),
-        np.ones(n, bool),
-        fc,
-        5.0,
-    )
+    # the same seed routes the same way: Phases sees the path just chosen
+    phases, a, _, _ = _phases(net, src, dst, fc, seed=seed, push=demand)
     after = phases(np.ones(n, bool), np.full(n, 1e9))
     before = max_min_rates(a, net.capacity, cap=demand)
     return phases.record, before, after

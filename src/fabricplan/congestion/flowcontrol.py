@@ -234,13 +234,10 @@ class Phases:
         eff = cap * mult * (1 - pause)
         m, c = (a, eff) if extra is None else (vstack([a, extra]).tocsr(), np.r_[eff, extra_cap])
         rates = max_min_rates(m, c, running, self.cap, None if extra is not None else self.a_t)
-        if self.record.victims is None:
-            victims = np.zeros(a.shape[1], bool)
-            if pause.any():
-                c0 = cap * mult if extra is None else np.r_[cap * mult, extra_cap]
-                unpaused = max_min_rates(m, c0, running, self.cap)
-                victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
-                self.record.victims = victims
+        if self.record.victims is None and pause.any():  # the first phase with pauses
+            c0 = cap * mult if extra is None else np.r_[cap * mult, extra_cap]
+            unpaused = max_min_rates(m, c0, running, self.cap)
+            self.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
         self._note(running, rates, pause, queues, eff)
         return rates
 

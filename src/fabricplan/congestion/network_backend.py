@@ -68,6 +68,18 @@ class NetworkSpec:
     # None: the packaged catalog. A Catalog equals only itself, so answers are kept per catalog.
     catalog: Catalog | None = None
 
+    def fabric_fields(self) -> dict[str, object]:
+        """The fields that size the fabric (GPU, fabric, design, oversubscriptions, switch),
+        by the names the closed form and the simulator's case both take."""
+        return {
+            "gpu": self.gpu,
+            "fabric": self.fabric,
+            "design": self.design,
+            "oversubscription": self.oversubscription,
+            "spine_oversubscription": self.spine_oversubscription,
+            "switch": self.switch,
+        }
+
 
 class BackendError(ValueError):
     """A backend cannot answer for this network and traffic; ``reason`` says why."""
@@ -149,15 +161,7 @@ class ClosedFormBackend:
         # scipy and the topology graph: loaded only when a group crosses the network
         from fabricplan.congestion.backends import ClosedFormECMP
 
-        law = ClosedFormECMP(
-            gpu=net.gpu,
-            fabric=net.fabric,
-            design=net.design,
-            oversubscription=net.oversubscription,
-            spine_oversubscription=net.spine_oversubscription,
-            switch=net.switch,
-            catalog=net.catalog,
-        )
+        law = ClosedFormECMP(**net.fabric_fields(), catalog=net.catalog)
         return law.factor(nodes, net.gpus_per_node, net.nics_per_node, pattern)
 
 
@@ -179,12 +183,7 @@ class FlowBackend:
         from fabricplan.congestion.case import Case, CaseError
 
         case = Case(
-            gpu=net.gpu,
-            fabric=net.fabric,
-            design=net.design,
-            oversubscription=net.oversubscription,
-            spine_oversubscription=net.spine_oversubscription,
-            switch=net.switch,
+            **net.fabric_fields(),
             routing=net.routing,
             roce_quality=net.roce_quality,
             placement=net.placement,
