@@ -55,6 +55,58 @@ def test_max_min_weights_and_caps():
     assert 2 * rates[0] + rates[1] + 0.5 == pytest.approx(4.0)
 
 
+# a flow's share of its rate on a link: absent (twice as likely), split, whole, crossing twice
+WEIGHTS = [0.0, 0.0, 0.5, 1.0, 2.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 6).flatmap(
+        lambda links: st.tuples(
+            st.lists(
+                st.lists(st.sampled_from(WEIGHTS), min_size=links, max_size=links),
+                min_size=1,
+                max_size=8,
+            ),
+            st.lists(st.floats(0.1, 10.0), min_size=links, max_size=links),
+        )
+    ),
+    st.data(),
+)
+def test_max_min_every_flow_has_a_bottleneck(problem, data):
+    # the characterisation of max-min fairness (Bertsekas & Gallager 6.5.2): rates are
+    # feasible, and every active flow is held by its own cap or by a saturated link on its
+    # path where no other flow gets more
+    columns, capacity = problem
+    a = csr_matrix(np.array(columns).T)
+    capacity = np.array(capacity)
+    n = a.shape[1]
+    active = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    cap = np.array(
+        data.draw(st.lists(st.sampled_from([np.inf, 0.3, 1.0, 4.0]), min_size=n, max_size=n))
+    )
+    rate = max_min_rates(a, capacity, active, cap)
+    dense = a.toarray()
+    load = dense @ rate
+    assert np.all(rate[~active] == 0)
+    assert np.all(load <= capacity * (1 + 1e-9))
+    assert np.all(rate <= cap * (1 + 1e-9))
+    for f in np.flatnonzero(active):
+        on = np.flatnonzero(dense[:, f] > 0)
+        if len(on) == 0:
+            assert rate[f] == (cap[f] if np.isfinite(cap[f]) else 0.0)
+            continue
+        if rate[f] >= cap[f] * (1 - 1e-9):
+            continue
+        held = [
+            link
+            for link in on
+            if load[link] >= capacity[link] * (1 - 1e-9)
+            and rate[f] >= rate[dense[link] > 0].max() * (1 - 1e-9)
+        ]
+        assert held, f"flow {f} at {rate[f]} has no bottleneck"
+
+
 def test_completion_reshares_bandwidth():
     # two flows on a 1 GB/s link: 1 MB and 2 MB. Both run at 0.5 until the first ends at
     # 2000 us; the second then gets the whole link and ends at 3000 us.

@@ -100,6 +100,25 @@ def kv_table(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     return table
 
 
+# Wider than any table of short cells: measuring against it gives a table's natural width.
+UNBOUNDED_WIDTH = 10_000
+
+
+def show_whole(table: Table) -> None:
+    """Print a table of short cells at its natural width even when the terminal is narrower:
+    the terminal folds the long lines, but no figure is ever split across two rows."""
+    from rich.measure import Measurement
+
+    con = _console("console")
+    need = Measurement.get(con, con.options.update_width(UNBOUNDED_WIDTH), table).maximum
+    width = con.width
+    con.width = max(width, need)  # print(width=) can only narrow
+    try:
+        con.print(table)
+    finally:
+        con.width = width
+
+
 def progress_bar(disable: bool = False) -> Progress:
     """The counting bar long commands show on stderr (description, bar, n/total, time),
     gone when it ends; ``disable`` (JSON output) shows nothing."""

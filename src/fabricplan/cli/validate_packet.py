@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from fabricplan.cli.output import console, emit_json, fail, progress_bar
+from fabricplan.cli.output import console, emit_json, fail, progress_bar, show_whole
 from fabricplan.validation import packet_level as P
 
 
@@ -36,11 +36,11 @@ def show_packet_level(case: str | None, as_json: bool) -> None:
         title_justify="left",
         title_style="bold",
     )
-    # short headers keep every figure whole in an 80-column terminal: fabricplan's figure, the
-    # reference's, the error, within 10 %, seconds per seed here, seconds per reference run
+    # fabricplan's figure, the reference's, the error, within 10 %, seconds per seed here,
+    # seconds per reference run
     for col in ("case", "routing", "", "ours", "ref", "error", "ok", "s/seed", "ref s", "faster"):
         left = col in ("case", "routing", "")
-        t.add_column(col, justify="left" if left else "right", overflow="fold")
+        t.add_column(col, justify="left" if left else "right", no_wrap=True)
     for c in checks:
         for i, m in enumerate(P.METRICS):
             first = i == 0
@@ -57,7 +57,7 @@ def show_packet_level(case: str | None, as_json: bool) -> None:
                 f"{c.speedup:,.0f}x" if first else "",
                 end_section=i == len(P.METRICS) - 1,
             )
-    console.print(t)
+    show_whole(t)
     ok = sum(c.within for c in checks)
     fast = sum(c.speedup >= 10 for c in checks)
     console.print(

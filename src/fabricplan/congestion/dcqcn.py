@@ -112,7 +112,8 @@ class _Trace:
     queue_kb: tuple[float, ...]
 
 
-_TRACES: dict[tuple, _Trace] = {}
+# per (quality, MTU), then per key: a quality (a pydantic model) is hashed once per batch
+_TRACES: dict[tuple[Quality, int], dict[tuple, _Trace]] = {}
 TRACE_CACHE_MAX = 20_000  # traces kept (each ~130 KB at the default horizon)
 
 
@@ -204,33 +205,46 @@ def fluid_key(
     return n, c, round(c * _round(arriving_GBps / c) / n, 6), _count(max(fan_in, 1))
 
 
-def prepare(keys: list[tuple[int, float, float, int]], q: Quality, mtu: int) -> None:
-    """Integrate, in one batch, every key not integrated yet."""
-    missing = sorted({x for x in keys if (x, q, mtu) not in _TRACES})
+def prepare(keys: list[tuple[int, float, float, int]], q: Quality, mtu: int) -> dict[tuple, _Trace]:
+    """Integrate, in one batch, every key not integrated yet; the traces of ``q`` and ``mtu``."""
+    traces = _TRACES.setdefault((q, mtu), {})
+    missing = sorted({x for x in keys if x not in traces})
     if not missing:
-        return
-    if len(_TRACES) + len(missing) > TRACE_CACHE_MAX:
+        return traces
+    if sum(map(len, _TRACES.values())) + len(missing) > TRACE_CACHE_MAX:
         _TRACES.clear()
+        traces = _TRACES.setdefault((q, mtu), {})
     for key, trace in zip(missing, _integrate(missing, q, mtu), strict=True):
-        _TRACES[(key, q, mtu)] = trace
+        traces[key] = trace
+    return traces
 
 
 def fluid_of(key: tuple[int, float, float, int], q: Quality, mtu: int, step_us: float) -> Fluid:
     """The fluid model's averages over one step of ``step_us`` (integrated by :func:`prepare`
     if need be); beyond the horizon the tail of the trace stands for the rest."""
-    prepare([key], q, mtu)
-    tr = _TRACES[(key, q, mtu)]
-    steps = tr.cum.shape[1] - 1
-    used = max(min(int(step_us / FLUID_STEP_US), steps), 1)
-    whole = tr.cum[:, used] / used
-    tail0 = int(steps * (1 - FLUID_TAIL_SHARE))
-    last = (tr.cum[:, steps] - tr.cum[:, tail0]) / (steps - tail0)
-    rest = max(step_us - used * FLUID_STEP_US, 0.0) / step_us if step_us > 0 else 0.0
-    pause, util = ((1 - rest) * whole + rest * last)[:2]
-    drop = (1 - rest) * whole[2] / max(whole[3], 1e-12) + rest * last[2] / max(last[3], 1e-12)
-    every = max(int(QUEUE_SAMPLE_US / FLUID_STEP_US), 1)
-    samples = tr.queue_kb[: max(used // every, 1)]
-    return Fluid(float(pause), min(float(util), 1.0), float(drop), samples)
+    return fluids_of([key], q, mtu, step_us)[0]
+
+
+def fluids_of(
+    keys: list[tuple[int, float, float, int]], q: Quality, mtu: int, step_us: float
+) -> list[Fluid]:
+    """:func:`fluid_of` for many keys over the same step."""
+    traces = prepare(keys, q, mtu)
+    out = []
+    for key in keys:
+        tr = traces[key]
+        steps = tr.cum.shape[1] - 1
+        used = max(min(int(step_us / FLUID_STEP_US), steps), 1)
+        whole = tr.cum[:, used] / used
+        tail0 = int(steps * (1 - FLUID_TAIL_SHARE))
+        last = (tr.cum[:, steps] - tr.cum[:, tail0]) / (steps - tail0)
+        rest = max(step_us - used * FLUID_STEP_US, 0.0) / step_us if step_us > 0 else 0.0
+        pause, util = ((1 - rest) * whole + rest * last)[:2]
+        drop = (1 - rest) * whole[2] / max(whole[3], 1e-12) + rest * last[2] / max(last[3], 1e-12)
+        every = max(int(QUEUE_SAMPLE_US / FLUID_STEP_US), 1)
+        samples = tr.queue_kb[: max(used // every, 1)]
+        out.append(Fluid(float(pause), min(float(util), 1.0), float(drop), samples))
+    return out
 
 
 def dcqcn_fluid(

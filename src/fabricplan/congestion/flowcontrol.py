@@ -37,7 +37,7 @@ import numpy as np
 from scipy.sparse import csr_matrix, vstack
 
 from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
-from fabricplan.congestion.dcqcn import Quality, fluid_key, fluid_of, go_back_n_efficiency, prepare
+from fabricplan.congestion.dcqcn import Quality, fluid_key, fluids_of, go_back_n_efficiency
 from fabricplan.congestion.groupfill import group_fill
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.congestion.ports import PathArrivals, port_pairs
@@ -278,14 +278,17 @@ class Phases:
             n_flows = np.bincount(np.searchsorted(hot_lanes, p_lane), minlength=len(hot_lanes))
             fan_in = np.diff(np.r_[first, len(p_lane)])
             horizon = self._horizon(running, left)
-            keys = {}
+            fluids = {}
             if fc.dcqcn:  # every open-loop hot port's fluid model, integrated in one batch
-                for i, lane in enumerate(hot_lanes.tolist()):
-                    if opened[lane]:
-                        keys[lane] = fluid_key(
-                            int(n_flows[i]), float(cap[lane]), float(arriving[lane]), int(fan_in[i])
-                        )
-                prepare(list(keys.values()), q, fc.mtu_bytes)
+                keys = {
+                    lane: fluid_key(int(n), float(cap[lane]), float(arriving[lane]), int(f))
+                    for lane, n, f in zip(
+                        hot_lanes.tolist(), n_flows.tolist(), fan_in.tolist(), strict=True
+                    )
+                    if opened[lane]
+                }
+                got = fluids_of(list(keys.values()), q, fc.mtu_bytes, horizon)
+                fluids = dict(zip(keys, got, strict=True))
             for i, lane in enumerate(hot_lanes.tolist()):
                 ratio = arriving[lane] / cap[lane]
                 ports = slice(int(first[i]), int(first[i]) + int(fan_in[i]))
@@ -299,7 +302,7 @@ class Phases:
                         queues[lane] = ((q.pfc_xoff_kb + q.pfc_xon_kb) / 2 * int(fan_in[i]),)
                         continue
                 if fc.dcqcn and opened[lane]:
-                    fl = fluid_of(keys[lane], q, fc.mtu_bytes, horizon)
+                    fl = fluids[lane]
                     queues[lane] = fl.queue_kb
                     eff, drop = fl.utilisation, fl.drop
                     phi[ports] = np.where(over[ports], fl.pause, 0.0) if q.pfc else 0.0

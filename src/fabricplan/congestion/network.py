@@ -294,19 +294,24 @@ class Network:
                     w = np.bincount(inv, weights=w)
                     f, v, t, u, nx = f[first], v[first], t[first], u[first], nx[first]
                     continue
-                cand, nxt, ok, count = self._candidates(v, t, d_here, hops_to)
+                at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
                 if mode == "ecmp" or (mode == "flowlet" and standing is None):
                     draw = u if polarized else rng.random(len(f))
-                    pick = np.floor(draw * count).astype(np.int64)
-                    col = np.argmax(np.cumsum(ok, 1) > pick[:, None], axis=1)
-                elif mode == "flowlet":  # least standing load; equal loads split at random
-                    score = np.where(ok, standing[np.maximum(cand, 0)], np.inf)
-                    col = np.argmin(score + rng.random(ok.shape) * TIE_JITTER_GBPS, axis=1)
-                else:  # adaptive: least loaded first, then round-robin over candidates
-                    key = v.astype(np.int64) * len(targets) + t
-                    col = adaptive_pick(ok, cand, count, key, load, rng)
-                row = np.arange(len(f))
-                lane, v = cand[row, col], nxt[row, col]
+                    pick = np.floor(draw * count[at]).astype(np.int64)
+                    # each (switch, target)'s closer ports first, in port order
+                    closer_first = np.argsort(~ok, axis=1, kind="stable")
+                    col = closer_first[at, pick]
+                    lane, v = cand[at, col], nxt[at, col]
+                else:
+                    cand, nxt, ok, count = cand[at], nxt[at], ok[at], count[at]
+                    if mode == "flowlet":  # least standing load; equal loads split at random
+                        score = np.where(ok, standing[np.maximum(cand, 0)], np.inf)
+                        col = np.argmin(score + rng.random(ok.shape) * TIE_JITTER_GBPS, axis=1)
+                    else:  # adaptive: least loaded first, then round-robin over candidates
+                        key = v.astype(np.int64) * len(targets) + t
+                        col = adaptive_pick(ok, cand, count, key, load, rng)
+                    row = np.arange(len(f))
+                    lane, v = cand[row, col], nxt[row, col]
                 np.add.at(load, lane, w * rate[f])
                 lanes_out.append(lane)
                 flows_out.append(f)
@@ -323,13 +328,25 @@ class Network:
                     hops_to: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
         """Per piece at switch ``v`` heading for target ``t``: its ports (lanes) and the switches
         they lead to, which of them are one hop closer, and how many are."""
+        at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
+        return cand[at], nxt[at], ok[at], count[at]
+
+    def _candidates_at(
+        self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray, hops_to: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        """:meth:`_candidates` once per distinct (switch, target): the row of each piece, then
+        the rows' ports, next switches, closer-port masks and counts. Thousands of pieces share
+        a few hundred such pairs (an all-to-all's 130k flows leave 32 leaves for 32 others)."""
         _, out, _ = self.switch_table
+        key = v.astype(np.int64) * (int(t.max(initial=0)) + 1) + t
+        _, first, at = np.unique(key, return_index=True, return_inverse=True)
+        v, t, d_here = v[first], t[first], d_here[first]
         cand, nxt = out[v], self._heads_or_zero[v]
         ok = (cand >= 0) & (hops_to[(t * len(out))[:, None] + nxt] == d_here[:, None] - 1)
         count = ok.sum(1)
         if (count == 0).any():
             raise ValueError("no route between two NICs of the fabric")
-        return cand, nxt, ok, count
+        return at, cand, nxt, ok, count
 
     def _closer_lanes(self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray,
                       hops_to: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip

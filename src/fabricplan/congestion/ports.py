@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabricplan.congestion import kernels
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.topology.graph import LEAF
 
@@ -70,7 +71,7 @@ class PathArrivals:
     can be early on one flow's path and late on another's)."""
 
     def __init__(self, net: Network, routed: Routed, col_of: np.ndarray, pp: PortPairs) -> None:
-        self.cap = net.capacity
+        self.cap = np.asarray(net.capacity, float)
         self.lane, self.weight = routed.lane, routed.weight
         self.col = col_of[routed.flow]
         # entries that leave a NIC: where a flow's pushes enter the fabric
@@ -80,17 +81,10 @@ class PathArrivals:
 
     def brought(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:
         """GB/s each selected pair brings, for columns pushing ``push``."""
-        start = np.where(self.first, push[self.col] * self.weight, 0.0)
-        e_out, e_in = self.pp.e_out[sel], self.pp.e_in[sel]
-        per_in = self.pp.weight[sel] / np.maximum(self.weight[e_in], 1e-300)  # pair's part
-        arr = start
-        bring = np.zeros(len(sel))
-        for _ in range(self.passes):
-            load = np.bincount(self.lane, weights=arr, minlength=len(self.cap))
-            fifo = np.minimum(1.0, self.cap / np.maximum(load, 1e-300))
-            bring = arr[e_in] * fifo[self.lane[e_in]] * per_in
-            arr = start + np.bincount(e_out, weights=bring, minlength=len(arr))
-        return bring
+        pp = self.pp
+        senders = (self.lane, self.first, self.col, self.weight, np.asarray(push, float))
+        pairs = (pp.e_in, pp.e_out, pp.weight, sel)
+        return kernels.brought()(*senders, self.cap, *pairs, self.passes)
 
 
 def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:

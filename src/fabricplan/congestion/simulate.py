@@ -133,7 +133,7 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     starts = np.zeros(tr.columns)
     if case.jitter_us > 0:
         ready = rng.exponential(case.jitter_us, graph.nodes)
-        starts[:n_job] = [ready[c].max() if len(c) else 0.0 for c in tr.column_nodes[:n_job]]
+        starts[:n_job] = _latest(ready, tr.column_nodes[:n_job])
     if case.flows is not None:
         starts[:n_job] += case.flows.start_us
     done = complete(a, net.capacity, tr.column_bytes, starts, cap, a_t, rates=phases)
@@ -236,6 +236,17 @@ def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generat
     return Routed(lane=np.concatenate([r_job.lane, r_bg.lane]),
                   flow=np.concatenate([job[r_job.flow], bg[r_bg.flow]]),
                   weight=np.concatenate([r_job.weight, r_bg.weight]))  # fmt: skip
+
+
+def _latest(ready: np.ndarray, nodes: list[np.ndarray]) -> np.ndarray:
+    """Per column: the latest ready time of its nodes (0 for a column that waits for none)."""
+    sizes = np.fromiter(map(len, nodes), np.int64, len(nodes))
+    out = np.zeros(len(nodes))
+    if sizes.any():
+        flat = ready[np.concatenate(nodes)]
+        has = sizes > 0
+        out[has] = np.maximum.reduceat(flat, (np.cumsum(sizes) - sizes)[has])
+    return out
 
 
 def run_case(case: Case, catalog: Catalog | None = None,

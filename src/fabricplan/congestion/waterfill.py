@@ -4,8 +4,7 @@
 fractions when a flow is split (queue pairs on different ECMP paths, packet spraying), more
 than 1 when a coupled flow (a ring channel) crosses a link at several of its hops. The rates
 are those of progressive filling (Bertsekas & Gallager, *Data Networks*, 2nd ed., section
-6.5.2), computed by settling every independent bottleneck in the same round; a round is a few
-sparse products, so it costs O(non-zeros).
+6.5.2), computed exactly by a compiled kernel in O(non-zeros x log links).
 """
 
 from __future__ import annotations
@@ -16,9 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.sparse import csr_matrix
 
-# A link within this share of being the tightest on all its flows' paths settles with them: a
-# flow may stop up to this share below its exact max-min rate (never above a capacity).
-LEVEL_MERGE = 1e-3
+from fabricplan.congestion import kernels
+
 # Flows that would finish within this share of the run's elapsed time after the next completion
 # finish with the last of them: a run with thousands of distinct finish times (an all-to-all)
 # costs tens of events, and no flow is reported more than 1 % of the time so far late.
@@ -30,16 +28,6 @@ TIME_ROUNDOFF = 1e-12
 BYTES_ROUNDOFF = 1e-9
 
 
-def _row_min(m: csr_matrix, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per row of ``m``: the least ``values[col]`` over its non-zero columns with ``mask``."""
-    vals = np.where(mask[m.indices], values[m.indices], np.inf)
-    out = np.full(m.shape[0], np.inf)
-    nonempty = np.diff(m.indptr) > 0
-    if vals.size:
-        out[nonempty] = np.minimum.reduceat(vals, m.indptr[:-1][nonempty])
-    return out
-
-
 def max_min_rates(
     a: csr_matrix,
     capacity: np.ndarray,
@@ -49,47 +37,28 @@ def max_min_rates(
 ) -> np.ndarray:
     """Max-min fair rate of every flow (0 for inactive ones); ``cap`` bounds single flows.
 
-    Freezes in parallel: a link whose fair share (residual / unfrozen weight) is the least on
-    every one of its flows' paths is their bottleneck, so all such links settle in one round
-    (fair shares only grow as other flows freeze, so none of those flows can end lower). The
-    globally tightest link always qualifies, so every round makes progress; rounds follow the
-    chains of bottlenecks, not the number of distinct rates.
+    Exact progressive filling, bottleneck by bottleneck (:func:`.kernels.fill`). Flows that only
+    cross links of infinite capacity and have no cap of their own get 0 (nothing bounds them).
     """
     n_flows = a.shape[1]
     a = a.tocsr()
+    if a.nnz and not a.data.all():  # a stored zero is no crossing: it must not settle a flow
+        a = a.copy()
+        a.eliminate_zeros()
+        a_t = None
     a_t = a.T.tocsr() if a_t is None else a_t
-    active = np.ones(n_flows, bool) if active is None else active
+    active = np.ones(n_flows, bool) if active is None else np.asarray(active, bool)
     cap = np.full(n_flows, np.inf) if cap is None else np.asarray(cap, float)
-    rate = np.zeros(n_flows)
-    residual = np.asarray(capacity, float).copy()
-    touches = np.diff(a_t.indptr) > 0
-    free = active & ~touches
-    rate[free] = np.where(np.isfinite(cap[free]), cap[free], 0.0)
-    unfrozen = active & touches
-    idx = np.arange(n_flows)  # the original flow of each column still carried
-    while unfrozen.any():
-        if 2 * np.count_nonzero(unfrozen) < len(idx):
-            # drop settled flows: they only add exact zeros to every product below
-            keep = np.flatnonzero(unfrozen)
-            a, a_t, cap, idx = a[:, keep], a_t[keep], cap[keep], idx[keep]
-            unfrozen = np.ones(len(keep), bool)
-        slope = a @ unfrozen.astype(float)
-        used = slope > 0
-        share = np.full(len(residual), np.inf)
-        share[used] = np.maximum(residual[used], 0.0) / slope[used]
-        flow_min = np.minimum(_row_min(a_t, share, used), cap)
-        link_min = _row_min(a, flow_min, unfrozen)
-        bottleneck = used & (share <= link_min * (1 + LEVEL_MERGE))
-        hit = (a_t @ bottleneck.astype(float)) > 0
-        settle = unfrozen & (hit | (cap <= flow_min * (1 + LEVEL_MERGE)))
-        if not settle.any():  # only uncapped flows on links of infinite capacity remain
-            break
-        now = np.zeros(len(idx))  # this round's rates, by column
-        now[settle] = np.where(np.isfinite(flow_min[settle]), flow_min[settle], 0.0)
-        rate[idx[settle]] = now[settle]
-        residual -= a @ now
-        unfrozen &= ~settle
-    return rate
+    return kernels.fill()(
+        a.indptr,
+        a.indices,
+        a_t.indptr,
+        a_t.indices,
+        np.asarray(a_t.data, float),
+        np.asarray(capacity, float),
+        active,
+        cap,
+    )
 
 
 @dataclass(frozen=True)
