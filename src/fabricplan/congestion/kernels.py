@@ -22,6 +22,12 @@ from functools import cache
 
 import numpy as np
 
+# Problems (non-zeros of the flow x link matrix, routed entries) from which the compiled
+# kernels are used. Numba costs a process about 0.35 s the first time (0.14 s to import, 0.2 s
+# to set up and load a cached kernel): array code is faster below this size, where advise's
+# congestion cases all fall (at most ~10k non-zeros on 16k GPUs); an all-to-all over 128 hosts
+# (65k) is above it.
+COMPILED_MIN_SIZE = 20_000
 # A link whose unsettled weight is below this (in flow weights) carries no unsettled flow: only
 # float round-off is left of it.
 EMPTY_WEIGHT = 1e-12

@@ -82,9 +82,22 @@ class PathArrivals:
     def brought(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:
         """GB/s each selected pair brings, for columns pushing ``push``."""
         pp = self.pp
-        senders = (self.lane, self.first, self.col, self.weight, np.asarray(push, float))
-        pairs = (pp.e_in, pp.e_out, pp.weight, sel)
-        return kernels.brought()(*senders, self.cap, *pairs, self.passes)
+        if len(self.lane) >= kernels.COMPILED_MIN_SIZE:
+            senders = (self.lane, self.first, self.col, self.weight, np.asarray(push, float))
+            pairs = (pp.e_in, pp.e_out, pp.weight, sel)
+            return kernels.brought()(*senders, self.cap, *pairs, self.passes)
+        # the same passes in array code (:func:`kernels._brought`), for small runs
+        start = np.where(self.first, push[self.col] * self.weight, 0.0)
+        e_out, e_in = pp.e_out[sel], pp.e_in[sel]
+        per_in = pp.weight[sel] / np.maximum(self.weight[e_in], 1e-300)  # pair's part
+        arr = start
+        bring = np.zeros(len(sel))
+        for _ in range(self.passes):
+            load = np.bincount(self.lane, weights=arr, minlength=len(self.cap))
+            fifo = np.minimum(1.0, self.cap / np.maximum(load, 1e-300))
+            bring = arr[e_in] * fifo[self.lane[e_in]] * per_in
+            arr = start + np.bincount(e_out, weights=bring, minlength=len(arr))
+        return bring
 
 
 def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:

@@ -4,7 +4,8 @@
 fractions when a flow is split (queue pairs on different ECMP paths, packet spraying), more
 than 1 when a coupled flow (a ring channel) crosses a link at several of its hops. The rates
 are those of progressive filling (Bertsekas & Gallager, *Data Networks*, 2nd ed., section
-6.5.2), computed exactly by a compiled kernel in O(non-zeros x log links).
+6.5.2): for large problems exactly, by a compiled kernel in O(non-zeros x log links); for
+small ones in rounds of sparse products that settle every independent bottleneck at once.
 """
 
 from __future__ import annotations
@@ -22,10 +23,77 @@ from fabricplan.congestion import kernels
 # costs tens of events, and no flow is reported more than 1 % of the time so far late.
 # Merging delays early finishers, so it only errs slow.
 EVENT_MERGE = 0.01
+# Array code only: a link within this share of being the tightest on all its flows' paths
+# settles with them, so a flow may stop up to this share below its exact max-min rate (never
+# above a capacity).
+LEVEL_MERGE = 1e-3
 # Float round-off allowances: a flow starting within this (relative and us) of now has started;
 # one with this share of its bytes left has finished.
 TIME_ROUNDOFF = 1e-12
 BYTES_ROUNDOFF = 1e-9
+
+
+def _row_min(m: csr_matrix, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Per row of ``m``: the least ``values[col]`` over its non-zero columns with ``mask``."""
+    vals = np.where(mask[m.indices], values[m.indices], np.inf)
+    out = np.full(m.shape[0], np.inf)
+    nonempty = np.diff(m.indptr) > 0
+    if vals.size:
+        out[nonempty] = np.minimum.reduceat(vals, m.indptr[:-1][nonempty])
+    return out
+
+
+def _max_min_rounds(
+    a: csr_matrix,
+    capacity: np.ndarray,
+    active: np.ndarray | None = None,
+    cap: np.ndarray | None = None,
+    a_t: csr_matrix | None = None,
+) -> np.ndarray:
+    """:func:`max_min_rates` in array code, for problems too small to repay the compiled
+    kernel's start-up.
+
+    Freezes in parallel: a link whose fair share (residual / unfrozen weight) is the least on
+    every one of its flows' paths is their bottleneck, so all such links settle in one round
+    (fair shares only grow as other flows freeze, so none of those flows can end lower). The
+    globally tightest link always qualifies, so every round makes progress; rounds follow the
+    chains of bottlenecks, not the number of distinct rates.
+    """
+    n_flows = a.shape[1]
+    a = a.tocsr()
+    a_t = a.T.tocsr() if a_t is None else a_t
+    active = np.ones(n_flows, bool) if active is None else active
+    cap = np.full(n_flows, np.inf) if cap is None else np.asarray(cap, float)
+    rate = np.zeros(n_flows)
+    residual = np.asarray(capacity, float).copy()
+    touches = np.diff(a_t.indptr) > 0
+    free = active & ~touches
+    rate[free] = np.where(np.isfinite(cap[free]), cap[free], 0.0)
+    unfrozen = active & touches
+    idx = np.arange(n_flows)  # the original flow of each column still carried
+    while unfrozen.any():
+        if 2 * np.count_nonzero(unfrozen) < len(idx):
+            # drop settled flows: they only add exact zeros to every product below
+            keep = np.flatnonzero(unfrozen)
+            a, a_t, cap, idx = a[:, keep], a_t[keep], cap[keep], idx[keep]
+            unfrozen = np.ones(len(keep), bool)
+        slope = a @ unfrozen.astype(float)
+        used = slope > 0
+        share = np.full(len(residual), np.inf)
+        share[used] = np.maximum(residual[used], 0.0) / slope[used]
+        flow_min = np.minimum(_row_min(a_t, share, used), cap)
+        link_min = _row_min(a, flow_min, unfrozen)
+        bottleneck = used & (share <= link_min * (1 + LEVEL_MERGE))
+        hit = (a_t @ bottleneck.astype(float)) > 0
+        settle = unfrozen & (hit | (cap <= flow_min * (1 + LEVEL_MERGE)))
+        if not settle.any():  # only uncapped flows on links of infinite capacity remain
+            break
+        now = np.zeros(len(idx))  # this round's rates, by column
+        now[settle] = np.where(np.isfinite(flow_min[settle]), flow_min[settle], 0.0)
+        rate[idx[settle]] = now[settle]
+        residual -= a @ now
+        unfrozen &= ~settle
+    return rate
 
 
 def max_min_rates(
@@ -37,11 +105,15 @@ def max_min_rates(
 ) -> np.ndarray:
     """Max-min fair rate of every flow (0 for inactive ones); ``cap`` bounds single flows.
 
-    Exact progressive filling, bottleneck by bottleneck (:func:`.kernels.fill`). Flows that only
-    cross links of infinite capacity and have no cap of their own get 0 (nothing bounds them).
+    Exact progressive filling, bottleneck by bottleneck (:func:`.kernels.fill`), from
+    ``kernels.COMPILED_MIN_SIZE`` non-zeros; below, rounds of array code settling every
+    independent bottleneck at once, within ``LEVEL_MERGE`` of exact. Flows that only cross links
+    of infinite capacity and have no cap of their own get 0 (nothing bounds them).
     """
     n_flows = a.shape[1]
     a = a.tocsr()
+    if a.nnz < kernels.COMPILED_MIN_SIZE:
+        return _max_min_rounds(a, capacity, active, cap, a_t)
     if a.nnz and not a.data.all():  # a stored zero is no crossing: it must not settle a flow
         a = a.copy()
         a.eliminate_zeros()
