@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabricplan.catalog import default_catalog
-from fabricplan.congestion.network_backend import NO_CONGESTION
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NO_CONGESTION
 from fabricplan.cost import fabric_cost, load_assumptions, run_cost
 from fabricplan.scenario import load_scenario
 from test_cli import run
@@ -334,21 +334,23 @@ def test_confidence_follows_the_growth_target_when_the_choice_rests_on_it():
 
 def test_tipping_point_is_where_the_two_fabrics_cost_the_same():
     from fabricplan.advise.decide import _sensitivity
-    from fabricplan.advise.scoring import build_parts, evaluate, nominal_multipliers
+    from fabricplan.advise.performance import perf_table
+    from fabricplan.advise.scoring import COST_DRIVERS, build_parts, evaluate, nominal_multipliers
 
     cat = default_catalog()
     sc = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
     perf, costs = evaluate(sc, cat, backend=NO_CONGESTION)
-    parts = build_parts(sc, cat, perf, costs)
+    parts = build_parts(sc, cat, perf, costs).with_perf(perf_table(sc, cat, NO_CONGESTION))
     nominal = parts.scores(nominal_multipliers(1))[:, 0]
     best, other = int(nominal.argmin()), int(nominal.argmax())
     tipped = [d for d in _sensitivity(parts, best, other) if d["tips_at"] is not None]
-    assert tipped and all(d["driver"] != "latency" for d in tipped)
+    assert tipped
     for d in tipped:
         m = nominal_multipliers(1)
         m[d["driver"]] = np.array([d["tips_at"]])
         s = parts.scores(m)[:, 0]
-        assert s[best] == pytest.approx(s[other], rel=1e-9)
+        # a price is linear; a performance driver is scored between the model's grid points
+        assert s[best] == pytest.approx(s[other], rel=1e-9 if d["driver"] in COST_DRIVERS else 1e-6)
 
 
 def test_roce_tuning_reason_reports_each_quality():
@@ -402,23 +404,41 @@ def test_cost_prices_the_design_topology_shows():
     assert chassis > 1.2 * fabric_cost(default, CAT, a, "roce-400g").capex_network_usd
 
 
-def test_latency_driver_is_typical_at_its_nominal_position():
-    """Position 0 / 0.5 / 1 of the latency driver is each fabric's catalog low / typical /
-    high, so nominal advice prices the step times as computed (at typical latency)."""
-    from fabricplan.advise.scoring import Parts, nominal_multipliers
+def test_performance_drivers_rerun_the_workload_model():
+    """The performance drivers' table is the workload model's own step time: at the nominal
+    positions the scenario's step; at the latency grid's low end the step of a catalog whose
+    fabric and switch latencies sit at their catalog lows; the congestion driver's low end the
+    step without congestion. Between grid points the time is interpolated, never extrapolated
+    from a share of the step."""
+    from fabricplan.advise.performance import perf_table
+    from fabricplan.advise.scoring import nominal_multipliers
+    from fabricplan.workload import evaluate_scenario
 
-    zero, one = np.zeros(2), np.ones(2)
-    lo, hi = np.array([1.0 / 1.1, 1.6 / 3.5]), np.array([2.0 / 1.1, 10.0 / 3.5])  # NDR, RoCE
-    parts = Parts(kind="rent-train", years=1.0, servers=zero, network=zero, power=zero,
-                  staff=zero, support=zero, stabilisation=zero, risk=zero, rent=zero,
-                  run_rent=one, run_risk=zero, time=one, comm_share=np.full(2, 0.5),
-                  lat_lo=lo, lat_hi=hi)  # fmt: skip
-    m = nominal_multipliers(4)
-    m["latency"] = np.array([0.0, 0.25, 0.5, 1.0])
-    s = parts.scores(m)  # = 1 + comm_share x (latency multiplier - 1)
-    lat = np.stack([lo, (lo + 1) / 2, one, hi], axis=1)
-    assert s == pytest.approx(1 + 0.5 * (lat - 1))
-    assert parts.nominal() == pytest.approx(one)
+    cat = default_catalog()
+    sc = load_scenario("examples/256-gpu-moe.yaml", catalog=cat)
+    steps = [r.values["step_time_s"] for r in evaluate_scenario(sc, cat)]
+    table = perf_table(sc, cat, DEFAULT_BACKEND)
+    assert table.nominal == pytest.approx(steps, rel=1e-12)
+    assert table.time(nominal_multipliers(1))[:, 0] == pytest.approx(steps, rel=1e-12)
+    for k, fab in enumerate(sc.cluster.fabrics):
+        f = cat.fabric(fab)
+        sw = cat.switch(f.default_switch)
+        lat, port = f.rdma_latency_us, sw.port_to_port_latency_ns
+        fast = f.model_copy(update={"rdma_latency_us": lat.model_copy(update={"typical": lat.low})})
+        fast_sw = sw.model_copy(
+            update={"port_to_port_latency_ns": port.model_copy(update={"typical": port.low})}
+        )
+        low = cat.with_entry(fast).with_entry(fast_sw)
+        (r,) = evaluate_scenario(sc, low, [fab])
+        assert table.grid[k, 0, 1] == pytest.approx(r.values["step_time_s"], rel=1e-9)
+        (free,) = evaluate_scenario(sc, cat, [fab], backend=NO_CONGESTION)
+        assert table.uncongested[k] * steps[k] == pytest.approx(free.values["step_time_s"])
+        # lower latency and more goodput never slow the step
+        assert table.grid[k, 0, 2] <= table.grid[k, 1, 1] <= table.grid[k, 2, 0]
+    m = nominal_multipliers(3)
+    m["latency"] = np.array([0.0, 0.25, 0.5])
+    t = table.time(m)
+    assert t[:, 1] == pytest.approx((table.grid[:, 0, 1] + table.grid[:, 1, 1]) / 2)
 
 
 def test_advise_table_states_a_missing_break_even_plainly():

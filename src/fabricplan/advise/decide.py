@@ -1,8 +1,9 @@
 """Compare a scenario's fabrics end to end and recommend one.
 
 The fabrics are ranked on :mod:`.scoring`'s cost of doing the same work. Uncertainty is a Monte
-Carlo over multipliers on each cost part and on each fabric's network-crossing communication
-time (its catalog RDMA latency range); thousands of samples take milliseconds.
+Carlo over multipliers on each cost part and over the positions of the drivers that change
+performance (latency, NIC goodput, RoCE quality), whose step times the workload model computes
+at grid points (:mod:`.performance`); thousands of samples take milliseconds.
 """
 
 from __future__ import annotations
@@ -16,10 +17,20 @@ import numpy as np
 from fabricplan.advise.break_even import break_even_gpus
 from fabricplan.advise.by_model import break_even_by_model
 from fabricplan.advise.growth import growth_evaluation, growth_reason
+from fabricplan.advise.performance import PERF_DRIVERS, perf_table
 from fabricplan.advise.questions import provider_questions
 from fabricplan.advise.reasons import reasons
 from fabricplan.advise.roce_tuning import tuning_effect, tuning_reason
-from fabricplan.advise.scoring import DRIVERS, Parts, build_parts, evaluate, nominal_multipliers
+from fabricplan.advise.scoring import (
+    DRIVERS,
+    Parts,
+    build_parts,
+    evaluate,
+    nominal_multipliers,
+    range_text,
+    sampled,
+    scenario_at,
+)
 from fabricplan.catalog import Catalog
 from fabricplan.congestion.limits import not_modelled_by
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
@@ -54,6 +65,10 @@ class Advice:
                 "notes": self.notes}  # fmt: skip
 
 
+# Positions at which a performance driver's margin is scored to find where it tips.
+TIP_POSITIONS = 201
+
+
 def _sensitivity(parts: Parts, best: int, other: int) -> list[dict[str, Any]]:
     """Tornado: the margin (runner-up minus recommended) at each driver's low and high."""
     out = []
@@ -62,21 +77,46 @@ def _sensitivity(parts: Parts, best: int, other: int) -> list[dict[str, Any]]:
         m[key] = np.array([lo, hi])
         s = parts.scores(m)
         margin = s[other] - s[best]
-        out.append({"driver": key, "label": label, "low": lo, "high": hi,
-                    "margin_at_low_usd": float(margin[0]),
-                    "margin_at_high_usd": float(margin[1]),
-                    "swing_usd": float(abs(margin[1] - margin[0])),
-                    "flips": bool((margin < 0).any()),
-                    "tips_at": _tipping_point(key, lo, hi, margin)})  # fmt: skip
+        out.append(
+            {
+                "driver": key,
+                "label": label,
+                "low": lo,
+                "high": hi,
+                "range": range_text(key),
+                "margin_at_low_usd": float(margin[0]),
+                "margin_at_high_usd": float(margin[1]),
+                "swing_usd": float(abs(margin[1] - margin[0])),
+                "flips": bool((margin < 0).any()),
+                "tips_at": _tipping_point(parts, key, lo, hi, margin, best, other),
+            }
+        )
     return sorted(out, key=lambda d: -d["swing_usd"])
 
 
-def _tipping_point(key: str, lo: float, hi: float, margin: np.ndarray) -> float | None:
-    """The multiplier of one driver at which the margin reaches zero, the others nominal. The
-    cost is linear in every price and rate multiplier, so two points give the line; latency
-    also moves step time, which is not linear, and gets none."""
+def _tipping_point(
+    parts: Parts, key: str, lo: float, hi: float, margin: np.ndarray, best: int, other: int
+) -> float | None:
+    """The value of one driver at which the margin reaches zero, the others nominal. The cost
+    is linear in every price and rate multiplier, so two points give the line. A performance
+    driver moves step time, which is not linear in its position: its margin is scored across
+    the range (the model's times, interpolated between its grid points) and the first sign
+    change found."""
+    if key in PERF_DRIVERS:
+        if parts.perf is None:
+            return None
+        pos = np.linspace(lo, hi, TIP_POSITIONS)
+        m = nominal_multipliers(TIP_POSITIONS)
+        m[key] = pos
+        s = parts.scores(m)
+        d = s[other] - s[best]
+        cross = np.flatnonzero(np.sign(d[:-1]) * np.sign(d[1:]) < 0)
+        if not len(cross):
+            return None
+        i = int(cross[0])
+        return float(pos[i] - d[i] * (pos[i + 1] - pos[i]) / (d[i + 1] - d[i]))
     slope = float(margin[1] - margin[0]) / (hi - lo)
-    if key == "latency" or slope == 0:
+    if slope == 0:
         return None
     at = lo - float(margin[0]) / slope
     return at if at > 0 else None
@@ -84,7 +124,10 @@ def _tipping_point(key: str, lo: float, hi: float, margin: np.ndarray) -> float 
 
 def _monte_carlo(parts: Parts, names: list[str], seed: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
-    m = {k: rng.uniform(lo, hi, MC_SAMPLES) for k, (_, lo, hi) in DRIVERS.items()}
+    m = nominal_multipliers(MC_SAMPLES)
+    m.update(
+        {k: rng.uniform(lo, hi, MC_SAMPLES) for k, (_, lo, hi) in DRIVERS.items() if sampled(k)}
+    )
     s = parts.scores(m)
     wins = np.bincount(s.argmin(axis=0), minlength=len(names)) / MC_SAMPLES
     return {"samples": MC_SAMPLES, "seed": seed,
@@ -120,11 +163,14 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
     # fabric that is cheapest at the target size is the one to build (seed 001)
     growth, target_parts = growth_evaluation(sc, cat, backend)
     now_best = names[best]
-    mc_parts, mc_gpus = parts, sc.cluster.gpus
+    mc_parts, mc_sc = parts, sc
     if growth and growth["within_lifecycle"] and growth["cheapest"] not in (None, now_best):
         other, best = best, names.index(growth["cheapest"])
         if target_parts is not None:  # the confidence is about the size the choice rests on
-            mc_parts, mc_gpus = target_parts, growth["target_gpus"]
+            mc_parts, mc_sc = target_parts, scenario_at(sc, cat, growth["target_gpus"])
+    # the performance drivers: the workload model at each one's positions, at that size
+    mc_parts = mc_parts.with_perf(perf_table(mc_sc, cat, backend))
+    mc_gpus = mc_sc.cluster.gpus
     mc = {**_monte_carlo(mc_parts, names, seed), "gpus": mc_gpus}
     p_best = mc["p_cheapest"][names[best]]
     confidence = next(label for bound, label in CONFIDENCE if p_best >= bound)

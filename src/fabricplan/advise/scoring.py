@@ -6,27 +6,30 @@ The score is the cost of doing the same work:
 - rented serving: the lifecycle rent scaled by throughput.
 
 Each cost part is kept apart so that multipliers (sensitivity, Monte Carlo) scale it without
-re-running the workload, topology or congestion layers. Second-order effects are ignored: e.g. a
-dearer server also makes a lost GPU-hour dearer.
+re-running the workload, topology or congestion layers; drivers that change performance
+(latency, goodput, RoCE quality, congestion) come from the workload model re-run at their
+positions (:mod:`.performance`). Second-order effects are ignored: e.g. a dearer server also
+makes a lost GPU-hour dearer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from fabricplan.advise.performance import PERF_DRIVERS, PerfTable
 from fabricplan.catalog import Catalog
 from fabricplan.congestion.network_backend import NetworkBackend
 from fabricplan.cost import FabricCost, fabric_cost, load_assumptions
 from fabricplan.scenario import Scenario, scenario_from_data
 from fabricplan.workload import evaluate_scenario
 
-# Monte Carlo ranges (uniform multipliers, low-high): labelled assumptions in the cost
-# assumptions file ([uncertainty], and the server spread).
+# Monte Carlo ranges of the cost drivers (uniform multipliers, low-high): labelled assumptions
+# in the cost assumptions file ([uncertainty], and the server spread).
 _A = load_assumptions()
-DRIVERS: dict[str, tuple[str, float, float]] = {
+COST_DRIVERS: dict[str, tuple[str, float, float]] = {
     "server": ("GPU server price", 1 - _A.server_spread, 1 + _A.server_spread),
     "network": ("network gear price (switches, NICs, optics)", *_A.uncertainty("network")),
     "power": ("electricity price", *_A.uncertainty("power")),
@@ -34,13 +37,14 @@ DRIVERS: dict[str, tuple[str, float, float]] = {
     "stabilisation": ("weeks to stable collectives", *_A.uncertainty("stabilisation")),
     "risk": ("fabric-caused interruptions per year", *_A.uncertainty("risk")),
     "price": ("rented GPU-hour price", *_A.uncertainty("price")),
-    # position within each fabric's catalog RDMA latency range: 0 = low, 0.5 = typical, 1 = high
-    "latency": ("fabric latency within the catalog range", 0.0, 1.0),
 }
-# The latency driver's nominal value: the catalog's ``typical``, at which step times were
-# computed. Linear from low to typical and from typical to high, so a uniform sample of the
-# position has the typical latency as its median, however lopsided the range.
-NOMINAL_LATENCY_POSITION = 0.5
+# Every driver of the tornado and the Monte Carlo: (label, low, high). Cost drivers are
+# multipliers of a cost part; performance drivers are positions in their ranges, each evaluated
+# by the workload model (:mod:`.performance`).
+DRIVERS: dict[str, tuple[str, float, float]] = {
+    **COST_DRIVERS,
+    **{k: (d.label, d.low, d.high) for k, d in PERF_DRIVERS.items()},
+}
 
 
 @dataclass(frozen=True)
@@ -59,42 +63,59 @@ class Parts:
     rent: np.ndarray  # per year (rented)
     run_rent: np.ndarray  # the run's GPU-hours at the tier price (rented training)
     run_risk: np.ndarray
-    time: np.ndarray  # step time (training) or 1 / throughput (serving)
-    comm_share: np.ndarray
-    lat_lo: np.ndarray  # catalog latency range relative to typical
-    lat_hi: np.ndarray
+    time: np.ndarray  # step time (training) or 1 / throughput (serving), as computed
+    # the model's times at the performance drivers' positions; None: only the nominal
+    # positions can be scored (break-even's sizes need no more)
+    perf: PerfTable | None = None
 
     def nominal(self) -> np.ndarray:
         """Cost for the same work with every driver at its assumed value, shape (F,)."""
         return self.scores(nominal_multipliers(1))[:, 0]
 
+    def with_perf(self, table: PerfTable) -> Parts:
+        return replace(self, perf=table)
+
     def scores(self, m: dict[str, np.ndarray]) -> np.ndarray:
         """Cost for the same work, shape (F, S) for S samples of multipliers ``m``."""
         col = lambda a: a[:, None]  # noqa: E731
-        pos = m["latency"][None, :]
-        lat = np.where(pos <= NOMINAL_LATENCY_POSITION,
-                       col(self.lat_lo) + pos / NOMINAL_LATENCY_POSITION * (1 - col(self.lat_lo)),
-                       1 + (pos - NOMINAL_LATENCY_POSITION) / (1 - NOMINAL_LATENCY_POSITION)
-                       * (col(self.lat_hi) - 1))  # fmt: skip
-        t = col(self.time) * (1 + col(self.comm_share) * (lat - 1))
+        n = len(m["price"])
+        if self.perf is not None:
+            t = self.perf.time(m)
+        elif any(np.any(m[k] != d.nominal) for k, d in PERF_DRIVERS.items()):
+            raise ValueError("performance drivers off nominal need the model's table (with_perf)")
+        else:
+            t = np.repeat(col(self.time), n, axis=1)
         rel = t / t.min(axis=0, keepdims=True)
         if self.kind == "rent-train":
-            return (m["price"] * col(self.run_rent) * t / col(self.time)
-                    + m["risk"] * col(self.run_risk))  # fmt: skip
+            return m["price"] * col(self.run_rent) * t / col(self.time) + m["risk"] * col(
+                self.run_risk
+            )
         y = self.years
-        base = (m["stabilisation"] * col(self.stabilisation)
-                + y * m["risk"] * col(self.risk))  # fmt: skip
+        base = m["stabilisation"] * col(self.stabilisation) + y * m["risk"] * col(self.risk)
         if self.kind == "rent-serve":
             return (y * m["price"] * col(self.rent) + base) * rel
-        return (m["server"] * col(self.servers) + m["network"] * col(self.network)
-                + y * (m["power"] * col(self.power) + m["staff"] * col(self.staff)
-                       + m["network"] * col(self.support)) + base) * rel  # fmt: skip
+        capex = m["server"] * col(self.servers) + m["network"] * col(self.network)
+        running = m["power"] * col(self.power) + m["staff"] * col(self.staff)
+        return (capex + y * (running + m["network"] * col(self.support)) + base) * rel
 
 
 def nominal_multipliers(n: int) -> dict[str, np.ndarray]:
-    m = {k: np.ones(n) for k in DRIVERS}
-    m["latency"] = np.full(n, NOMINAL_LATENCY_POSITION)
+    m = {k: np.ones(n) for k in COST_DRIVERS}
+    m.update({k: np.full(n, d.nominal) for k, d in PERF_DRIVERS.items()})
     return m
+
+
+def sampled(key: str) -> bool:
+    """Whether the Monte Carlo samples the driver (the others stay at their nominal value)."""
+    return key in COST_DRIVERS or PERF_DRIVERS[key].sampled
+
+
+def range_text(key: str) -> str:
+    """A driver's range for people: a cost multiplier's ends, or a performance driver's."""
+    if key in PERF_DRIVERS:
+        return PERF_DRIVERS[key].range_text
+    _, lo, hi = COST_DRIVERS[key]
+    return f"x{lo:g}-x{hi:g}"
 
 
 # Exposed-communication parts of a training step that cross the fabric whatever the plan.
@@ -110,21 +131,11 @@ def fabric_parts(sc: Scenario) -> tuple[str, ...]:
     return ALWAYS_ON_FABRIC + (("tp_comm_s",) if spans else ())
 
 
-def _network_share(sc: Scenario, p: dict[str, Any]) -> float:
-    """Share of the step spent in exposed communication that crosses the fabric. The latency
-    driver scales all of it: an upper bound, since much of it is bandwidth-bound."""
-    if p["kind"] != "training":
-        return float(p["network_fraction"])
-    b = p["breakdown"]
-    return sum(b[k] for k in fabric_parts(sc)) / p["step_time_s"]
-
-
 def build_parts(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
                 costs: list[FabricCost]) -> Parts:  # fmt: skip
     training = perf[0]["kind"] == "training"
     kind = "own" if sc.costs.mode == "own" else ("rent-train" if training else "rent-serve")
     arr = lambda f: np.array([f(p, c) for p, c in zip(perf, costs, strict=True)])  # noqa: E731
-    lat = [cat.fabric(p["fabric"]).rdma_latency_us for p in perf]
     return Parts(
         kind=kind, years=sc.costs.lifecycle_years,
         servers=arr(lambda p, c: c.capex_servers_usd),
@@ -137,9 +148,6 @@ def build_parts(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
         run_rent=arr(lambda p, c: (c.run_gpu_hours or 0.0) * c.gpu_hour_cost_usd),
         run_risk=arr(lambda p, c: c.risk_per_run_usd or 0.0),
         time=arr(lambda p, c: p["step_time_s"] if training else 1.0 / p["tokens_per_s"]),
-        comm_share=arr(lambda p, c: _network_share(sc, p)),
-        lat_lo=np.array([r.low / r.nominal for r in lat]),
-        lat_hi=np.array([r.high / r.nominal for r in lat]),
     )  # fmt: skip
 
 

@@ -105,7 +105,7 @@ def _show(a: Advice) -> None:
     for col in ("driver", "range", "margin at low", "margin at high", "flips"):
         s.add_column(col, justify="left" if col in ("driver", "flips") else "right")
     for d in a.sensitivity[:5]:
-        s.add_row(d["label"], f"{d['low']:g}-{d['high']:g}", usd(d["margin_at_low_usd"]),
+        s.add_row(d["label"], d["range"], usd(d["margin_at_low_usd"]),
                   usd(d["margin_at_high_usd"]), "yes" if d["flips"] else "no")  # fmt: skip
     if a.sensitivity:
         console.print(s)

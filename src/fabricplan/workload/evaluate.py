@@ -154,13 +154,18 @@ def _inference(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) ->
     }
 
 
-def evaluate_scenario(sc: Scenario, cat: Catalog, fabrics: list[str] | None = None, *,
-                      backend: NetworkBackend = DEFAULT_BACKEND,
-                      tick: Callable[[str], None] | None = None
-                      ) -> list[FabricResult]:  # fmt: skip
+def evaluate_scenario(
+    sc: Scenario,
+    cat: Catalog,
+    fabrics: list[str] | None = None,
+    *,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+    tick: Callable[[str], None] | None = None,
+    adjust: Callable[[Hardware], Hardware] | None = None,
+) -> list[FabricResult]:
     """Step time (training) or latency and throughput (inference) on each fabric, the network's
     congestion priced by ``backend``; ``tick`` is called with each fabric's id once it is done
-    (for a progress bar)."""
+    (for a progress bar); ``adjust`` changes each fabric's hardware first (a variant of it)."""
     w = sc.workload
     if w is None:
         raise WorkloadError("workload: the scenario has no workload; add one to compute a step")
@@ -168,6 +173,8 @@ def evaluate_scenario(sc: Scenario, cat: Catalog, fabrics: list[str] | None = No
     out = []
     for fab in fabrics or list(sc.cluster.fabrics):
         hw = hardware_from_scenario(sc, cat, fab)
+        if adjust is not None:
+            hw = adjust(hw)
         run = _training if w.kind == "training" else _inference
         out.append(FabricResult(fab, run(s, sc, hw, backend)))
         if tick is not None:

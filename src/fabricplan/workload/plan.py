@@ -52,6 +52,10 @@ class Hardware:
     catalog: Catalog | None = None
     routing: str | None = None  # None: the fabric's default routing (catalog)
     flow: FlowSettings = field(default_factory=FlowSettings)  # over the RoCE quality preset
+    # The catalog the congestion backend reads, when it is not ``catalog``: a variant of the
+    # fabric's latency or goodput (advise's drivers) keeps the congestion answers of the
+    # catalog it varies, so that they are not simulated again.
+    network_catalog: Catalog | None = None
 
     @property
     def nodes(self) -> int:
@@ -73,7 +77,7 @@ class Hardware:
             placement=self.placement,
             routing=self.routing,
             flow=self.flow,
-            catalog=self.catalog,
+            catalog=self.catalog if self.network_catalog is None else self.network_catalog,
         )
 
 
