@@ -230,16 +230,18 @@ def test_growth_target_is_evaluated_and_followed():
 
 
 def test_reference_plan_fits_divides_and_rejects_what_cannot_fit():
-    from fabricplan.advise.by_model import reference_scenario
+    from fabricplan.advise.reference_plan import reference_plan
     from fabricplan.workload import shape_of, training_step
     from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
 
     cat = default_catalog()
     sc = load_scenario("examples/16-gpu-finetune.yaml", catalog=cat)
     # 405B parameters at 2 bytes of weight and 2 of gradient need 1.62 TB; 16 H100 hold 1.28 TB
-    assert reference_scenario(sc, cat, "llama3-405b", 16, "ib-ndr", "roce-400g") is None
-    s = reference_scenario(sc, cat, "llama3-8b", 16, "ib-ndr", "roce-400g")
-    assert s is not None and s.cluster.fabrics == ("ib-ndr", "roce-400g")
+    assert reference_plan(sc, cat, "llama3-405b", 16, "ib-ndr", "roce-400g") is None
+    got = reference_plan(sc, cat, "llama3-8b", 16, "ib-ndr", "roce-400g")
+    assert got is not None and got.origin == "searched"
+    s = got.scenario
+    assert s.cluster.fabrics == ("ib-ndr", "roce-400g")
     par = s.workload.parallel
     assert par.tp * par.pp * par.dp == 16 and s.workload.model == "llama3-8b"
     st = training_step(

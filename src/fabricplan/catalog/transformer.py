@@ -33,6 +33,37 @@ class Mla(_Frozen):
     v_head_dim: int = Field(gt=0)
 
 
+class TrainedPlan(_Frozen):
+    """The parallel layout a model was trained with, as its authors published it.
+
+    ``assumed`` names the fields the source leaves open; their values here are assumptions
+    (said in ``note``), the rest are the source's own.
+    """
+
+    tp: int = Field(gt=0)
+    pp: int = Field(gt=0)
+    ep: int = Field(default=1, gt=0)
+    cp: int = Field(default=1, gt=0)
+    vp: int = Field(default=1, gt=0, description="interleaved 1F1B: model chunks per stage")
+    zero: int = Field(ge=0, le=3, description="ZeRO stage (3 = FSDP that re-gathers weights)")
+    recompute: Literal["none", "selective", "full"]
+    gpus: int | None = Field(default=None, gt=0, description="GPUs trained on; None: unpublished")
+    source: str = Field(min_length=1, description="paper and section, or repository and file")
+    assumed: tuple[Literal["vp", "zero", "recompute"], ...] = ()
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainedPlan:
+        if self.gpus is not None:
+            if self.gpus % (self.tp * self.pp * self.cp):
+                raise ValueError(f"tp x pp x cp does not divide the published gpus ({self.gpus})")
+            if (self.gpus // (self.tp * self.pp)) % self.ep:  # experts spread over dp x cp
+                raise ValueError(f"ep ({self.ep}) does not divide dp x cp at {self.gpus} GPUs")
+        if self.assumed and not self.note:
+            raise ValueError("say in 'note' why the assumed fields take their values")
+        return self
+
+
 class Model(Entry):
     KIND: ClassVar[str] = "model"
 
@@ -52,6 +83,7 @@ class Model(Entry):
     active_params_published_b: float | None = Field(default=None, gt=0)
     moe: Moe | None = None
     mla: Mla | None = None
+    trained_plan: TrainedPlan | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> Model:
@@ -61,7 +93,16 @@ class Model(Entry):
             raise ValueError("mla dimensions are required exactly when attention is 'mla'")
         if self.moe and self.moe.dense_layers > self.layers:
             raise ValueError("moe.dense_layers exceeds layers")
+        if self.trained_plan is not None:
+            self._check_plan(self.trained_plan)
         return self
+
+    def _check_plan(self, t: TrainedPlan) -> None:
+        if self.heads % t.tp or t.pp > self.layers or t.pp * t.vp > self.layers:
+            raise ValueError("trained_plan: tp must divide heads, pp x vp must not exceed layers")
+        experts = self.moe.experts if self.moe is not None else 1
+        if experts % t.ep:
+            raise ValueError(f"trained_plan: ep ({t.ep}) must divide the experts ({experts})")
 
     @property
     def head_dim(self) -> int:

@@ -28,8 +28,9 @@ def advise_cmd(
     by_model: bool = typer.Option(
         False,
         "--break-even-models",
-        help="Also the break-even of every training model in the catalog, each with its own "
-        "fastest fitting plan (a few seconds).",
+        help="Also the break-even of every training model in the catalog, each with its "
+        "published training layout where it has one, else its fastest fitting plan (a few "
+        "seconds).",
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Monte Carlo seed."),
     congestion: str | None = CONGESTION_OPT,
@@ -135,20 +136,56 @@ def _gpus(n: int | None) -> str:
 
 
 def _by_model_table(rows: list[dict]) -> object:
+    from rich.console import Group
     from rich.table import Table
 
     from fabricplan.scenario.models import MATURITIES
 
-    t = Table(title="Training break-even per model, each with its own fastest fitting plan "
-              "('none': InfiniBand is dearer at some size up to the largest evaluated)",
-              title_justify="left", title_style="bold")  # fmt: skip
-    for col in ("model", "plan here (tp·pp·ep, recompute)", *MATURITIES, "sizes evaluated"):
-        t.add_column(col, justify="right" if col in MATURITIES else "left")
+    t = Table(
+        title="Training break-even per model, each with its published training layout where it "
+        "has one and it runs at the size, else its fastest fitting plan ('none': InfiniBand is "
+        "dearer at some size up to the largest evaluated)",
+        title_justify="left",
+        title_style="bold",
+    )
+    cols = ("model", "plan here (tp·pp·ep, recompute)", "origin", *MATURITIES, "sizes evaluated")
+    for col in cols:
+        right = col in MATURITIES
+        t.add_column(
+            col, justify="right" if right else "left", overflow="fold", no_wrap=col == "model"
+        )
+    lines = []
     for r in rows:
         p = r["plan_at_scenario_size"]
         plan = f"{p['tp']}·{p['pp']}·{p['ep']}, {p['recompute']}" if p else "no plan fits"
         sizes = r["evaluated_gpus"]
         span = f"{sizes[0]:,}-{sizes[-1]:,}" if sizes else "none"
         m = r["by_maturity"]
-        t.add_row(r["model"], plan, *(_gpus(m[k]) for k in MATURITIES), span)
-    return t
+        origin = p["origin"] if p else "-"
+        t.add_row(r["model"], plan, origin, *(_gpus(m[k]) for k in MATURITIES), span)
+        lines.append(_plan_line(r))
+    return Group(t, *lines)
+
+
+def _plan_line(row: dict) -> str:
+    """Which plan a model ran with, why, and from which source."""
+    p, layout = row["plan_at_scenario_size"], row["published_layout"]
+    if layout is None:
+        return f"  {row['model']}: searched plan (no published layout)"
+    here = f"here {p['why']}" if p else "no plan fits here"
+    runs = _origin_runs(row["plans"])
+    lay = f"{layout['tp']}·{layout['pp']}·{layout['ep']}"
+    return (
+        f"  {row['model']}: {here}; by size: {runs or 'none'}. Published {lay}: {layout['source']}"
+    )
+
+
+def _origin_runs(plans: list[dict]) -> str:
+    """Consecutive sizes with the same origin: 'adapted 128-1,024, published 2,048-8,192'."""
+    runs: list[tuple[str, int, int]] = []
+    for p in plans:
+        if runs and runs[-1][0] == p["origin"]:
+            runs[-1] = (p["origin"], runs[-1][1], p["gpus"])
+        else:
+            runs.append((p["origin"], p["gpus"], p["gpus"]))
+    return ", ".join(f"{o} {a:,}" + (f"-{b:,}" if b != a else "") for o, a, b in runs)

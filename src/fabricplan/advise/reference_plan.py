@@ -1,0 +1,214 @@
+"""The plan a catalog model is evaluated with at one cluster size, for the per-model break-even.
+
+A model with a published training layout (``Model.trained_plan``) is run as its authors ran it,
+data parallelism refilled to the size: the fabric then carries the traffic that layout makes
+(DeepSeek-V3's expert all-to-all over 64-way EP, say), not the traffic of a layout chosen to
+avoid it. Where the layout cannot run at the size (its model-parallel group does not divide
+the cluster, its EP does not divide the data-parallel group, it needs more replicas than the
+batch has sequences, or it does not fit in memory), the plan is searched instead, keeping EP at
+least the published EP where some fitting plan allows it and otherwise the largest EP that
+fits. A model without a published layout gets the search.
+
+The search tries tensor parallel up to the node, pipeline parallel up to 16 stages and, for
+mixture-of-experts models, expert parallel up to 64 (see ``EP_SIZES``), with ZeRO-1 and
+selective recomputation (full recomputation only where that is what fits), and keeps the plan
+with the least time per token that fits in memory, divides the cluster and keeps the model's
+default batch (no more data-parallel replicas than sequences). Plans are chosen and checked on
+the InfiniBand fabric without congestion, so that the choice does not lean on either fabric's
+congestion, and then used on both. Sequence length, batch and tokens are the model's defaults
+(see ``scenario.load``) and precision is the scenario's, for every origin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fabricplan.catalog import Catalog
+from fabricplan.catalog.transformer import TrainedPlan
+from fabricplan.congestion.network_backend import NO_CONGESTION
+from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
+from fabricplan.scenario.load import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_SEQ_LEN
+from fabricplan.workload import shape_of, training_step
+from fabricplan.workload.memory import describe
+from fabricplan.workload.plan import Plans, hardware_from_scenario, plans_from_scenario
+
+# The parallel sizes searched. Tensor parallel stops at the node (it is capped there too);
+# pipelines deeper than 16 stages only add bubble at the sizes evaluated; expert parallel goes to
+# 64, DeepSeek-V3's own training layout (arXiv 2412.19437, Sec. 3.2: 64-way EP over 8 nodes).
+TP_SIZES = (1, 2, 4, 8, 16)
+PP_SIZES = (1, 2, 4, 8, 16)
+EP_SIZES = (1, 2, 4, 8, 16, 32, 64)
+# selective first: full recomputation costs a third more compute and wins only when nothing else
+# fits (the fastest plan is kept either way)
+RECOMPUTE = ("selective", "full")
+SEARCH_ZERO = 1  # ZeRO stage of searched plans: optimizer state sharded, as most runs do
+
+PlanOrigin = Literal["published", "adapted", "searched"]
+NO_LAYOUT = "searched plan (no published layout)"
+
+
+@dataclass(frozen=True)
+class ReferencePlan:
+    """A model's plan at one size, where it came from, and why."""
+
+    scenario: Scenario
+    origin: PlanOrigin
+    why: str
+    source: str | None  # the published layout's source, when the model has one
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.scenario.workload
+        assert w is not None
+        p = w.parallel
+        layout = {"tp": p.tp, "pp": p.pp, "ep": p.ep, "cp": p.cp, "vp": p.vp, "dp": p.dp}
+        return {
+            "gpus": self.scenario.cluster.gpus,
+            **layout,
+            "zero": p.zero,
+            "recompute": w.recompute,
+            "origin": self.origin,
+            "why": self.why,
+            "source": self.source,
+        }
+
+
+def _model_data(
+    sc: Scenario,
+    model: str,
+    gpus: int,
+    parallel: dict[str, int],
+    recompute: str,
+    fabrics: list[str],
+) -> dict[str, Any]:
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["cluster"] = {**data["cluster"], "gpus": gpus, "fabric": fabrics}
+    w = data["workload"]
+    data["workload"] = {
+        "kind": "training",
+        "model": model,
+        "precision": w.get("precision", "bf16"),
+        "recompute": recompute,
+        "parallel": {"cp": 1, "vp": 1, "zero": SEARCH_ZERO, **parallel, "dp": "auto"},
+    }
+    return data
+
+
+def _batch_seqs(cat: Catalog, model: str) -> int:
+    """The model's default batch, in sequences (``scenario.load``'s default)."""
+    seq = min(DEFAULT_MAX_SEQ_LEN, cat.model(model).max_seq_len)
+    return max(1, DEFAULT_BATCH_TOKENS // seq)
+
+
+def _candidates(tp_max: int, heads: int, experts: int) -> list[dict[str, int]]:
+    tps = [t for t in TP_SIZES if t <= tp_max and heads % t == 0]
+    eps = [e for e in EP_SIZES if experts % e == 0]  # [1] for a dense model
+    return [{"tp": t, "pp": p, "ep": e} for t in tps for p in PP_SIZES for e in eps]
+
+
+def _gpus_per_node(sc: Scenario, cat: Catalog) -> int:
+    return sc.cluster.gpus_per_node or cat.gpu(sc.cluster.gpu).node.gpus_per_node
+
+
+def search(
+    sc: Scenario, cat: Catalog, model: str, gpus: int, ib: str, roce: str, ep_floor: int = 1
+) -> Scenario | None:
+    """The scenario on ``gpus`` GPUs and fabrics ``ib`` and ``roce``, training ``model`` with
+    its fastest fitting plan on ``ib`` among those with EP at least ``ep_floor`` (or, when
+    none fits, with the largest EP that fits); None when no plan tried fits."""
+    m = cat.model(model)
+    experts = m.moe.experts if m.moe is not None else 1
+    valid: dict[str, list[tuple[Scenario, Plans]]] = {r: [] for r in RECOMPUTE}
+    for plan in _candidates(_gpus_per_node(sc, cat), m.heads, experts):
+        if gpus % (plan["tp"] * plan["pp"]) or plan["pp"] > m.layers:
+            continue
+        data = _model_data(sc, model, gpus, plan, RECOMPUTE[0], [ib, roce])
+        try:
+            s = scenario_from_data(data, catalog=cat)
+        except ScenarioError:
+            continue  # does not divide: dp, ep or the batch
+        assert s.workload is not None
+        if s.workload.parallel.dp > _batch_seqs(cat, model):
+            continue  # more replicas than sequences would inflate the batch
+        for r in RECOMPUTE:  # the recomputation mode changes no rule: validated once
+            s_r = s.model_copy(update={"workload": s.workload.model_copy(update={"recompute": r})})
+            valid[r].append((s_r, plans_from_scenario(s_r)))
+    # every candidate of one recomputation mode in one vectorised step, in the order tried
+    fitting: list[tuple[float, Scenario]] = []
+    for found in valid.values():
+        if not found:
+            continue
+        hw = hardware_from_scenario(found[0][0], cat, ib)  # the same cluster for every plan
+        plans = Plans.stack([p for _, p in found])
+        st = training_step(shape_of(m), plans, hw, backend=NO_CONGESTION)
+        per_token = st.time / st.tokens
+        fitting += [(float(per_token[i]), s) for i, (s, _) in enumerate(found) if st.memory.fits[i]]
+    if not fitting:
+        return None
+    floor = min(ep_floor, max(_ep(s) for _, s in fitting))
+    kept = [(t, s) for t, s in fitting if _ep(s) >= floor]
+    return min(kept, key=lambda ts: ts[0])[1]  # the first of equals, as tried
+
+
+def _ep(s: Scenario) -> int:
+    assert s.workload is not None
+    return s.workload.parallel.ep
+
+
+def _published(
+    sc: Scenario, cat: Catalog, model: str, gpus: int, ib: str, roce: str, t: TrainedPlan
+) -> Scenario | str:
+    """The scenario with the published layout at ``gpus``, or why it cannot run there."""
+    lay = f"{t.tp}·{t.pp}·{t.ep}"
+    if t.tp > _gpus_per_node(sc, cat):
+        return f"published {lay} has tp {t.tp} beyond the node's {_gpus_per_node(sc, cat)} GPUs"
+    if gpus % (t.tp * t.pp * t.cp):
+        return f"published {lay} (cp {t.cp}) does not divide {gpus:,} GPUs"
+    par = {"tp": t.tp, "pp": t.pp, "ep": t.ep, "cp": t.cp, "vp": t.vp, "zero": t.zero}
+    try:
+        data = _model_data(sc, model, gpus, par, t.recompute, [ib, roce])
+        s = scenario_from_data(data, catalog=cat)
+    except ScenarioError as exc:
+        p = exc.problems[0]  # e.g. ep does not divide the data-parallel group
+        name = p.field.rsplit(".", 1)[-1]
+        return f"published {lay} at {gpus:,} GPUs: {name} {p.value} {p.message}"
+    assert s.workload is not None
+    dp, seqs = s.workload.parallel.dp, _batch_seqs(cat, model)
+    if dp > seqs:
+        return f"published {lay} at {gpus:,} GPUs needs dp {dp:,}, more than the batch's {seqs}"
+    st = training_step(
+        shape_of(cat.model(model)),
+        plans_from_scenario(s),
+        hardware_from_scenario(s, cat, ib),
+        backend=NO_CONGESTION,
+    )
+    if not st.memory.fits[0]:
+        usable = f"{st.memory.capacity / 1e9:.1f} usable"
+        return f"published {lay} does not fit at {gpus:,} GPUs: {describe(st.memory)}, {usable}"
+    return s
+
+
+def reference_plan(
+    sc: Scenario, cat: Catalog, model: str, gpus: int, ib: str, roce: str
+) -> ReferencePlan | None:
+    """``model``'s plan on ``gpus`` GPUs (see the module's docstring); None when none fits."""
+    t = cat.model(model).trained_plan
+    if t is None:
+        s = search(sc, cat, model, gpus, ib, roce)
+        return None if s is None else ReferencePlan(s, "searched", NO_LAYOUT, None)
+    got = _published(sc, cat, model, gpus, ib, roce, t)
+    if isinstance(got, Scenario):
+        assert got.workload is not None
+        why = f"published layout, dp refilled to {got.workload.parallel.dp:,}"
+        return ReferencePlan(got, "published", why, t.source)
+    s = search(sc, cat, model, gpus, ib, roce, ep_floor=t.ep)
+    if s is None:
+        return None
+    assert s.workload is not None
+    ep = s.workload.parallel.ep
+    if ep >= t.ep:
+        kept = f"ep {ep}, at least the published {t.ep}"
+    else:
+        kept = f"ep {ep}, the largest with a fitting plan"
+    why = f"{got}; searched instead" + (f", {kept}" if t.ep > 1 else "")
+    return ReferencePlan(s, "adapted", why, t.source)
