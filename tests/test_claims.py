@@ -18,7 +18,6 @@ from fabricplan.claims.result import POINT_TOLERANCE, in_range, near
 from fabricplan.claims.scale import EXAMPLES, catalog_with_latency, catalog_with_one_switch_latency
 from fabricplan.collectives import build_system
 from fabricplan.congestion.network_backend import NO_CONGESTION
-from fabricplan.cost import load_assumptions
 from fabricplan.scenario import load_scenario
 from fabricplan.workload import evaluate_scenario
 from test_cli import run
@@ -98,7 +97,9 @@ def test_fault_claim_compares_event_with_capex_difference(money):
     diff = abs(ib.capex_usd - roce.capex_usd)
     first = c.cases[0]
     assert first.holds == (first.value >= 1)
-    hours = load_assumptions().hours_lost_per_event  # half a checkpoint interval + restart
+    # these clusters run no training job: an interruption costs the restart, 10 minutes
+    assert roce.risk_hours_per_event == pytest.approx(10 / 60)
+    hours = roce.risk_hours_per_event
     assert first.value * diff == pytest.approx(1024 * hours * roce.gpu_hour_cost_usd)
 
 

@@ -30,6 +30,27 @@ def test_step_json_per_fabric():
         )
 
 
+def test_step_json_carries_expected_time_to_train():
+    out = json.loads(run("step", "examples/llama3-70b-512-h100.yaml", "--json").stdout)
+    by = {r["fabric"]: r for r in out}
+    for r in out:
+        e = r["expected_run"]
+        assert r["expected_time_to_train_days"] > r["time_to_train_days"] > 0
+        assert r["expected_gpu_hours"] == pytest.approx(r["expected_time_to_train_days"] * 24 * 512)
+        assert r["goodput"] == pytest.approx(
+            r["time_to_train_days"] / r["expected_time_to_train_days"]
+        )
+        assert 0.9 < r["goodput"] < 1
+        assert len(e["by_cause"]) == 19 and e["interruptions"] > e["fabric_interruptions"] > 0
+        assert e["interruption_h"] == pytest.approx(sum(c["hours_lost"] for c in e["by_cause"]))
+        assert e["restart_h"] == pytest.approx(10 / 60) and e["checkpoint_interval_h"] > 0
+    # medium maturity: RoCE's fabric-caused rate is 1.8x InfiniBand's (costs.toml [risk])
+    ib, roce = by["ib-ndr"]["expected_run"], by["roce-400g"]["expected_run"]
+    assert roce["fabric_interruption_h"] > ib["fabric_interruption_h"]
+    table = run("step", "examples/llama3-70b-512-h100.yaml", "--fabric", "ib-ndr").stdout
+    assert "days, ideal" in table and "days, expected" in table and "goodput" in table
+
+
 def test_step_tp_comm_overlap_hides_tensor_parallel_time():
     args = ("step", "examples/llama3-70b-512-h100.yaml", "--fabric", "ib-ndr", "--json")
     off = json.loads(run(*args).stdout)[0]

@@ -115,6 +115,9 @@ def test_advise_json_has_the_documented_shape():
             "step_time_s",
             "time_to_train_days",
             "gpu_hours",
+            "expected_time_to_train_days",
+            "expected_gpu_hours",
+            "risk_hours_per_event",
             "capex_usd",
             "opex_usd_per_year",
             "tco_usd",
@@ -122,6 +125,8 @@ def test_advise_json_has_the_documented_shape():
             "risk_usd",
         ):
             assert isinstance(f[key], float) and f[key] > 0
+        assert f["expected_time_to_train_days"] > f["time_to_train_days"]
+        assert 0 < f["goodput"] < 1 and f["expected_run"]["fabric_interruptions"] > 0
     best = min(js["fabrics"], key=lambda f: f["cost_same_work_usd"])
     assert best["fabric"] == rec["fabric"] or best["misses_time_to_production"]
     assert len(js["questions"]) == 6

@@ -61,6 +61,17 @@ def serving_sensitivity(b: dict[str, Any], o: dict[str, Any]) -> str:
     )
 
 
+def _expected_days(b: dict[str, Any], o: dict[str, Any]) -> str:
+    """The same run with its checkpoints and interruptions, when both fabrics have one."""
+    eb, eo = b.get("expected_time_to_train_days"), o.get("expected_time_to_train_days")
+    if eb is None or eo is None:
+        return ""
+    return (
+        f", {eb:.1f} vs {eo:.1f} expected with checkpoints and interruptions (goodput "
+        f"{b['goodput']:.1%} vs {o['goodput']:.1%})"
+    )
+
+
 def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
             sens: list[dict[str, Any]], kind: str) -> list[str]:  # fmt: skip
     b = fabrics[best]
@@ -75,7 +86,7 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
             f"step time {b['step_time_s']:.3f} s on {bn} vs {o['step_time_s']:.3f} s on {on} "
             f"({gap:+.1%} for {on}); exposed communication {b['comm_exposed_fraction']:.1%} vs "
             f"{o['comm_exposed_fraction']:.1%}; the run takes {b['time_to_train_days']:.1f} vs "
-            f"{o['time_to_train_days']:.1f} days"
+            f"{o['time_to_train_days']:.1f} days ideal{_expected_days(b, o)}"
         )
         pattern = sync_pattern(b, fabric_parts(sc))
         if pattern:

@@ -25,8 +25,9 @@ from fabricplan.workload import evaluate_scenario
 # "approximately $2.2 million": the seeds round to two significant figures
 ROUNDING_TOLERANCE = 0.05
 PREMIUM_SIZES = (16, 64, 256, 1024, 16384)
-# Hours a fault could waste on the whole cluster: the cost model's own figure (half an hourly
-# checkpoint interval plus restart), a degraded run found after a day, and after three days.
+# Hours a fault could waste on the whole cluster: the cost model's own figure (for these
+# clusters, which run no training job, the restart), a degraded run found after a day, and after
+# three days.
 UNDETECTED_HOURS = (None, 24.0, 72.0)
 
 
@@ -203,15 +204,14 @@ FAULT_SIZES = (1024, 4096, 16384)
 
 
 def fault_claim(cat: Catalog, known: Pairs | None = None) -> ClaimResult:
-    a = load_assumptions()
     cases = []
     for gpus in FAULT_SIZES:
         ib, roce = _pair(cat, gpus, "oem", known)
         diff = abs(ib.capex_usd - roce.capex_usd)
         for hours in UNDETECTED_HOURS:
-            h = a.hours_lost_per_event if hours is None else hours
+            h = roce.risk_hours_per_event if hours is None else hours
             event = gpus * h * roce.gpu_hour_cost_usd
-            label = (f"{h:g} h (cost model: half a checkpoint interval + restart)"
+            label = (f"{h:.3g} h (cost model: without a training job, the restart)"
                      if hours is None else f"{h:g} h undetected")  # fmt: skip
             cases.append(Case({"gpus": gpus, "whole_cluster_hours_lost": label}, event / diff,
                               event >= diff, f"event ${event:,.0f} vs capex difference "
@@ -222,8 +222,8 @@ def fault_claim(cat: Catalog, known: Pairs | None = None) -> ClaimResult:
         id="one-fault-exceeds-capex-difference", source=source("001"),
         claim="In a large cluster a single RoCE misconfiguration event can exceed the capital "
         "cost difference between the two fabrics",
-        conditions={"gpus": 1024, "optics": "oem", "event": "a stall found at the next "
-                    "checkpoint, as the cost model prices it"},
+        conditions={"gpus": 1024, "optics": "oem", "event": "an interruption, as the cost "
+                    "model prices it (no training job here: the restart)"},
         claimed={"value": 1.0, "unit": "x the capex difference (event cost, at least)"},
         computed={"value": first.value, "unit": "event cost / capex difference",
                   "summary": f"{first.note}"},

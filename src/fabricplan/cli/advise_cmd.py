@@ -12,6 +12,7 @@ from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
+from fabricplan.cli.time_to_train import time_to_train_table
 from fabricplan.cost import CostError, usd
 from fabricplan.workload import WorkloadError
 
@@ -89,7 +90,11 @@ def _show(a: Advice) -> None:
                   f"{n:,} Monte Carlo samples{at})", highlight=False)  # fmt: skip
     for line in r["reasons"]:
         console.print(f"  • {line}", highlight=False)
-    t = Table(title="Per fabric", title_justify="left", title_style="bold")
+    t = Table(
+        title="Per fabric (days: ideal, tokens / throughput)",
+        title_justify="left",
+        title_style="bold",
+    )
     for col in ("fabric", "step (s)", "days", "capex", "opex/yr", "TCO", "per run", "risk",
                 "same work"):  # fmt: skip
         t.add_column(col, justify="left" if col == "fabric" else "right")
@@ -100,6 +105,9 @@ def _show(a: Advice) -> None:
                   usd(f["cost_per_run_usd"]), usd(f["risk_usd"]),
                   usd(f["cost_same_work_usd"]))  # fmt: skip
     console.print(t)
+    training = [f for f in a.fabrics if f.get("expected_run") is not None]
+    if training:
+        console.print(time_to_train_table(training))
     s = Table(title="What moves the answer (margin of the runner-up over the recommendation"
               f"{at})",
               title_justify="left", title_style="bold")  # fmt: skip

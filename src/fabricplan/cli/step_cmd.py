@@ -12,6 +12,7 @@ from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
+from fabricplan.cli.time_to_train import cell, time_to_train_table
 from fabricplan.workload import WorkloadError, evaluate_scenario
 
 if TYPE_CHECKING:
@@ -26,8 +27,6 @@ _TRAIN_COLS = (
     ("TFLOP/s", "tflops_per_gpu", "{:.0f}"),
     ("MFU", "mfu", "{:.1%}"),
     ("comm", "comm_exposed_fraction", "{:.1%}"),
-    ("days", "time_to_train_days", "{:.1f}"),
-    ("GPU-h", "gpu_hours", "si"),
 )
 _SERVE_COLS = (
     ("TTFT (ms)", "ttft_s", "{:.1f}", 1e3),
@@ -36,16 +35,6 @@ _SERVE_COLS = (
     ("network share of ITL", "network_fraction", "{:.2%}", 1.0),
     ("replicas", "replicas", "{:,}", 1),
 )
-
-
-def _cell(spec: str, value: float) -> str:
-    """``si`` gives 3.72M / 573.0k so wide numbers fit an 80-column terminal."""
-    if spec != "si":
-        return spec.format(value)
-    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f}{unit}"
-    return f"{value:.0f}"
 
 
 def _breakdown_table(results: list[dict[str, Any]]) -> Table:
@@ -119,7 +108,7 @@ def step_cmd(
             {
                 "fabric": r.fabric,
                 "congestion_backend": backend.name,
-                **r.values,
+                **r.to_dict(),
                 "not_modelled": _limits(cat, backend.name, r.fabric, sc),
             }
             for r in found
@@ -140,7 +129,7 @@ def step_cmd(
         for head, *_ in _TRAIN_COLS:
             table.add_column(head, justify="right")
         for r in results:
-            table.add_row(r["fabric"], *(_cell(f, r[k]) for _, k, f in _TRAIN_COLS))
+            table.add_row(r["fabric"], *(cell(f, r[k]) for _, k, f in _TRAIN_COLS))
     else:
         for head, *_ in _SERVE_COLS:
             table.add_column(head, justify="right")
@@ -150,6 +139,11 @@ def step_cmd(
     note = backend_note(backend)
     if note:
         console.print(note, highlight=False)
+    if w.kind == "training":
+        console.print(time_to_train_table(results))
+        for r in results:
+            if "note" in r["expected_run"]:
+                console.print(f"{r['fabric']}: {r['expected_run']['note']}", highlight=False)
     console.print(_breakdown_table(results))
     best = max(r["tokens_per_s"] for r in results)
     for r in results:

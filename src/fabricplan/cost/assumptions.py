@@ -8,6 +8,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from fabricplan.catalog.reliability import HOURS_PER_YEAR, fabric_events_per_gpu_hour
+
 
 @dataclass(frozen=True)
 class CostAssumptions:
@@ -57,15 +59,10 @@ class CostAssumptions:
         return float(self.raw["stabilisation"]["degraded_share"])
 
     def events_per_year(self, family: str, maturity: str, gpus: int) -> float:
-        r = self.raw["risk"]
-        mult = self._by("risk", "misconfig_multiplier", family)[maturity]
-        return float(r["events_per_1k_gpu_year"]) * gpus / 1000 * float(mult)
-
-    @property
-    def hours_lost_per_event(self) -> float:
-        """Per GPU of the job: half a checkpoint interval of work plus detection and restart."""
-        r = self.raw["risk"]
-        return float(r["checkpoint_interval_h"]) / 2 + float(r["restart_h"])
+        """Fabric-caused interruptions a year on ``gpus`` GPUs: the rate the expected
+        time-to-train uses too (``catalog.reliability``)."""
+        per_gpu_hour = fabric_events_per_gpu_hour(self.raw["risk"], family, maturity)
+        return per_gpu_hour * HOURS_PER_YEAR * gpus
 
     def rent_factor(self, family: str) -> float:
         """Price of a GPU-hour on this family relative to the scenario's ``gpu_hour_price``."""

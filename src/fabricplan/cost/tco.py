@@ -17,6 +17,7 @@ from fabricplan.cost.run import DAYS_PER_YEAR, HOURS_PER_WEEK, HOURS_PER_YEAR
 from fabricplan.scenario import Scenario
 from fabricplan.topology.bom import design_fabric
 from fabricplan.topology.layout import TopologyError
+from fabricplan.workload.interruptions import hours_per_interruption
 
 
 class CostError(ValueError):
@@ -41,6 +42,7 @@ class FabricCost:
     stabilisation_weeks: float
     stabilisation_usd: float
     risk_events_per_year: float
+    risk_hours_per_event: float  # of the whole job: lost work since the checkpoint + restart
     risk_usd_per_year: float
     run_gpu_hours: float | None  # the scenario's run on this fabric (training)
     run_days: float | None
@@ -114,13 +116,15 @@ def fabric_cost(sc: Scenario, cat: Catalog, a: CostAssumptions, fabric: str, *,
         weeks = 0.0  # a provider's fabric is already in service; ask who tunes it
     stabilisation = weeks * HOURS_PER_WEEK * c.gpus * a.degraded_share * hour_cost
     events = a.events_per_year(fam, maturity, c.gpus)
-    risk_year = events * c.gpus * a.hours_lost_per_event * hour_cost
+    per_event_h = hours_per_interruption(sc, cat, fam)
+    risk_year = events * c.gpus * per_event_h * hour_cost
     return FabricCost(
         fabric=fabric, family=fam, mode=k.mode, gpus=c.gpus, lifecycle_years=years,
         capex_network_usd=net_capex, capex_servers_usd=servers, power_kw=it_kw,
         power_usd_per_year=power_year, staff_fte=fte, staff_usd_per_year=staff_year,
         support_usd_per_year=support_year, gpu_hour_cost_usd=hour_cost,
         stabilisation_weeks=weeks, stabilisation_usd=stabilisation,
-        risk_events_per_year=events, risk_usd_per_year=risk_year,
+        risk_events_per_year=events, risk_hours_per_event=per_event_h,
+        risk_usd_per_year=risk_year,
         run_gpu_hours=run_gpu_hours, run_days=run_days,
     )  # fmt: skip

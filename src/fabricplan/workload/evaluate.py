@@ -9,11 +9,13 @@ from typing import Any
 import numpy as np
 
 from fabricplan.catalog import Catalog
+from fabricplan.catalog.reliability import HOURS_PER_DAY, load_reliability
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.summary import SECONDS_PER_DAY
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.inference import serve
+from fabricplan.workload.interruptions import ExpectedRun, checkpoint_bytes, expected_run
 from fabricplan.workload.memory import describe, memory, usable_bytes
 from fabricplan.workload.plan import Hardware, Plans, hardware_from_scenario, plans_from_scenario
 from fabricplan.workload.shapes import Shape, shape_of, weight_flops_per_token
@@ -26,9 +28,28 @@ __all__ = ["FabricResult", "WorkloadError", "evaluate_scenario"]
 class FabricResult:
     fabric: str
     values: dict[str, Any]
+    # training: the run with its checkpoints and interruptions; None when serving, or when
+    # interruptions come faster than the job can recover (``expected_note`` says so)
+    expected: ExpectedRun | None = None
+    expected_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fabric": self.fabric, **self.values}
+        out = {"fabric": self.fabric, **self.values}
+        if self.values.get("kind") != "training":
+            return {
+                **out,
+                "expected_time_to_train_days": None,
+                "expected_gpu_hours": None,
+                "goodput": None,
+            }
+        e = self.expected
+        return {
+            **out,
+            "expected_time_to_train_days": None if e is None else e.expected_h / HOURS_PER_DAY,
+            "expected_gpu_hours": None if e is None else e.expected_gpu_hours,
+            "goodput": 0.0 if e is None else e.goodput,
+            "expected_run": {"note": self.expected_note} if e is None else e.to_dict(),
+        }
 
 
 def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
@@ -73,6 +94,24 @@ def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
                 out.append(f"{label}{with_sp} ({mem.total[0] / 1e9:.0f} GB)")
                 break
     return out[:4]
+
+
+def _expected(
+    s: Shape, sc: Scenario, cat: Catalog, hw: Hardware, ideal_days: float
+) -> tuple[ExpectedRun | None, str | None]:
+    """The training run with its checkpoints and interruptions, or why it never finishes."""
+    try:
+        run = expected_run(
+            ideal_days * HOURS_PER_DAY,
+            hw.gpus,
+            checkpoint_bytes(s),
+            load_reliability(),
+            cat.fabric(hw.fabric).family,
+            sc.organization.network_maturity,
+        )
+    except WorkloadError as exc:
+        return None, str(exc)
+    return run, None
 
 
 def _training(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) -> dict[str, Any]:
@@ -175,8 +214,12 @@ def evaluate_scenario(
         hw = hardware_from_scenario(sc, cat, fab)
         if adjust is not None:
             hw = adjust(hw)
-        run = _training if w.kind == "training" else _inference
-        out.append(FabricResult(fab, run(s, sc, hw, backend)))
+        if w.kind == "training":
+            values = _training(s, sc, hw, backend)
+            expected, note = _expected(s, sc, cat, hw, values["time_to_train_days"])
+            out.append(FabricResult(fab, values, expected, note))
+        else:
+            out.append(FabricResult(fab, _inference(s, sc, hw, backend)))
         if tick is not None:
             tick(fab)
     return out
