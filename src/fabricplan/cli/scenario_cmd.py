@@ -173,6 +173,16 @@ def show_cmd(
                 ),
             ]
         else:
-            rows.append(("serving", ", ".join(f"{k} {v}" for k, v in w["serving"].items())))
+            rows.append(("serving", _serving_line(w["serving"], p["tp"] * p["pp"])))
         output.console.print(kv_table(f"Workload: {w['kind']}", rows))
     _print_warnings(summary["warnings"])
+
+
+def _serving_line(sv: dict[str, Any], replica_gpus: int) -> str:
+    """The serving load, with concurrency said to be per replica."""
+    return (
+        f"prompt_tokens {sv['prompt_tokens']:,}, output_tokens {sv['output_tokens']:,}, "
+        f"concurrency {sv['concurrency']:,} per replica ({sv['replicas']:,} replicas of "
+        f"tp x pp = {replica_gpus:,} GPUs: {sv['streams_total']:,} streams in total), "
+        f"disaggregated {fmt(sv['disaggregated'])}"
+    )

@@ -31,9 +31,14 @@ _TRAIN_COLS = (
 _SERVE_COLS = (
     ("TTFT (ms)", "ttft_s", "{:.1f}", 1e3),
     ("ITL (ms)", "itl_s", "{:.2f}", 1e3),
-    ("tokens/s", "tokens_per_s", "{:,.0f}", 1.0),
     ("network share of ITL", "network_fraction", "{:.2%}", 1.0),
-    ("replicas", "replicas", "{:,}", 1),
+)
+# Serving throughput: each rate per replica and for all replicas, labelled as such.
+_RATE_COLS = (
+    ("output tok/s per replica", "output_tokens_per_s_per_replica"),
+    ("output tok/s total", "output_tokens_per_s_total"),
+    ("input tok/s per replica", "input_tokens_per_s_per_replica"),
+    ("input tok/s total", "input_tokens_per_s_total"),
 )
 
 
@@ -45,6 +50,25 @@ def _breakdown_table(results: list[dict[str, Any]]) -> Table:
         t.add_column(r["fabric"], justify="right")
     for k in keys:
         t.add_row(k.removesuffix("_s"), *(f"{r['breakdown'][k]:.4g}" for r in results))
+    return t
+
+
+def _serving_rates_table(results: list[dict[str, Any]], tp: int, pp: int) -> Table:
+    """Per replica and total, with the streams that make them: the scenario's concurrency is
+    per replica."""
+    r = results[0]
+    title = (
+        f"Serving throughput: {r['replicas']:,} replicas of {tp * pp:,} GPUs "
+        f"(tp {tp} x pp {pp}), "
+        f"{r['streams_per_replica']:,} concurrent streams per replica "
+        f"(workload.serving.concurrency), {r['streams_total']:,} in total"
+    )
+    t = Table(title=title, title_justify="left", title_style="bold")
+    t.add_column("fabric", no_wrap=True)
+    for head, _ in _RATE_COLS:
+        t.add_column(head, justify="right")
+    for r in results:
+        t.add_row(r["fabric"], *(f"{r[k]:,.0f}" for _, k in _RATE_COLS))
     return t
 
 
@@ -76,7 +100,8 @@ def step_cmd(
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Step time, tokens/s, MFU and time-to-train per fabric (serving: TTFT and ITL)."""
+    """Step time, tokens/s, MFU and time-to-train per fabric (serving: TTFT, ITL, and token
+    rates per replica and in total; workload.serving.concurrency is per replica)."""
     if no_congestion:  # the flag --congestion replaced; kept working for existing scripts
         if congestion not in (None, "none"):
             fail(
@@ -124,7 +149,7 @@ def step_cmd(
     title = (f"{sc.name}: {w.model} on {sc.cluster.gpus:,} x {sc.cluster.gpu}, "
              f"tp {p.tp} pp {p.pp} dp {p.dp} cp {p.cp} ep {p.ep}")  # fmt: skip
     table = Table(title=title, title_justify="left", title_style="bold")
-    table.add_column("fabric")
+    table.add_column("fabric", no_wrap=True)
     if w.kind == "training":
         for head, *_ in _TRAIN_COLS:
             table.add_column(head, justify="right")
@@ -136,6 +161,8 @@ def step_cmd(
         for r in results:
             table.add_row(r["fabric"], *(f.format(r[k] * s) for _, k, f, s in _SERVE_COLS))
     console.print(table)
+    if w.kind != "training":
+        console.print(_serving_rates_table(results, p.tp, p.pp))
     note = backend_note(backend)
     if note:
         console.print(note, highlight=False)
@@ -146,9 +173,10 @@ def step_cmd(
                 console.print(f"{r['fabric']}: {r['expected_run']['note']}", highlight=False)
     console.print(_breakdown_table(results))
     best = max(r["tokens_per_s"] for r in results)
+    what = "throughput" if w.kind == "training" else "output throughput"
     for r in results:
         console.print(f"{r['fabric']}: {r['tokens_per_s'] / best:.1%} of the best fabric's "
-                      f"throughput", highlight=False)  # fmt: skip
+                      f"{what}", highlight=False)  # fmt: skip
     for r in results:
         console.print(
             f"[dim]{r['fabric']}, not modelled: {'; '.join(r['not_modelled'])}[/]", highlight=False

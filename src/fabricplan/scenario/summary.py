@@ -76,7 +76,13 @@ def _workload_facts(s: Scenario, cat: Catalog) -> dict[str, Any] | None:
             "days_at_peak": flops / (s.cluster.gpus * (peak or 1) * 1e12) / SECONDS_PER_DAY,
         }
     else:
-        out["serving"] = w.serving.model_dump()
+        # concurrency is per replica; a replica spans tp x pp GPUs
+        replicas = s.cluster.gpus // (w.parallel.tp * w.parallel.pp)
+        out["serving"] = {
+            **w.serving.model_dump(),
+            "replicas": replicas,
+            "streams_total": replicas * w.serving.concurrency,
+        }
     return out
 
 

@@ -14,7 +14,7 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.summary import SECONDS_PER_DAY
 from fabricplan.workload.errors import WorkloadError
-from fabricplan.workload.inference import serve
+from fabricplan.workload.inference import serve, serving_rates
 from fabricplan.workload.interruptions import ExpectedRun, checkpoint_bytes, expected_run
 from fabricplan.workload.memory import describe, memory, usable_bytes
 from fabricplan.workload.plan import Hardware, Plans, hardware_from_scenario, plans_from_scenario
@@ -172,22 +172,28 @@ def _inference(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) ->
             f"{r.kv_per_gpu / 1e9:.0f}) but {hw.gpu.id} has {cap / 1e9:.0f} GB usable; raise tp "
             f"or pp, serve in fp8 or lower serving.concurrency"
         )
-    replicas = hw.gpus // (p.tp * p.pp)
-    tokens_per_s = r.tokens_per_s * replicas
+    rates = serving_rates(
+        r,
+        replicas=hw.gpus // (p.tp * p.pp),
+        streams=sv.concurrency,
+        prompt=sv.prompt_tokens,
+        output=sv.output_tokens,
+    )
+    tokens_per_s = rates.output_tokens_per_s_total
     flops = weight_flops_per_token(s) * tokens_per_s
     return {
         "kind": "inference",
         "step_time_s": r.itl,
         "ttft_s": r.ttft,
         "itl_s": r.itl,
-        "tokens_per_s": tokens_per_s,
+        "tokens_per_s": tokens_per_s,  # output tokens, all replicas (= output_tokens_per_s_total)
+        **rates.to_dict(),
         "tflops_per_gpu": flops / hw.gpus / 1e12,
         "mfu": flops / hw.gpus / (hw.gpu.bf16_dense_tflops * 1e12),
         "comm_exposed_fraction": (r.parts["tp_comm_s"] + r.parts["pp_comm_s"]) / r.itl,
         "network_fraction": r.network_fraction,
         "time_to_train_days": None,
         "gpu_hours": None,
-        "replicas": replicas,
         "memory_per_gpu_GB": need / 1e9,
         "breakdown": r.parts,
     }

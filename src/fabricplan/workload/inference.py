@@ -39,6 +39,51 @@ class Serving:
     network_fraction: float  # share of the inter-token latency spent on the fabric
 
 
+@dataclass(frozen=True)
+class ServingRates:
+    """One replica's streams and token rates, and the cluster's: total = per replica x replicas.
+
+    ``concurrency`` (the scenario's) is per replica. Input tokens are the prompts that come in:
+    each request brings ``prompt`` tokens and leaves with ``output`` tokens, so a replica takes
+    prompts in at ``prompt / output`` times its output rate.
+    """
+
+    replicas: int
+    streams_per_replica: int
+    output_tokens_per_s_per_replica: float
+    input_tokens_per_s_per_replica: float
+
+    @property
+    def streams_total(self) -> int:
+        return self.streams_per_replica * self.replicas
+
+    @property
+    def output_tokens_per_s_total(self) -> float:
+        return self.output_tokens_per_s_per_replica * self.replicas
+
+    @property
+    def input_tokens_per_s_total(self) -> float:
+        return self.input_tokens_per_s_per_replica * self.replicas
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "replicas": self.replicas,
+            "streams_per_replica": self.streams_per_replica,
+            "streams_total": self.streams_total,
+            "output_tokens_per_s_per_replica": self.output_tokens_per_s_per_replica,
+            "output_tokens_per_s_total": self.output_tokens_per_s_total,
+            "input_tokens_per_s_per_replica": self.input_tokens_per_s_per_replica,
+            "input_tokens_per_s_total": self.input_tokens_per_s_total,
+        }
+
+
+def serving_rates(
+    r: Serving, *, replicas: int, streams: int, prompt: int, output: int
+) -> ServingRates:
+    """``r``'s rates for ``replicas`` replicas of ``streams`` concurrent requests each."""
+    return ServingRates(replicas, streams, r.tokens_per_s, r.tokens_per_s * prompt / output)
+
+
 def _one(op: str, ranks: int, stride: int, nbytes: float, pattern: str | None = None) -> Request:
     """A request for one group (see :func:`collectives_s`)."""
     return (op, np.array([ranks]), np.array([stride]), np.array([nbytes]), pattern)
