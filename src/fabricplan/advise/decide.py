@@ -20,6 +20,7 @@ from fabricplan.advise.growth import growth_evaluation, growth_reason
 from fabricplan.advise.performance import PERF_DRIVERS, perf_table
 from fabricplan.advise.questions import provider_questions
 from fabricplan.advise.reasons import reasons
+from fabricplan.advise.rent import OWNERSHIP_KEYS, Costing, costing, tier_reasons
 from fabricplan.advise.roce_tuning import tuning_effect, tuning_reason
 from fabricplan.advise.scoring import (
     DRIVERS,
@@ -44,6 +45,16 @@ CONFIDENCE = ((0.9, "high"), (0.7, "medium"), (0.0, "low"))
 # A fabric that misses the time-to-production budget loses to one that meets it when it is
 # cheaper by at most this share: within it, schedule beats money. A judgement, not a measurement.
 DEADLINE_TIE_SHARE = 0.05
+# Serving figures each fabric's advice carries as ``step`` prints them (None for training).
+SERVING_KEYS = (
+    "replicas",
+    "streams_per_replica",
+    "streams_total",
+    "output_tokens_per_s_per_replica",
+    "output_tokens_per_s_total",
+    "input_tokens_per_s_per_replica",
+    "input_tokens_per_s_total",
+)
 
 
 @dataclass(frozen=True)
@@ -56,9 +67,11 @@ class Advice:
     questions: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     congestion_backend: str = DEFAULT_BACKEND.name  # the network backend that priced it
+    costing: Costing = field(default_factory=lambda: costing("own"))  # what the score is
 
     def to_dict(self) -> dict[str, Any]:
         return {"congestion_backend": self.congestion_backend,
+                "costing": self.costing.to_dict(),
                 "recommendation": self.recommendation, "fabrics": self.fabrics,
                 "break_even_gpus": self.break_even_gpus, "sensitivity": self.sensitivity,
                 "uncertainty": self.uncertainty, "questions": self.questions,
@@ -164,7 +177,7 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
     growth, target_parts = growth_evaluation(sc, cat, backend)
     now_best = names[best]
     mc_parts, mc_sc = parts, sc
-    if growth and growth["within_lifecycle"] and growth["cheapest"] not in (None, now_best):
+    if growth and growth["locks_in"] and growth["cheapest"] not in (None, now_best):
         other, best = best, names.index(growth["cheapest"])
         if target_parts is not None:  # the confidence is about the size the choice rests on
             mc_parts, mc_sc = target_parts, scenario_at(sc, cat, growth["target_gpus"])
@@ -190,7 +203,11 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
             "capex_usd": c.capex_usd, "capex_network_usd": c.capex_network_usd,
             "opex_usd_per_year": c.opex_usd_per_year, "tco_usd": c.tco_usd,
             "cost_per_run_usd": c.cost_per_run_usd,
-            "risk_usd": c.risk_usd_per_year * c.lifecycle_years,
+            "cost_per_million_output_tokens_usd": c.cost_per_million_output_tokens_usd,
+            "risk_usd": c.risk_usd_per_year * (c.lifecycle_years or 0.0),
+            "risk_per_run_usd": c.risk_per_run_usd, "risk_usd_per_hour": c.risk_usd_per_hour,
+            "cluster_usd_per_hour": c.cluster_usd_per_hour,
+            "rent_premium_share": c.rent.premium_share if c.rent else None,
             "risk_events_per_year": c.risk_events_per_year,
             "risk_hours_per_event": c.risk_hours_per_event,
             "stabilisation_weeks": c.stabilisation_weeks,
@@ -198,14 +215,18 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
             "gpu_hour_cost_usd": c.gpu_hour_cost_usd, "cost_same_work_usd": float(score),
             "misses_time_to_production": misses, "ttft_s": p.get("ttft_s"),
             "itl_s": p.get("itl_s"), "network_fraction": p.get("network_fraction"),
+            **{k: p.get(k) for k in SERVING_KEYS},
             "breakdown": p.get("breakdown", {}),
             "not_modelled": not_modelled_by(backend.name, cat.fabric(p["fabric"]).family,
                                             sc.cluster.topology.design),
         })  # fmt: skip
+        if c.rent is not None:  # a rental has none of an owner's figures
+            fabrics[-1].update(dict.fromkeys(OWNERSHIP_KEYS))
     rec = {
         "fabric": names[best], "topology": sc.cluster.topology.design, "confidence": confidence,
         "p_cheapest": p_best,
-        "reasons": reasons(sc, fabrics, best, other, sens, parts.kind),
+        "reasons": reasons(sc, fabrics, best, other, sens, parts.kind,
+                           tuple(tier_reasons(costs))),
     }  # fmt: skip
     # a backend blind to flow control gives the same step at every RoCE quality: nothing to say
     tuning = (
@@ -224,4 +245,14 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
         be["by_model"] = break_even_by_model(sc, cat, backend, tick)
     notes = ["every price and risk rate is a labelled assumption (catalog economics/costs.toml)"]
     questions = provider_questions(sc, cat)
-    return Advice(rec, fabrics, be, sens, mc, questions, notes, congestion_backend=backend.name)
+    return Advice(
+        rec,
+        fabrics,
+        be,
+        sens,
+        mc,
+        questions,
+        notes,
+        congestion_backend=backend.name,
+        costing=costing(parts.kind),
+    )

@@ -24,9 +24,11 @@ def growth_evaluation(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFA
     g = sc.organization.growth
     if g is None or g.target_gpus == sc.cluster.gpus:
         return None, None
-    within = g.months <= sc.costs.lifecycle_years * MONTHS_PER_YEAR
+    # a rental has no lifecycle and locks nothing in: the next run rents the tier it needs
+    rented = sc.costs.mode == "rent"
+    within = None if rented else g.months <= sc.costs.lifecycle_years * MONTHS_PER_YEAR
     out: dict[str, Any] = {"target_gpus": g.target_gpus, "months": g.months,
-                           "within_lifecycle": within}  # fmt: skip
+                           "within_lifecycle": within, "locks_in": bool(within)}  # fmt: skip
     try:
         s = scenario_at(sc, cat, g.target_gpus)
         perf, costs = evaluate(s, cat, backend)
@@ -50,6 +52,9 @@ def growth_reason(growth: dict[str, Any], now_best: str) -> str:
     at = f"{growth['cheapest']} is cheapest at the target ({growth['margin']:+.1%} margin)"
     if growth["cheapest"] == now_best:
         return head + at + ", as it is now"
+    if growth["within_lifecycle"] is None:
+        return head + at + ", but a rental does not lock the fabric in: rent the tier the target "
+        "needs when it comes"
     if not growth["within_lifecycle"]:
         return head + at + ", but the target lies beyond the cluster's lifecycle"
     return (

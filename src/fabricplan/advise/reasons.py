@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from fabricplan.advise.rent import interruption_reason
 from fabricplan.advise.scoring import fabric_parts
-from fabricplan.cost import usd
+from fabricplan.cost import dollars, usd
 from fabricplan.scenario import Scenario
 
 # Margins below this share are called close: the held-back training runs put the step-time
@@ -72,8 +73,22 @@ def _expected_days(b: dict[str, Any], o: dict[str, Any]) -> str:
     )
 
 
+def serving_throughput(b: dict[str, Any], o: dict[str, Any]) -> str:
+    """Output throughput in total and per replica, with the streams behind it."""
+    return (
+        f"serving output throughput {b['tokens_per_s']:,.0f} tokens/s in total on {b['fabric']} "
+        f"vs {o['tokens_per_s']:,.0f} on {o['fabric']}: {b['replicas']:,} replicas x "
+        f"{b['output_tokens_per_s_per_replica']:,.0f} tokens/s per replica, "
+        f"{b['streams_per_replica']:,} concurrent streams per replica "
+        f"({b['streams_total']:,} in total)"
+    )
+
+
 def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
-            sens: list[dict[str, Any]], kind: str) -> list[str]:  # fmt: skip
+            sens: list[dict[str, Any]], kind: str, prices: tuple[str, ...] = ()
+            ) -> list[str]:  # fmt: skip
+    """``prices``: the reasons that name each rented tier's price (``rent.tier_reasons``),
+    given just before the cost comparison they explain."""
     b = fabrics[best]
     out: list[str] = []
     if other == best:
@@ -92,8 +107,7 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
         if pattern:
             out.append(pattern)
     else:
-        out.append(f"serving throughput {b['tokens_per_s']:,.0f} tokens/s on {bn} vs "
-                   f"{o['tokens_per_s']:,.0f} on {on}")  # fmt: skip
+        out.append(serving_throughput(b, o))
         if b.get("itl_s") is not None and b.get("network_fraction") is not None:
             out.append(serving_sensitivity(b, o))
     if kind == "own":
@@ -110,20 +124,23 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
                    f"{o['stabilisation_weeks']:g} weeks to stable collectives "
                    f"({usd(b['stabilisation_usd'])} vs {usd(o['stabilisation_usd'])} of "
                    f"degraded GPU time)")  # fmt: skip
-    out.append(f"expected fabric-caused interruptions: {b['risk_events_per_year']:.1f} vs "
-               f"{o['risk_events_per_year']:.1f} per year, {usd(b['risk_usd'])} vs "
-               f"{usd(o['risk_usd'])} over the lifecycle")  # fmt: skip
+    out.append(interruption_reason(b, o, kind))
     for f in (b, o):
         if f["misses_time_to_production"]:
             out.append(f"{f['fabric']} needs {f['stabilisation_weeks']:g} weeks to stabilise, "
                        f"longer than the {sc.organization.time_to_production_weeks:g}-week "
                        "time-to-production budget")  # fmt: skip
+    out.extend(prices)
     margin = o["cost_same_work_usd"] / b["cost_same_work_usd"] - 1
-    what = "run" if kind == "rent-train" else "lifecycle, for the same work"
+    what = {"rent-train": "run", "rent-serve": "million output tokens"}.get(
+        kind, "lifecycle, for the same work"
+    )
     close = ", a close call" if abs(margin) < CLOSE_CALL_SHARE else ""
+    # a short rented run or a million output tokens costs dollars, not thousands: keep the cents
+    money = usd if kind == "own" else dollars
     line = (
-        f"cost per {what}: {usd(b['cost_same_work_usd'])} on {bn} vs "
-        f"{usd(o['cost_same_work_usd'])} on {on} ({margin:+.1%} for {on}{close})"
+        f"cost per {what}: {money(b['cost_same_work_usd'])} on {bn} vs "
+        f"{money(o['cost_same_work_usd'])} on {on} ({margin:+.1%} for {on}{close})"
     )
     if sens:
         top = sens[0]
@@ -132,7 +149,7 @@ def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
         where = f" at the growth target ({at:,} GPUs)" if at != sc.cluster.gpus else ""
         line += (
             f"; the top driver{where} is {top['label']}: across {top['low']:g}-{top['high']:g}x "
-            f"the margin moves by {usd(top['swing_usd'])} and {flip}"
+            f"the margin moves by {money(top['swing_usd'])} and {flip}"
         )
     tips = [d for d in sens if d.get("tips_at") is not None]
     if close and tips:

@@ -3,7 +3,9 @@
 The score is the cost of doing the same work:
 - owned clusters: the lifecycle TCO scaled by step time relative to the fastest fabric;
 - rented training: the cost of the scenario's run, including its expected run-loss risk;
-- rented serving: the lifecycle rent scaled by throughput.
+- rented serving: an hour of the cluster (rent and run-loss risk) per million output tokens.
+
+A rental has no lifecycle, so no rented score uses ``lifecycle_years``.
 
 Each cost part is kept apart so that multipliers (sensitivity, Monte Carlo) scale it without
 re-running the workload, topology or congestion layers; drivers that change performance
@@ -23,6 +25,8 @@ from fabricplan.advise.performance import PERF_DRIVERS, PerfTable
 from fabricplan.catalog import Catalog
 from fabricplan.congestion.network_backend import NetworkBackend
 from fabricplan.cost import FabricCost, fabric_cost, load_assumptions
+from fabricplan.cost.run import HOURS_PER_YEAR, SECONDS_PER_HOUR
+from fabricplan.cost.tco import TOKENS_PER_MILLION
 from fabricplan.scenario import Scenario, scenario_from_data
 from fabricplan.workload import evaluate_scenario
 
@@ -60,10 +64,10 @@ class Parts:
     support: np.ndarray
     stabilisation: np.ndarray
     risk: np.ndarray  # per year
-    rent: np.ndarray  # per year (rented)
+    rent: np.ndarray  # the cluster per hour at the tier price (rented)
     run_rent: np.ndarray  # the run's GPU-hours at the tier price (rented training)
     run_risk: np.ndarray
-    time: np.ndarray  # step time (training) or 1 / throughput (serving), as computed
+    time: np.ndarray  # step time (training) or s per output token (serving, all replicas)
     # the model's times at the performance drivers' positions; None: only the nominal
     # positions can be scored (break-even's sizes need no more)
     perf: PerfTable | None = None
@@ -90,10 +94,11 @@ class Parts:
             return m["price"] * col(self.run_rent) * t / col(self.time) + m["risk"] * col(
                 self.run_risk
             )
+        if self.kind == "rent-serve":
+            per_hour = m["price"] * col(self.rent) + m["risk"] * col(self.risk) / HOURS_PER_YEAR
+            return per_hour * t / SECONDS_PER_HOUR * TOKENS_PER_MILLION
         y = self.years
         base = m["stabilisation"] * col(self.stabilisation) + y * m["risk"] * col(self.risk)
-        if self.kind == "rent-serve":
-            return (y * m["price"] * col(self.rent) + base) * rel
         capex = m["server"] * col(self.servers) + m["network"] * col(self.network)
         running = m["power"] * col(self.power) + m["staff"] * col(self.staff)
         return (capex + y * (running + m["network"] * col(self.support)) + base) * rel
@@ -144,7 +149,7 @@ def build_parts(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
         support=arr(lambda p, c: c.support_usd_per_year),
         stabilisation=arr(lambda p, c: c.stabilisation_usd),
         risk=arr(lambda p, c: c.risk_usd_per_year),
-        rent=arr(lambda p, c: c.opex_usd_per_year if c.mode == "rent" else 0.0),
+        rent=arr(lambda p, c: c.gpus * c.gpu_hour_cost_usd if c.mode == "rent" else 0.0),
         run_rent=arr(lambda p, c: (c.run_gpu_hours or 0.0) * c.gpu_hour_cost_usd),
         run_risk=arr(lambda p, c: c.risk_per_run_usd or 0.0),
         time=arr(lambda p, c: p["step_time_s"] if training else 1.0 / p["tokens_per_s"]),
@@ -174,7 +179,9 @@ def costs_of(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[Fab
     """Each fabric's costs, given its workload results (run GPU-hours and days)."""
     a = load_assumptions()
     return [fabric_cost(sc, cat, a, p["fabric"], run_gpu_hours=p.get("gpu_hours"),
-                        run_days=p.get("time_to_train_days")) for p in perf]  # fmt: skip
+                        run_days=p.get("time_to_train_days"),
+                        output_tokens_per_s=p.get("output_tokens_per_s_total"))
+            for p in perf]  # fmt: skip
 
 
 def evaluate(sc: Scenario, cat: Catalog, backend: NetworkBackend

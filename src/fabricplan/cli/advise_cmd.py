@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -13,7 +14,7 @@ from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_
 from fabricplan.cli.output import emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cli.time_to_train import time_to_train_table
-from fabricplan.cost import CostError, usd
+from fabricplan.cost import CostError, dollars, usd
 from fabricplan.workload import WorkloadError
 
 if TYPE_CHECKING:
@@ -38,8 +39,9 @@ def advise_cmd(
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Recommend a fabric: performance, lifecycle cost, risk, sensitivity and the questions
-    to ask a provider. Every price is a labelled assumption."""
+    """Recommend a fabric: performance, cost (owned: over the lifecycle; rented: the run, or
+    per million output tokens for serving), risk, sensitivity and the questions to ask a
+    provider. Every price is a labelled assumption."""
     from fabricplan.advise import advise
 
     backend = backend_from(congestion, as_json)
@@ -90,21 +92,9 @@ def _show(a: Advice) -> None:
                   f"{n:,} Monte Carlo samples{at})", highlight=False)  # fmt: skip
     for line in r["reasons"]:
         console.print(f"  • {line}", highlight=False)
-    t = Table(
-        title="Per fabric (days: ideal, tokens / throughput)",
-        title_justify="left",
-        title_style="bold",
-    )
-    for col in ("fabric", "step (s)", "days", "capex", "opex/yr", "TCO", "per run", "risk",
-                "same work"):  # fmt: skip
-        t.add_column(col, justify="left" if col == "fabric" else "right")
-    for f in a.fabrics:
-        days = f["time_to_train_days"]
-        t.add_row(f["fabric"], f"{f['step_time_s']:.3f}", "-" if days is None else f"{days:.1f}",
-                  usd(f["capex_usd"]), usd(f["opex_usd_per_year"]), usd(f["tco_usd"]),
-                  usd(f["cost_per_run_usd"]), usd(f["risk_usd"]),
-                  usd(f["cost_same_work_usd"]))  # fmt: skip
-    console.print(t)
+    console.print(_fabric_table(a))
+    if a.costing.lifecycle:
+        console.print(f"[dim]{a.costing.lifecycle}[/]", highlight=False)
     training = [f for f in a.fabrics if f.get("expected_run") is not None]
     if training:
         console.print(time_to_train_table(training))
@@ -114,8 +104,8 @@ def _show(a: Advice) -> None:
     for col in ("driver", "range", "margin at low", "margin at high", "flips"):
         s.add_column(col, justify="left" if col in ("driver", "flips") else "right")
     for d in a.sensitivity[:5]:
-        s.add_row(d["label"], d["range"], usd(d["margin_at_low_usd"]),
-                  usd(d["margin_at_high_usd"]), "yes" if d["flips"] else "no")  # fmt: skip
+        s.add_row(d["label"], d["range"], dollars(d["margin_at_low_usd"]),
+                  dollars(d["margin_at_high_usd"]), "yes" if d["flips"] else "no")  # fmt: skip
     if a.sensitivity:
         console.print(s)
     be = a.break_even_gpus
@@ -136,6 +126,53 @@ def _show(a: Advice) -> None:
         console.print(f"  ? {q['question']}{planned}", highlight=False)
     console.print("[dim]prices, staffing, stabilisation and risk rates are labelled assumptions "
                   "(catalog economics/costs.toml)[/]")  # fmt: skip
+
+
+# Per fabric, by what the score is: owned (lifecycle), rented training (the run), rented
+# serving (the hour and the million output tokens). (heading, key, format)
+_COLUMNS: dict[str, tuple[tuple[str, str, Callable[[Any], str]], ...]] = {
+    "own": (
+        ("step (s)", "step_time_s", "{:.3f}".format),
+        ("days", "time_to_train_days", lambda v: "-" if v is None else f"{v:.1f}"),
+        ("capex", "capex_usd", usd),
+        ("opex/yr", "opex_usd_per_year", usd),
+        ("TCO", "tco_usd", usd),
+        ("per run", "cost_per_run_usd", usd),
+        ("risk", "risk_usd", usd),
+        ("same work", "cost_same_work_usd", usd),
+    ),
+    "rent-train": (
+        ("step (s)", "step_time_s", "{:.3f}".format),
+        ("days", "time_to_train_days", "{:.2f}".format),
+        ("GPU-hours", "gpu_hours", "{:,.0f}".format),
+        ("$/GPU-h", "gpu_hour_cost_usd", dollars),
+        ("run loss", "risk_per_run_usd", dollars),
+        ("per run", "cost_per_run_usd", dollars),
+    ),
+    "rent-serve": (
+        ("ITL (ms)", "itl_s", lambda v: f"{v * 1e3:.2f}"),
+        ("output tok/s total", "output_tokens_per_s_total", "{:,.0f}".format),
+        ("$/GPU-h", "gpu_hour_cost_usd", dollars),
+        ("cluster $/h", "cluster_usd_per_hour", dollars),
+        ("per 1M output tok", "cost_per_million_output_tokens_usd", dollars),
+    ),
+}
+
+
+def _fabric_table(a: Advice) -> object:
+    """Each fabric's figures for what its score is; no figure a rental does not have."""
+    from rich.table import Table
+
+    cols = _COLUMNS[a.costing.kind]
+    # no padding at the table's edges: the owner's nine columns then fit 80 characters
+    days = "" if a.costing.kind == "rent-serve" else " (days: ideal, tokens / throughput)"
+    t = Table(title=f"Per fabric{days}", title_justify="left", title_style="bold", pad_edge=False)
+    t.add_column("fabric", no_wrap=True)
+    for head, _, _ in cols:
+        t.add_column(head, justify="right", overflow="fold", min_width=max(map(len, head.split())))
+    for f in a.fabrics:
+        t.add_row(f["fabric"], *(show(f[key]) for _, key, show in cols))
+    return t
 
 
 def _gpus(n: int | None) -> str:

@@ -5,7 +5,7 @@ labelled assumptions in ``catalog/data/economics/costs.toml``; nothing here reac
 """
 
 from fabricplan.cost.assumptions import CostAssumptions, load_assumptions
-from fabricplan.cost.run import RunCost, run_cost, usd
+from fabricplan.cost.run import RunCost, dollars, run_cost, usd
 from fabricplan.cost.tco import CostError, FabricCost, fabric_cost
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "CostError",
     "FabricCost",
     "RunCost",
+    "dollars",
     "fabric_cost",
     "load_assumptions",
     "run_cost",

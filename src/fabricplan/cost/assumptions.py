@@ -64,9 +64,17 @@ class CostAssumptions:
         per_gpu_hour = fabric_events_per_gpu_hour(self.raw["risk"], family, maturity)
         return per_gpu_hour * HOURS_PER_YEAR * gpus
 
+    def rent_premium_share(self, family: str) -> float:
+        """Share of the scenario's ``gpu_hour_price`` a rented tier of this family adds."""
+        return float(self._by("rent", "premium_share", family))
+
     def rent_factor(self, family: str) -> float:
         """Price of a GPU-hour on this family relative to the scenario's ``gpu_hour_price``."""
-        return 1.0 + float(self._by("rent", "premium_share", family))
+        return 1.0 + self.rent_premium_share(family)
+
+    @property
+    def rent_basis(self) -> str:
+        return str(self.raw["rent"]["basis"])
 
     def basis(self) -> dict[str, str]:
         return {k: str(v.get("basis", "")) for k, v in self.raw.items() if isinstance(v, dict)}

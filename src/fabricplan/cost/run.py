@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+SECONDS_PER_HOUR = 3600.0
 HOURS_PER_DAY = 24.0
 DAYS_PER_YEAR = 365.0
 HOURS_PER_WEEK = 7 * HOURS_PER_DAY
 HOURS_PER_YEAR = DAYS_PER_YEAR * HOURS_PER_DAY
 MONTHS_PER_YEAR = 12
+# Below this, ``dollars`` keeps the cents: a short rented run's loss is cents, not $0.
+DOLLARS_WITH_CENTS = 1000.0
 
 
 @dataclass(frozen=True)
@@ -55,3 +58,10 @@ def usd(v: float | None, sig: int = 3) -> str:
         if abs(r) >= scale:
             return f"${r / scale:g}{unit}"
     return f"${r:,.0f}"  # under $1,000: whole dollars
+
+
+def dollars(v: float | None) -> str:
+    """``usd``, but amounts under $1,000 keep their cents: $0.35, $150.61, $35.2k."""
+    if v is not None and abs(v) < DOLLARS_WITH_CENTS:
+        return f"${v:,.2f}"
+    return usd(v)

@@ -3,8 +3,9 @@
 Owned: capex (the topology's bill of materials plus GPU servers), yearly power (with PUE), staff
 and support, the GPU time lost while the fabric is stabilised, and the expected run-loss events
 over the lifecycle. Rented: GPU-hours at the provider's price for that fabric tier, plus the
-same run-loss risk. Each part is kept separately so that sensitivity and Monte Carlo can scale
-it without recomputing the layers below.
+same run-loss risk; a rental has no lifecycle, so its TCO and yearly opex are None and what it
+costs is the run (training) or the hour of serving. Each part is kept separately so that
+sensitivity and Monte Carlo can scale it without recomputing the layers below.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from dataclasses import asdict, dataclass
 
 from fabricplan.catalog import Catalog
 from fabricplan.cost.assumptions import CostAssumptions
-from fabricplan.cost.run import DAYS_PER_YEAR, HOURS_PER_WEEK, HOURS_PER_YEAR
+from fabricplan.cost.rent import RentTier, rent_tier
+from fabricplan.cost.run import DAYS_PER_YEAR, HOURS_PER_WEEK, HOURS_PER_YEAR, SECONDS_PER_HOUR
 from fabricplan.scenario import Scenario
 from fabricplan.topology.bom import design_fabric
 from fabricplan.topology.layout import TopologyError
 from fabricplan.workload.interruptions import hours_per_interruption
+
+TOKENS_PER_MILLION = 1e6
 
 
 class CostError(ValueError):
@@ -30,7 +34,7 @@ class FabricCost:
     family: str
     mode: str
     gpus: int
-    lifecycle_years: float
+    lifecycle_years: float | None  # None when rented: a rental has no lifecycle
     capex_network_usd: float
     capex_servers_usd: float
     power_kw: float  # IT load: GPU nodes and the fabric
@@ -46,22 +50,45 @@ class FabricCost:
     risk_usd_per_year: float
     run_gpu_hours: float | None  # the scenario's run on this fabric (training)
     run_days: float | None
+    rent: RentTier | None = None  # the tier's price and its basis (rented)
+    output_tokens_per_s: float | None = None  # the whole cluster's (serving)
 
     @property
     def capex_usd(self) -> float:
         return self.capex_network_usd + self.capex_servers_usd if self.mode == "own" else 0.0
 
     @property
-    def opex_usd_per_year(self) -> float:
-        if self.mode == "rent":
-            return self.gpus * HOURS_PER_YEAR * self.gpu_hour_cost_usd
+    def opex_usd_per_year(self) -> float | None:
+        """Owned only: power, staff and support a year."""
+        if self.lifecycle_years is None:
+            return None
         return self.power_usd_per_year + self.staff_usd_per_year + self.support_usd_per_year
 
     @property
-    def tco_usd(self) -> float:
-        years = self.lifecycle_years
-        return (self.capex_usd + years * (self.opex_usd_per_year + self.risk_usd_per_year)
+    def tco_usd(self) -> float | None:
+        """Owned only: capex, opex and risk over the lifecycle, and stabilisation."""
+        years, opex = self.lifecycle_years, self.opex_usd_per_year
+        if years is None or opex is None:
+            return None
+        return (self.capex_usd + years * (opex + self.risk_usd_per_year)
                 + self.stabilisation_usd)  # fmt: skip
+
+    @property
+    def risk_usd_per_hour(self) -> float:
+        return self.risk_usd_per_year / HOURS_PER_YEAR
+
+    @property
+    def cluster_usd_per_hour(self) -> float:
+        """Every GPU for an hour (rented: at the tier price), and the run-loss risk's share."""
+        return self.gpus * self.gpu_hour_cost_usd + self.risk_usd_per_hour
+
+    @property
+    def cost_per_million_output_tokens_usd(self) -> float | None:
+        """Serving: an hour of the cluster over the output tokens it makes in that hour."""
+        if not self.output_tokens_per_s:
+            return None
+        per_hour = self.output_tokens_per_s * SECONDS_PER_HOUR
+        return self.cluster_usd_per_hour / per_hour * TOKENS_PER_MILLION
 
     @property
     def risk_per_run_usd(self) -> float | None:
@@ -76,16 +103,24 @@ class FabricCost:
         return self.run_gpu_hours * self.gpu_hour_cost_usd + self.risk_per_run_usd
 
     def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "capex_usd": self.capex_usd,
-                "opex_usd_per_year": self.opex_usd_per_year, "tco_usd": self.tco_usd,
-                "risk_per_run_usd": self.risk_per_run_usd,
-                "cost_per_run_usd": self.cost_per_run_usd}  # fmt: skip
+        return {
+            **asdict(self),
+            "capex_usd": self.capex_usd,
+            "opex_usd_per_year": self.opex_usd_per_year,
+            "tco_usd": self.tco_usd,
+            "risk_per_run_usd": self.risk_per_run_usd,
+            "cost_per_run_usd": self.cost_per_run_usd,
+            "risk_usd_per_hour": self.risk_usd_per_hour,
+            "cluster_usd_per_hour": self.cluster_usd_per_hour,
+            "cost_per_million_output_tokens_usd": self.cost_per_million_output_tokens_usd,
+        }
 
 
 def fabric_cost(sc: Scenario, cat: Catalog, a: CostAssumptions, fabric: str, *,
-                run_gpu_hours: float | None = None, run_days: float | None = None
-                ) -> FabricCost:  # fmt: skip
-    """Cost of ``fabric`` for the scenario's cluster; ``run_*`` come from the workload layer."""
+                run_gpu_hours: float | None = None, run_days: float | None = None,
+                output_tokens_per_s: float | None = None) -> FabricCost:  # fmt: skip
+    """Cost of ``fabric`` for the scenario's cluster; ``run_*`` and ``output_tokens_per_s``
+    come from the workload layer."""
     c, k, org = sc.cluster, sc.costs, sc.organization
     fam = cat.fabric(fabric).family
     maturity = org.network_maturity
@@ -107,24 +142,28 @@ def fabric_cost(sc: Scenario, cat: Catalog, a: CostAssumptions, fabric: str, *,
     staff_year = fte * a.usd_per_fte_year
     support_year = a.support_share(fam) * net_capex
     years = k.lifecycle_years
+    tier = None
     if k.mode == "own":
         owned = net_capex + servers + years * (power_year + staff_year + support_year)
         hour_cost = owned / (c.gpus * years * HOURS_PER_YEAR)
         weeks = a.stabilisation_weeks(fam, maturity)
     else:
-        hour_cost = k.gpu_hour_price * a.rent_factor(fam)
+        tier = rent_tier(a, fam, k.gpu_hour_price)
+        hour_cost = tier.price_usd
         weeks = 0.0  # a provider's fabric is already in service; ask who tunes it
     stabilisation = weeks * HOURS_PER_WEEK * c.gpus * a.degraded_share * hour_cost
     events = a.events_per_year(fam, maturity, c.gpus)
     per_event_h = hours_per_interruption(sc, cat, fam)
     risk_year = events * c.gpus * per_event_h * hour_cost
     return FabricCost(
-        fabric=fabric, family=fam, mode=k.mode, gpus=c.gpus, lifecycle_years=years,
+        fabric=fabric, family=fam, mode=k.mode, gpus=c.gpus,
+        lifecycle_years=years if tier is None else None,  # a rental's lifecycle is the run
         capex_network_usd=net_capex, capex_servers_usd=servers, power_kw=it_kw,
         power_usd_per_year=power_year, staff_fte=fte, staff_usd_per_year=staff_year,
         support_usd_per_year=support_year, gpu_hour_cost_usd=hour_cost,
         stabilisation_weeks=weeks, stabilisation_usd=stabilisation,
         risk_events_per_year=events, risk_hours_per_event=per_event_h,
         risk_usd_per_year=risk_year,
-        run_gpu_hours=run_gpu_hours, run_days=run_days,
+        run_gpu_hours=run_gpu_hours, run_days=run_days, rent=tier,
+        output_tokens_per_s=output_tokens_per_s,
     )  # fmt: skip
