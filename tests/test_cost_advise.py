@@ -474,10 +474,19 @@ def test_a_close_call_is_judged_on_the_size_of_the_margin(runner_up_cost, close)
     from fabricplan.advise.reasons import reasons
 
     sc = load_scenario("examples/inference-405b.yaml", catalog=CAT)
-    base = {"tokens_per_s": 1000.0, "step_time_s": 1.0, "time_to_train_days": None,
-            "risk_events_per_year": 1.0, "risk_usd_per_hour": 0.0, "cluster_usd_per_hour": 1.0,
-            "replicas": 4, "output_tokens_per_s_per_replica": 250.0, "streams_per_replica": 8,
-            "streams_total": 32, "misses_time_to_production": False}  # fmt: skip
+    base = {
+        "tokens_per_s": 1000.0,
+        "step_time_s": 1.0,
+        "time_to_train_days": None,
+        "risk_events_per_year": 1.0,
+        "risk_usd_per_hour": 0.0,
+        "cluster_usd_per_hour": 1.0,
+        "replicas": 4,
+        "output_tokens_per_s_per_replica": 250.0,
+        "streams_per_replica": 8,
+        "streams_total": 32,
+        "misses_time_to_production": False,
+    }
     fabrics = [
         {**base, "fabric": "ib-ndr", "cost_same_work_usd": 1e6},
         {**base, "fabric": "roce-400g", "cost_same_work_usd": runner_up_cost * 1e6},

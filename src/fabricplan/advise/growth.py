@@ -27,8 +27,12 @@ def growth_evaluation(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFA
     # a rental has no lifecycle and locks nothing in: the next run rents the tier it needs
     rented = sc.costs.mode == "rent"
     within = None if rented else g.months <= sc.costs.lifecycle_years * MONTHS_PER_YEAR
-    out: dict[str, Any] = {"target_gpus": g.target_gpus, "months": g.months,
-                           "within_lifecycle": within, "locks_in": bool(within)}  # fmt: skip
+    out: dict[str, Any] = {
+        "target_gpus": g.target_gpus,
+        "months": g.months,
+        "within_lifecycle": within,
+        "locks_in": bool(within),
+    }
     try:
         s = scenario_at(sc, cat, g.target_gpus)
         perf, costs = evaluate(s, cat, backend)

@@ -84,9 +84,15 @@ def serving_throughput(b: dict[str, Any], o: dict[str, Any]) -> str:
     )
 
 
-def reasons(sc: Scenario, fabrics: list[dict[str, Any]], best: int, other: int,
-            sens: list[dict[str, Any]], kind: str, prices: tuple[str, ...] = ()
-            ) -> list[str]:  # fmt: skip
+def reasons(
+    sc: Scenario,
+    fabrics: list[dict[str, Any]],
+    best: int,
+    other: int,
+    sens: list[dict[str, Any]],
+    kind: str,
+    prices: tuple[str, ...] = (),
+) -> list[str]:
     """``prices``: the reasons that name each rented tier's price (``rent.tier_reasons``),
     given just before the cost comparison they explain."""
     b = fabrics[best]

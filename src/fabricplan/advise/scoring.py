@@ -178,10 +178,18 @@ def scenario_at(sc: Scenario, cat: Catalog, gpus: int, fabrics: list[str] | None
 def costs_of(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[FabricCost]:
     """Each fabric's costs, given its workload results (run GPU-hours and days)."""
     a = load_assumptions()
-    return [fabric_cost(sc, cat, a, p["fabric"], run_gpu_hours=p.get("gpu_hours"),
-                        run_days=p.get("time_to_train_days"),
-                        output_tokens_per_s=p.get("output_tokens_per_s_total"))
-            for p in perf]  # fmt: skip
+    return [
+        fabric_cost(
+            sc,
+            cat,
+            a,
+            p["fabric"],
+            run_gpu_hours=p.get("gpu_hours"),
+            run_days=p.get("time_to_train_days"),
+            output_tokens_per_s=p.get("output_tokens_per_s_total"),
+        )
+        for p in perf
+    ]
 
 
 def evaluate(sc: Scenario, cat: Catalog, backend: NetworkBackend

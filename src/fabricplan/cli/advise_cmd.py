@@ -104,8 +104,13 @@ def _show(a: Advice) -> None:
     for col in ("driver", "range", "margin at low", "margin at high", "flips"):
         s.add_column(col, justify="left" if col in ("driver", "flips") else "right")
     for d in a.sensitivity[:5]:
-        s.add_row(d["label"], d["range"], dollars(d["margin_at_low_usd"]),
-                  dollars(d["margin_at_high_usd"]), "yes" if d["flips"] else "no")  # fmt: skip
+        s.add_row(
+            d["label"],
+            d["range"],
+            dollars(d["margin_at_low_usd"]),
+            dollars(d["margin_at_high_usd"]),
+            "yes" if d["flips"] else "no",
+        )
     if a.sensitivity:
         console.print(s)
     be = a.break_even_gpus

@@ -175,8 +175,10 @@ def step_cmd(
     best = max(r["tokens_per_s"] for r in results)
     what = "throughput" if w.kind == "training" else "output throughput"
     for r in results:
-        console.print(f"{r['fabric']}: {r['tokens_per_s'] / best:.1%} of the best fabric's "
-                      f"{what}", highlight=False)  # fmt: skip
+        console.print(
+            f"{r['fabric']}: {r['tokens_per_s'] / best:.1%} of the best fabric's {what}",
+            highlight=False,
+        )
     for r in results:
         console.print(
             f"[dim]{r['fabric']}, not modelled: {'; '.join(r['not_modelled'])}[/]", highlight=False

@@ -116,9 +116,16 @@ class FabricCost:
         }
 
 
-def fabric_cost(sc: Scenario, cat: Catalog, a: CostAssumptions, fabric: str, *,
-                run_gpu_hours: float | None = None, run_days: float | None = None,
-                output_tokens_per_s: float | None = None) -> FabricCost:  # fmt: skip
+def fabric_cost(
+    sc: Scenario,
+    cat: Catalog,
+    a: CostAssumptions,
+    fabric: str,
+    *,
+    run_gpu_hours: float | None = None,
+    run_days: float | None = None,
+    output_tokens_per_s: float | None = None,
+) -> FabricCost:
     """Cost of ``fabric`` for the scenario's cluster; ``run_*`` and ``output_tokens_per_s``
     come from the workload layer."""
     c, k, org = sc.cluster, sc.costs, sc.organization
