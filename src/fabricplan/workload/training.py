@@ -1,7 +1,8 @@
 """Training step time: compute, exposed communication and pipeline bubble, for N plans at once.
 
 Compute is a roofline per layer: matmul FLOPs at the GPU's sustained matmul rate (catalog
-``matmul_efficiency``) plus the memory-bound ops (norms, residuals, activation functions, and
+``matmul_efficiency``), fused attention at its kernels' published rates by sequence length and
+pass (:mod:`.attention`), plus the memory-bound ops (norms, residuals, activation functions, and
 the softmax when attention is not fused, the cross-entropy over the vocabulary) at achievable
 HBM bandwidth. Communication follows Megatron-LM's schedule (Narayanan et al. SC'21;
 Korthikanti et al. 2022):
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
+from fabricplan.workload.attention import attention_rates
 from fabricplan.workload.comm import collectives_s
 from fabricplan.workload.memory import Memory, memory, params_per_gpu
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans, hbm_bytes_per_s, matmul_flops
@@ -107,14 +109,20 @@ def training_step(
 
     # one layer, one micro-batch, one GPU
     proj = tokens * s.proj_flops / p.tp / peak_proj
-    score = tokens * s.score_flops_per_ctx * ctx / p.tp / peak_attn
+    attn_flops = tokens * s.score_flops_per_ctx * ctx / p.tp
+    if p.flash:  # a fused kernel's own rates, by length and pass (causal: the models are)
+        attn_fwd, attn_bwd = attention_rates(hw.gpu, peak_attn, p.seq_len, causal=True)
+        score = attn_flops / attn_fwd
+        score_bwd = FLASH_BACKWARD_FACTOR * attn_flops / attn_bwd
+    else:  # batched matmuls at the matmul rate; the softmax's traffic is counted below
+        score = attn_flops / peak_attn
+        score_bwd = BACKWARD_PER_FORWARD * score
     norm_elems = NORM_RESIDUAL_ELEMS_PER_H * h / sp_div
     softmax_elems = 0.0 if p.flash else SOFTMAX_ELEMS_PER_SCORE * s.heads * p.seq_len / p.tp
     mem = tokens * ACT_BYTES * (norm_elems + s.ffn_act_elems / p.tp + softmax_elems) / hbm
     softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
     fwd = proj + score + mem
-    flash_extra = (FLASH_BACKWARD_FACTOR - BACKWARD_PER_FORWARD) * score * p.flash
-    bwd = BACKWARD_PER_FORWARD * fwd + flash_extra
+    bwd = BACKWARD_PER_FORWARD * (proj + mem) + score_bwd
     if p.recompute == "full":
         recompute = fwd
     elif p.recompute == "selective" and not p.flash:
