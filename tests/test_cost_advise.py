@@ -494,3 +494,13 @@ def test_a_close_call_is_judged_on_the_size_of_the_margin(runner_up_cost, close)
     line = next(r for r in reasons(sc, fabrics, 0, 1, [], "rent-serve") if "cost per" in r)
     assert f"{runner_up_cost - 1:+.1%} for roce-400g" in line
     assert ("a close call" in line) is close
+
+
+def test_a_rentals_tornado_has_only_the_drivers_its_cost_reads():
+    from fabricplan.advise import advise
+
+    cat = default_catalog()
+    sc = load_scenario("examples/16-gpu-finetune.yaml", catalog=cat)
+    assert sc.costs.mode == "rent"
+    drivers = {d["driver"] for d in advise(sc, cat, break_even=False).sensitivity}
+    assert drivers == {"price", "risk", "latency", "goodput", "roce_quality", "congestion"}

@@ -83,9 +83,11 @@ TIP_POSITIONS = 201
 
 
 def _sensitivity(parts: Parts, best: int, other: int) -> list[dict[str, Any]]:
-    """Tornado: the margin (runner-up minus recommended) at each driver's low and high."""
+    """Tornado: the margin (runner-up minus recommended) at each driver's low and high, for
+    the drivers the score depends on."""
     out = []
-    for key, (label, lo, hi) in DRIVERS.items():
+    for key in parts.drivers():
+        label, lo, hi = DRIVERS[key]
         m = nominal_multipliers(2)
         m[key] = np.array([lo, hi])
         s = parts.scores(m)

@@ -57,7 +57,7 @@ PERF_DRIVERS: dict[str, PerfDriver] = {
     ),
     "goodput": PerfDriver("NIC goodput", "catalog low-high", NOMINAL_POSITION, True),
     "roce_quality": PerfDriver(
-        "RoCE configuration (tuned/default/misconfigured)",
+        "RoCE configuration preset (tuned, default, misconfigured)",
         "one preset better-worse",
         NOMINAL_POSITION,
         True,

@@ -42,6 +42,12 @@ COST_DRIVERS: dict[str, tuple[str, float, float]] = {
     "risk": ("fabric-caused interruptions per year", *_A.uncertainty("risk")),
     "price": ("rented GPU-hour price", *_A.uncertainty("price")),
 }
+# The cost drivers each kind of score reads (see Parts.scores).
+SCORED_COST_DRIVERS: dict[str, tuple[str, ...]] = {
+    "own": ("server", "network", "power", "staff", "stabilisation", "risk"),
+    "rent-train": ("price", "risk"),
+    "rent-serve": ("price", "risk"),
+}
 # Every driver of the tornado and the Monte Carlo: (label, low, high). Cost drivers are
 # multipliers of a cost part; performance drivers are positions in their ranges, each evaluated
 # by the workload model (:mod:`.performance`).
@@ -78,6 +84,11 @@ class Parts:
 
     def with_perf(self, table: PerfTable) -> Parts:
         return replace(self, perf=table)
+
+    def drivers(self) -> tuple[str, ...]:
+        """The drivers this score depends on: a rental has no servers, gear, power or staff
+        of its own to price, and an owned cluster no GPU-hour price."""
+        return SCORED_COST_DRIVERS[self.kind] + tuple(PERF_DRIVERS)
 
     def scores(self, m: dict[str, np.ndarray]) -> np.ndarray:
         """Cost for the same work, shape (F, S) for S samples of multipliers ``m``."""
