@@ -350,11 +350,16 @@ def test_tipping_point_is_where_the_two_fabrics_cost_the_same():
     parts = build_parts(sc, cat, perf, costs).with_perf(perf_table(sc, cat, NO_CONGESTION))
     nominal = parts.scores(nominal_multipliers(1))[:, 0]
     best, other = int(nominal.argmin()), int(nominal.argmax())
-    tipped = [d for d in _sensitivity(parts, best, other) if d["tips_at"] is not None]
+    names = [p["fabric"] for p in perf]
+    tipped = [d for d in _sensitivity(parts, best, other, names) if d["tips_at"] is not None]
     assert tipped
     for d in tipped:
         m = nominal_multipliers(1)
-        m[d["driver"]] = np.array([d["tips_at"]])
+        if d["fabric"] is None:
+            m[d["driver"]] = np.array([d["tips_at"]])
+        else:  # a price quoted per fabric: only that fabric's moves
+            m[d["driver"]] = np.ones((len(names), 1))
+            m[d["driver"]][names.index(d["fabric"])] = d["tips_at"]
         s = parts.scores(m)[:, 0]
         # a price is linear; a performance driver is scored between the model's grid points
         assert s[best] == pytest.approx(s[other], rel=1e-9 if d["driver"] in COST_DRIVERS else 1e-6)
@@ -462,7 +467,7 @@ def test_dollars_round_before_the_unit_is_picked():
     assert usd(999_600) == "$1M"  # was "$1e+03k"
     assert usd(53_123_456) == "$53.1M" and usd(711e6) == "$711M"
     assert usd(2_211_840, sig=2) == "$2.2M" and usd(110_592, sig=2) == "$110k"
-    assert usd(-12_345) == "$-12.3k" and usd(0) == "$0" and usd(None) == "-"
+    assert usd(-12_345) == "-$12.3k" and usd(0) == "$0" and usd(None) == "-"
 
 
 @pytest.mark.parametrize(("runner_up_cost", "close"), [(1.01, True), (0.99, True), (1.2, False),
@@ -504,3 +509,31 @@ def test_a_rentals_tornado_has_only_the_drivers_its_cost_reads():
     assert sc.costs.mode == "rent"
     drivers = {d["driver"] for d in advise(sc, cat, break_even=False).sensitivity}
     assert drivers == {"price", "risk", "latency", "goodput", "roce_quality", "congestion"}
+
+
+def test_network_prices_are_drawn_per_fabric_and_an_even_margin_is_called_indeterminate():
+    """Switches, NICs and optics are quoted per fabric: the tornado moves one fabric's at a
+    time, and the Monte Carlo draws them independently, so the margin between two fabrics
+    whose network bills are both uncertain is uncertain too (a shared draw would cancel)."""
+    from fabricplan.advise import advise
+    from fabricplan.advise.decide import cost_indeterminate
+
+    cat = default_catalog()
+    a = advise(load_scenario("examples/256-gpu-moe.yaml", catalog=cat), cat, break_even=False)
+    rows = [d for d in a.sensitivity if d["driver"] == "network"]
+    assert sorted(d["fabric"] for d in rows) == ["ib-ndr", "roce-400g"]
+    # each fabric's own gear price pulls the margin its own way
+    signs = {d["fabric"]: np.sign(d["margin_at_high_usd"] - d["margin_at_low_usd"]) for d in rows}
+    assert signs[a.recommendation["fabric"]] == -1 and len(set(signs.values())) == 2
+    undecided = a.recommendation["cost_indeterminate"]
+    assert undecided is not None and undecided["margin_p10_p90_usd"][0] < 0
+    assert any("of ib-ndr" in s for s in undecided["settle_with"])
+    # by construction: a margin band above zero is decided, one spanning zero is not
+    sens = [{"driver": "network", "label": "gear"}, {"driver": "latency", "label": "lat"}]
+    ahead = np.array([np.full(100, 10.0), np.linspace(11.0, 20.0, 100)])
+    assert cost_indeterminate(ahead, 0, 1, sens) is None
+    even = np.array([np.full(100, 10.0), np.linspace(5.0, 15.0, 100)])
+    assert cost_indeterminate(even, 0, 1, sens) == {
+        "margin_p10_p90_usd": [pytest.approx(-4.0), pytest.approx(4.0)],
+        "settle_with": ["gear"],
+    }

@@ -24,6 +24,7 @@ from fabricplan.advise.rent import OWNERSHIP_KEYS, Costing, costing, tier_reason
 from fabricplan.advise.roce_tuning import tuning_effect, tuning_reason
 from fabricplan.advise.scoring import (
     DRIVERS,
+    PER_FABRIC_DRIVERS,
     Parts,
     build_parts,
     evaluate,
@@ -35,6 +36,7 @@ from fabricplan.advise.scoring import (
 from fabricplan.catalog import Catalog
 from fabricplan.congestion.limits import not_modelled_by
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
+from fabricplan.cost.run import dollars
 from fabricplan.scenario import Scenario
 
 # Samples per Monte Carlo: the standard error of a probability is at most 0.8 points.
@@ -78,34 +80,43 @@ class Advice:
                 "notes": self.notes}  # fmt: skip
 
 
+# Price drivers named as the quotes that would settle a cost-indeterminate choice.
+SETTLING_PRICES = 2
 # Positions at which a performance driver's margin is scored to find where it tips.
 TIP_POSITIONS = 201
 
 
-def _sensitivity(parts: Parts, best: int, other: int) -> list[dict[str, Any]]:
+def _sensitivity(parts: Parts, best: int, other: int, names: list[str]) -> list[dict[str, Any]]:
     """Tornado: the margin (runner-up minus recommended) at each driver's low and high, for
-    the drivers the score depends on."""
+    the drivers the score depends on; a price quoted per fabric moves one fabric at a time."""
     out = []
     for key in parts.drivers():
         label, lo, hi = DRIVERS[key]
-        m = nominal_multipliers(2)
-        m[key] = np.array([lo, hi])
-        s = parts.scores(m)
-        margin = s[other] - s[best]
-        out.append(
-            {
-                "driver": key,
-                "label": label,
-                "low": lo,
-                "high": hi,
-                "range": range_text(key),
-                "margin_at_low_usd": float(margin[0]),
-                "margin_at_high_usd": float(margin[1]),
-                "swing_usd": float(abs(margin[1] - margin[0])),
-                "flips": bool((margin < 0).any()),
-                "tips_at": _tipping_point(parts, key, lo, hi, margin, best, other),
-            }
-        )
+        apart = key in PER_FABRIC_DRIVERS
+        for f in range(len(names)) if apart else [None]:
+            m = nominal_multipliers(2)
+            if f is None:
+                m[key] = np.array([lo, hi])
+            else:
+                m[key] = np.ones((len(names), 2))
+                m[key][f] = [lo, hi]
+            s = parts.scores(m)
+            margin = s[other] - s[best]
+            out.append(
+                {
+                    "driver": key,
+                    "fabric": None if f is None else names[f],
+                    "label": label if f is None else f"{label} of {names[f]}",
+                    "low": lo,
+                    "high": hi,
+                    "range": range_text(key),
+                    "margin_at_low_usd": float(margin[0]),
+                    "margin_at_high_usd": float(margin[1]),
+                    "swing_usd": float(abs(margin[1] - margin[0])),
+                    "flips": bool((margin < 0).any()),
+                    "tips_at": _tipping_point(parts, key, lo, hi, margin, best, other),
+                }
+            )
     return sorted(out, key=lambda d: -d["swing_usd"])
 
 
@@ -137,19 +148,45 @@ def _tipping_point(
     return at if at > 0 else None
 
 
-def _monte_carlo(parts: Parts, names: list[str], seed: int) -> dict[str, Any]:
+def _monte_carlo(parts: Parts, names: list[str], seed: int) -> tuple[dict[str, Any], np.ndarray]:
+    """The Monte Carlo's summary, and its cost samples (F, S)."""
     rng = np.random.default_rng(seed)
     m = nominal_multipliers(MC_SAMPLES)
-    m.update(
-        {k: rng.uniform(lo, hi, MC_SAMPLES) for k, (_, lo, hi) in DRIVERS.items() if sampled(k)}
-    )
+    for k, (_, lo, hi) in DRIVERS.items():
+        if sampled(k):
+            shape = (len(names), MC_SAMPLES) if k in PER_FABRIC_DRIVERS else MC_SAMPLES
+            m[k] = rng.uniform(lo, hi, shape)
     s = parts.scores(m)
     wins = np.bincount(s.argmin(axis=0), minlength=len(names)) / MC_SAMPLES
-    return {"samples": MC_SAMPLES, "seed": seed,
-            "p_cheapest": {n: float(w) for n, w in zip(names, wins, strict=True)},
-            "cost_p10_p90_usd": {n: [float(np.percentile(s[i], 10)),
-                                     float(np.percentile(s[i], 90))]
-                                 for i, n in enumerate(names)}}  # fmt: skip
+    summary = {
+        "samples": MC_SAMPLES,
+        "seed": seed,
+        "p_cheapest": {n: float(w) for n, w in zip(names, wins, strict=True)},
+        "cost_p10_p90_usd": {
+            n: [float(np.percentile(s[i], 10)), float(np.percentile(s[i], 90))]
+            for i, n in enumerate(names)
+        },
+    }
+    return summary, s
+
+
+def cost_indeterminate(
+    samples: np.ndarray, best: int, other: int, sens: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """When the margin between the two leading fabrics (runner-up minus recommended, sample by
+    sample: shared prices move both fabrics alike and cancel) spans zero between its P10 and
+    P90, the prices, not the fabrics, decide: the band, and the price drivers that move the
+    margin most (the quotes that would settle it)."""
+    if best == other:
+        return None
+    lo, hi = np.percentile(samples[other] - samples[best], [10, 90])
+    if lo > 0:
+        return None
+    prices = [d for d in sens if d["driver"] not in PERF_DRIVERS][:SETTLING_PRICES]
+    return {
+        "margin_p10_p90_usd": [float(lo), float(hi)],
+        "settle_with": [d["label"] for d in prices],
+    }
 
 
 def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACKEND, seed: int = 0,
@@ -186,11 +223,12 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
     # the performance drivers: the workload model at each one's positions, at that size
     mc_parts = mc_parts.with_perf(perf_table(mc_sc, cat, backend))
     mc_gpus = mc_sc.cluster.gpus
-    mc = {**_monte_carlo(mc_parts, names, seed), "gpus": mc_gpus}
+    summary, samples = _monte_carlo(mc_parts, names, seed)
+    mc = {**summary, "gpus": mc_gpus}
     p_best = mc["p_cheapest"][names[best]]
     confidence = next(label for bound, label in CONFIDENCE if p_best >= bound)
     # the tornado describes the same size as the Monte Carlo: the one the choice rests on
-    sens = _sensitivity(mc_parts, best, other) if other != best else []
+    sens = _sensitivity(mc_parts, best, other, names) if other != best else []
     sens = [{**d, "gpus": mc_gpus} for d in sens]
     fabrics = []
     for p, c, score, misses in zip(perf, costs, nominal, late, strict=True):
@@ -230,6 +268,15 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
         "reasons": reasons(sc, fabrics, best, other, sens, parts.kind,
                            tuple(tier_reasons(costs))),
     }  # fmt: skip
+    undecided = cost_indeterminate(samples, best, other, sens)
+    rec["cost_indeterminate"] = undecided
+    if undecided is not None:
+        lo, hi = undecided["margin_p10_p90_usd"]
+        rec["reasons"].append(
+            f"cost-indeterminate: {names[other]} saves {dollars(-lo)} or more in 1 sample "
+            f"of 10 and {names[best]} {dollars(hi)} or more in another (the margin's P10 to "
+            f"P90); quotes for {' and '.join(undecided['settle_with'])} would settle it"
+        )
     # a backend blind to flow control gives the same step at every RoCE quality: nothing to say
     tuning = (
         tuning_effect(sc, cat, perf, {c.fabric: c.gpu_hour_cost_usd for c in costs}, backend)

@@ -42,6 +42,11 @@ COST_DRIVERS: dict[str, tuple[str, float, float]] = {
     "risk": ("fabric-caused interruptions per year", *_A.uncertainty("risk")),
     "price": ("rented GPU-hour price", *_A.uncertainty("price")),
 }
+# Cost drivers priced per fabric: switches, NICs, optics and support are quoted per fabric
+# (and per vendor), so a miss on one fabric's quote says nothing about another's; the Monte
+# Carlo draws them independently per fabric and the tornado moves one fabric's at a time.
+# Servers, power, staff rates and the GPU-hour price are shared.
+PER_FABRIC_DRIVERS = ("network",)
 # The cost drivers each kind of score reads (see Parts.scores).
 SCORED_COST_DRIVERS: dict[str, tuple[str, ...]] = {
     "own": ("server", "network", "power", "staff", "stabilisation", "risk"),
@@ -91,16 +96,18 @@ class Parts:
         return SCORED_COST_DRIVERS[self.kind] + tuple(PERF_DRIVERS)
 
     def scores(self, m: dict[str, np.ndarray]) -> np.ndarray:
-        """Cost for the same work, shape (F, S) for S samples of multipliers ``m``."""
+        """Cost for the same work, shape (F, S) for S samples of multipliers ``m``: each of
+        shape (S,), shared by the fabrics, or (F, S), one per fabric."""
         col = lambda a: a[:, None]  # noqa: E731
-        n = len(m["price"])
+        n = np.shape(m["price"])[-1]
         if self.perf is not None:
-            t = self.perf.time(m)
+            t = self.perf.time(m)  # performance drivers are shared: shape (S,)
         elif any(np.any(m[k] != d.nominal) for k, d in PERF_DRIVERS.items()):
             raise ValueError("performance drivers off nominal need the model's table (with_perf)")
         else:
             t = np.repeat(col(self.time), n, axis=1)
         rel = t / t.min(axis=0, keepdims=True)
+        m = {k: np.atleast_2d(v) for k, v in m.items()}  # (1, S) broadcasts over the fabrics
         if self.kind == "rent-train":
             return m["price"] * col(self.run_rent) * t / col(self.time) + m["risk"] * col(
                 self.run_risk

@@ -11,7 +11,7 @@ import typer
 from fabricplan.cli import output
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
-from fabricplan.cli.output import emit_json, fail
+from fabricplan.cli.output import emit_json, fail, show_whole
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cli.time_to_train import time_to_train_table
 from fabricplan.cost import CostError, dollars, usd
@@ -92,7 +92,7 @@ def _show(a: Advice) -> None:
                   f"{n:,} Monte Carlo samples{at})", highlight=False)  # fmt: skip
     for line in r["reasons"]:
         console.print(f"  • {line}", highlight=False)
-    console.print(_fabric_table(a))
+    show_whole(_fabric_table(a))
     if a.costing.lifecycle:
         console.print(f"[dim]{a.costing.lifecycle}[/]", highlight=False)
     training = [f for f in a.fabrics if f.get("expected_run") is not None]
@@ -102,7 +102,8 @@ def _show(a: Advice) -> None:
               f"{at})",
               title_justify="left", title_style="bold")  # fmt: skip
     for col in ("driver", "range", "margin at low", "margin at high", "flips"):
-        s.add_column(col, justify="left" if col in ("driver", "flips") else "right")
+        left = col in ("driver", "flips")
+        s.add_column(col, justify="left" if left else "right", no_wrap=col != "driver")
     for d in a.sensitivity[:5]:
         s.add_row(
             d["label"],
@@ -174,7 +175,7 @@ def _fabric_table(a: Advice) -> object:
     t = Table(title=f"Per fabric{days}", title_justify="left", title_style="bold", pad_edge=False)
     t.add_column("fabric", no_wrap=True)
     for head, _, _ in cols:
-        t.add_column(head, justify="right", overflow="fold", min_width=max(map(len, head.split())))
+        t.add_column(head, justify="right", no_wrap=True)
     for f in a.fabrics:
         t.add_row(f["fabric"], *(show(f[key]) for _, key, show in cols))
     return t

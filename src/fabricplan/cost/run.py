@@ -53,6 +53,8 @@ def usd(v: float | None, sig: int = 3) -> str:
         return "-"
     if v == 0:
         return "$0"
+    if v < 0:  # a loss or a negative margin: -$582k, as people write it
+        return "-" + usd(-v, sig)
     r = float(f"{v:.{sig}g}")
     for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(r) >= scale:
@@ -63,5 +65,5 @@ def usd(v: float | None, sig: int = 3) -> str:
 def dollars(v: float | None) -> str:
     """``usd``, but amounts under $1,000 keep their cents: $0.35, $150.61, $35.2k."""
     if v is not None and abs(v) < DOLLARS_WITH_CENTS:
-        return f"${v:,.2f}"
+        return f"-${-v:,.2f}" if v < 0 else f"${v:,.2f}"
     return usd(v)
