@@ -3,6 +3,7 @@ runs."""
 
 from __future__ import annotations
 
+import numpy as np
 from rich.table import Table
 
 from fabricplan.cli.congestion_opt import backend_note
@@ -78,9 +79,16 @@ def show_training(
     except WorkloadError as exc:  # e.g. a run outside the chosen backend's law
         fail(str(exc), as_json=as_json)
     within = sum(abs(c.error) <= TFLOPS_TOLERANCE for c in checks)
+    errors = np.abs([c.error for c in checks])
+    median, worst = float(np.median(errors)), float(errors.max())
     if as_json:
-        out = {"rows": [c.to_dict() for c in checks], "within_10pct": within,
-               "count": len(checks)}  # fmt: skip
+        out = {
+            "rows": [c.to_dict() for c in checks],
+            "within_10pct": within,
+            "count": len(checks),
+            "median_abs_error": median,
+            "worst_abs_error": worst,
+        }
         if not held_back:
             out["matmul_ceiling_sensitivity"] = [c.to_dict() for c in ceilings]
         emit_json(out)
@@ -94,9 +102,12 @@ def show_training(
     note = backend_note(backend)
     if note:
         console.print(note, highlight=False)
-    console.print(f"rows within 10 %: {within}/{len(checks)}. Error = predicted / measured "
-                  "throughput - 1: positive means the model is faster than the run.",
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"rows within 10 %: {within}/{len(checks)}; median |error| {median:.1%}, worst "
+        f"{worst:.1%}. Error = predicted / measured throughput - 1: positive means the model is "
+        "faster than the run.",
+        highlight=False,
+    )
     if ceilings:
         console.print(_ceiling_table(ceilings))
         for i, c in enumerate(ceilings, 1):
