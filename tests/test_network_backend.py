@@ -35,8 +35,9 @@ CONGESTED = ["cluster.topology.design=fat-tree", "cluster.topology.oversubscript
 # `fabricplan step examples/256-gpu-moe.yaml --json` with CONGESTED on RoCE and --no-congestion:
 # the ideal fabric's figures do not depend on the congestion simulator, so the backends must all
 # give this (as the flag `congestion: bool` did, commit fc06876, before fused attention ran at
-# its kernels' own rates: 2.636693695188964).
-TODAY_IDEAL_STEP_S = 2.6952392213839
+# its kernels' own rates: 2.636693695188964; before overlapped communication was bounded per
+# bucket and layer, shared the NIC and cost the compute beside it SMs: 2.6952392213839).
+TODAY_IDEAL_STEP_S = 2.7059408128788522
 
 
 def _ring_only(gpus: int) -> tuple[Hardware, Plans]:
@@ -165,14 +166,15 @@ def test_flow_is_the_congestion_flag_it_replaces():
 @pytest.mark.parametrize("gpus", [256, 512, 1024])
 def test_closed_form_is_within_a_few_percent_of_flow_on_a_ring(gpus: int):
     """The collision law (an expectation) against the simulator's median of 5 seeds (a few
-    discrete values): congestion adds about 10 % to these steps; the two agree within 4 %
-    (DP communication within 2 % at 512 GPUs, up to 11 % at 256 where 5 seeds give 1.5 and
-    the law 1.33)."""
+    discrete values): congestion adds 6-12 % to these steps (the gradient reduction hides
+    behind the compute stream, its TP waits included, until congestion stretches it); the two
+    agree within 4 % (DP communication within 2 % at 512 GPUs, up to 11 % at 256 where 5 seeds
+    give 1.5 and the law 1.33)."""
     hw, p = _ring_only(gpus)
     ideal = step(LLAMA8B, p, hw, backend=NO_CONGESTION).time[0]
     flow = step(LLAMA8B, p, hw, backend=FlowBackend())
     closed = step(LLAMA8B, p, hw, backend=ClosedFormBackend())
-    assert flow.time[0] > 1.08 * ideal and closed.time[0] > 1.06 * ideal
+    assert flow.time[0] > 1.08 * ideal and closed.time[0] > 1.05 * ideal
     assert closed.time[0] == pytest.approx(flow.time[0], rel=0.04)
     if gpus == 512:
         assert closed.dp_comm_total[0] == pytest.approx(flow.dp_comm_total[0], rel=0.02)

@@ -28,9 +28,10 @@ def test_ring_exchange_hides_the_gather_behind_all_but_the_local_chunk():
 def test_pipelined_reduce_scatter_leaves_the_last_piece_exposed():
     assert pipelined(1.0, 10.0, 0.0) == pytest.approx(1 / UB_SPLITS)
     assert pipelined(1.0, 0.0, 0.0) == pytest.approx(1.0)
-    # 16 of 132 SMs taken while three quarters of the comm run beside the GEMM
+    # 16 of 132 SMs taken while three quarters of the comm run beside the GEMM: the GEMM loses
+    # that share of each of those 0.75 s
     share = 16 / 132
-    assert pipelined(1.0, 10.0, share) == pytest.approx(0.25 + 0.75 * share / (1 - share))
+    assert pipelined(1.0, 10.0, share) == pytest.approx(0.25 + 0.75 * share)
 
 
 def test_bulk_shows_only_what_outlasts_the_gemm():
@@ -56,7 +57,10 @@ def _step(overlap: bool, sp: bool = True, tp: int = 8):
 def test_overlap_hides_most_tensor_parallel_time_and_nothing_else():
     off, on = _step(False), _step(True)
     assert 0 < on.tp_comm[0] < 0.5 * off.tp_comm[0]
-    assert on.compute[0] == off.compute[0] and on.dp_comm[0] == off.dp_comm[0]
+    assert on.compute[0] == off.compute[0]
+    # the gradient reduction hid behind the compute stream's TP waits too: with those hidden
+    # in the GEMMs it has less to hide behind, never more
+    assert on.dp_comm[0] >= off.dp_comm[0]
     assert on.time[0] < off.time[0]
 
 

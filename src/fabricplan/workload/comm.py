@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fabricplan.collectives import CommSystem, SystemArrays, build_system, sweep
 from fabricplan.collectives.model import A
+from fabricplan.collectives.nccl_constants import MAX_CTAS, RUNTIME_CHANNEL_FACTOR
 from fabricplan.congestion.network_backend import (
     DEFAULT_BACKEND,
     NO_CONGESTION,
@@ -61,19 +63,45 @@ def _base_arrays(hw: Hardware) -> SystemArrays:
     return SystemArrays.of([base_system(hw)])
 
 
-def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemArrays:
-    """Communicators of ``size`` ranks ``stride`` apart, one per plan (arrays of shape (N,))."""
-    base = _base_arrays(hw)
-    n = len(size)
+def _layout(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Ranks per node, nodes, NICs used per node and the NIC share each of those carries, of
+    groups of ``size`` ranks ``stride`` apart (all groups run at once, each on its own share
+    of the node's NICs)."""
     k, m = float(hw.gpus_per_node), float(hw.nics_per_node)
     per_node = np.clip(np.floor(k / np.maximum(stride, 1)), 1, None)  # group ranks per node
     per_node = np.minimum(per_node, size)
     nodes = np.maximum(np.ceil(size / per_node), 1)
-    # the group's ranks use their own share of the node's NICs (all groups run at once)
     nic_share = m * per_node / k
     nics = np.maximum(np.floor(nic_share), 1)
-    nic_bw = base.nic[0] * np.minimum(nic_share / nics, 1.0)
-    return replace(base.take(np.zeros(n, dtype=int)), nodes=nodes, k=per_node, m=nics, nic=nic_bw)
+    return per_node, nodes, nics, np.minimum(nic_share / nics, 1.0)
+
+
+def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemArrays:
+    """Communicators of ``size`` ranks ``stride`` apart, one per plan (arrays of shape (N,))."""
+    base = _base_arrays(hw)
+    per_node, nodes, nics, nic_part = _layout(hw, size, stride)
+    one_each = base.take(np.zeros(len(size), dtype=int))
+    return replace(one_each, nodes=nodes, k=per_node, m=nics, nic=base.nic[0] * nic_part)
+
+
+def spans_nodes(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarray:
+    """Whether groups of ``size`` ranks ``stride`` apart cross the network (shape (N,))."""
+    size, stride = np.atleast_1d(size).astype(float), np.atleast_1d(stride).astype(float)
+    size, stride = np.broadcast_arrays(size, stride)
+    return (size > 1) & (_layout(hw, size, stride)[1] > 1)
+
+
+def nccl_sm_share(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarray:
+    """Share of the GPU's SMs a collective of such a group holds while it runs: one thread
+    block per channel (NCCL launches a CTA per channel), with the ring channels the collective
+    model gives the group (one per NIC across nodes, one per GPU inside a node, doubled at run
+    time, ``RUNTIME_CHANNEL_FACTOR``), at most NCCL_MAX_CTAS. 0 where the group has one rank."""
+    size, stride = np.atleast_1d(size).astype(float), np.atleast_1d(stride).astype(float)
+    size, stride = np.broadcast_arrays(size, stride)
+    per_node, nodes, nics, _ = _layout(hw, size, stride)
+    found = np.where(nodes > 1, nics, per_node)
+    channels = np.minimum(RUNTIME_CHANNEL_FACTOR * found, MAX_CTAS)
+    return np.where(size > 1, channels / hw.gpu.sm_count, 0.0)
 
 
 def congestion_factor(

@@ -22,17 +22,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fabricplan.workload.overlap import sm_tax
+
 # Pieces a pipelined GEMM + reduce-scatter is cut into (TransformerEngine initialize_ub default
 # num_splits = 4).
 UB_SPLITS = 4
 # SMs a pipeline or bulk communicator occupies (TransformerEngine initialize_ub default
 # num_sm = 16); ring exchange moves data with the copy engines and takes none.
 UB_COMM_SMS = 16
-
-
-def _sm_tax(comm: np.ndarray, gemm: np.ndarray, sm_share: float) -> np.ndarray:
-    """Extra GEMM time while a communicator holds ``sm_share`` of the SMs beside it."""
-    return np.minimum(comm, gemm) * sm_share / (1.0 - sm_share)
 
 
 def ring_exchange(comm: ArrayLike, gemm: ArrayLike, tp: ArrayLike) -> np.ndarray:
@@ -48,13 +45,13 @@ def pipelined(comm: ArrayLike, gemm: ArrayLike, sm_share: float) -> np.ndarray:
     n = UB_SPLITS
     hidden = (n - 1) / n
     return ((n - 1) * np.maximum(comm - gemm, 0.0) / n + comm / n
-            + _sm_tax(comm * hidden, gemm * hidden, sm_share))  # fmt: skip
+            + sm_tax(comm * hidden, gemm * hidden, sm_share))  # fmt: skip
 
 
 def bulk(comm: ArrayLike, gemm: ArrayLike, sm_share: float) -> np.ndarray:
     """A collective beside an independent GEMM: only what outlasts the GEMM shows."""
     comm, gemm = np.asarray(comm, dtype=float), np.asarray(gemm, dtype=float)
-    return np.maximum(comm - gemm, 0.0) + _sm_tax(comm, gemm, sm_share)
+    return np.maximum(comm - gemm, 0.0) + sm_tax(comm, gemm, sm_share)
 
 
 def exposed_per_layer(

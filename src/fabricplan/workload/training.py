@@ -12,10 +12,12 @@ Korthikanti et al. 2022):
 - pipeline: one activation send per micro-batch and chunk each way, split over the TP ranks
   (scatter/gather), with the 1F1B bubble of (pp - 1) / vp micro-batch times;
 - data parallel: gradient all-reduce, or reduce-scatter + all-gather under ZeRO, overlapped
-  with the last backward pass (and the next forward) when ``overlap_dp``; ZeRO-3 also gathers
-  weights every micro-batch, hidden behind compute where it can be;
-- expert parallel: dispatch and combine all-to-alls per MoE layer, each pass;
-- context parallel: ring exchange of K/V blocks, overlapped with the attention it feeds.
+  bucket by bucket with the last backward pass (and the next forward) when ``overlap_dp``;
+  ZeRO-3 instead gathers each layer's weights in every micro-batch's forward and backward and
+  reduce-scatters its gradients in the backward, one layer ahead as FSDP prefetches;
+- expert parallel: dispatch and combine all-to-alls per MoE layer, each pass, exposed;
+- context parallel: ring exchange of K/V blocks, each step behind one block's attention.
+What hides, and what hidden communication costs the compute beside it, is :mod:`.overlap`'s.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import numpy as np
 
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.workload.attention import attention_rates
-from fabricplan.workload.comm import collectives_s
+from fabricplan.workload.comm import collectives_s, nccl_sm_share, spans_nodes
 from fabricplan.workload.memory import Memory, memory, params_per_gpu
+from fabricplan.workload.overlap import data_parallel_exposed, ddp_bucket_params, sm_tax
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans, hbm_bytes_per_s, matmul_flops
 from fabricplan.workload.shapes import (
     ACT_BYTES,
@@ -39,7 +42,7 @@ from fabricplan.workload.shapes import (
     Shape,
     model_flops_per_token,
 )
-from fabricplan.workload.tp_overlap import UB_COMM_SMS, exposed_per_layer
+from fabricplan.workload.tp_overlap import UB_COMM_SMS, exposed_per_layer, ring_exchange
 
 # The backward pass of a matmul computes the input and the weight gradients: twice the forward
 # FLOPs (Narayanan et al. SC'21, Sec. 5.1: forward + backward = 3x the forward).
@@ -51,10 +54,6 @@ FLASH_BACKWARD_FACTOR = 2.5
 # Adam step per weight: read FP32 master, momentum, variance, gradient (16 B), write the first
 # three and the BF16 weight (14 B).
 OPTIMIZER_STEP_BYTES = 30.0
-# Megatron-Core's default data-parallel bucket: max(40M, 1M x DP size) parameters
-# (DistributedDataParallelConfig.bucket_size, megatron/core/distributed, core v0.7).
-DDP_BUCKET_MIN_PARAMS = 40_000_000
-DDP_BUCKET_PARAMS_PER_RANK = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -71,26 +70,24 @@ class Step:
     dp_comm_total: np.ndarray
     bubble: np.ndarray
     optimizer: np.ndarray
+    overlap_slowdown: np.ndarray  # compute lost to communication kernels running beside it
     tokens: np.ndarray  # per step
     model_flops: np.ndarray  # per step, matmul weights + attention (Megatron's MFU count)
     hw_flops: np.ndarray  # per step, with recomputation (Megatron's count)
     memory: Memory
+    # all the communication of each stream per step, hidden or not
+    tp_comm_total: np.ndarray
+    ep_comm_total: np.ndarray
+    cp_comm_total: np.ndarray
 
     @property
     def comm_exposed(self) -> np.ndarray:
         return self.tp_comm + self.pp_comm + self.ep_comm + self.cp_comm + self.dp_comm
 
     def breakdown(self, i: int = 0) -> dict[str, float]:
-        parts = ("compute", "tp_comm", "pp_comm", "ep_comm", "cp_comm", "dp_comm", "bubble",
-                 "optimizer")  # fmt: skip
+        parts = ("compute", "overlap_slowdown", "tp_comm", "pp_comm", "ep_comm", "cp_comm",
+                 "dp_comm", "bubble", "optimizer")  # fmt: skip
         return {f"{p}_s": float(getattr(self, p)[i]) for p in parts}
-
-
-def ddp_bucket_params(dp: np.ndarray) -> np.ndarray:
-    """Parameters per data-parallel bucket: Megatron-Core's default, max(40M, 1M x DP size)
-    (``DistributedDataParallelConfig.bucket_size``, megatron/core/distributed), so that larger
-    DP groups get larger, less latency-bound buckets."""
-    return np.maximum(DDP_BUCKET_MIN_PARAMS, DDP_BUCKET_PARAMS_PER_RANK * np.asarray(dp, float))
 
 
 def training_step(
@@ -136,11 +133,11 @@ def training_step(
     # communication: every collective of the step, priced in one batch per op
     act_bytes = tokens * h * ACT_BYTES
     passes = 2 + rec_passes  # forward, backward, and the recomputed forward
-    per_layer = TP_COLLECTIVES_PER_LAYER * passes  # TP (and EP) collectives per layer
     one = np.ones(len(p))
     n = params_per_gpu(s, p)
     expert_n = s.params_expert / (p.tp * p.pp * p.ep)
     dense_n = n - expert_n
+    layers_here = s.layers / p.pp
     group = p.dp * p.cp
     expert_group = np.maximum(group / p.ep, 1)
     tp_sp = sp_div  # sequence parallel: reduce-scatter + all-gather instead
@@ -149,6 +146,15 @@ def training_step(
     dpz = np.where(p.zero >= 1, group, 1)
     ep0 = np.where(p.zero >= 1, 1, expert_group)
     epz = np.where(p.zero >= 1, expert_group, 1)
+    # ZeRO-3 reduces and gathers layer by layer in every micro-batch (FSDP units: one per
+    # layer, and the root with the embedding and output head), not once per step
+    z3 = p.zero >= 3
+    layer_dense = (s.params_total - s.params_embedding - s.params_expert) / (p.tp * p.pp)
+    z3_dense = np.where(z3, layer_dense / layers_here, 0.0)
+    z3_expert = np.where(z3, expert_n / layers_here, 0.0)
+    z3_root = np.where(z3, dense_n - layer_dense, 0.0)
+    step_dense, step_expert = np.where(z3, 0.0, dense_n), np.where(z3, 0.0, expert_n)
+    wb, gb = WEIGHT_BYTES, p.grad_bytes
     ring, a2a, pipe = "ring-allreduce", "alltoall", "pipeline"
     (
         tp_ar_t,
@@ -163,6 +169,12 @@ def training_step(
         ex_ar,
         ex_rs,
         ex_ag,
+        z3_ag,
+        z3_rs,
+        z3x_ag,
+        z3x_rs,
+        root_ag,
+        root_rs,
     ) = collectives_s(
         hw,
         [
@@ -173,17 +185,25 @@ def training_step(
             ("sendrecv", p.cp, p.tp, tokens * s.kv_elems * ACT_BYTES, ring),
             # scatter/gather: each TP rank sends its slice of the activations on its own NIC
             ("sendrecv", np.where(p.pp > 1, 2, 1), p.tp * p.cp * p.dp, act_bytes / p.tp, pipe),
-            ("all_reduce", dp0, p.tp, dense_n * p.grad_bytes, ring),
-            ("reduce_scatter", dpz, p.tp, dense_n * p.grad_bytes, ring),
-            ("all_gather", dpz, p.tp, dense_n * WEIGHT_BYTES, ring),
-            ("all_reduce", ep0, p.tp * p.ep, expert_n * p.grad_bytes, ring),
-            ("reduce_scatter", epz, p.tp * p.ep, expert_n * p.grad_bytes, ring),
-            ("all_gather", epz, p.tp * p.ep, expert_n * WEIGHT_BYTES, ring),
+            ("all_reduce", dp0, p.tp, step_dense * gb, ring),
+            ("reduce_scatter", dpz, p.tp, step_dense * gb, ring),
+            ("all_gather", dpz, p.tp, step_dense * wb, ring),
+            ("all_reduce", ep0, p.tp * p.ep, step_expert * gb, ring),
+            ("reduce_scatter", epz, p.tp * p.ep, step_expert * gb, ring),
+            ("all_gather", epz, p.tp * p.ep, step_expert * wb, ring),
+            ("all_gather", dpz, p.tp, z3_dense * wb, ring),
+            ("reduce_scatter", dpz, p.tp, z3_dense * gb, ring),
+            ("all_gather", epz, p.tp * p.ep, z3_expert * wb, ring),
+            ("reduce_scatter", epz, p.tp * p.ep, z3_expert * gb, ring),
+            ("all_gather", dpz, p.tp, z3_root * wb, ring),
+            ("reduce_scatter", dpz, p.tp, z3_root * gb, ring),
         ],
         backend,
     )
 
-    tp_layer = per_layer * (tp_ar_t + tp_rs_t + tp_ag_t)
+    # what the compute stream waits for in one layer (MoE averaged over the stage), per pass
+    tp_one = TP_COLLECTIVES_PER_LAYER * (tp_ar_t + tp_rs_t + tp_ag_t)
+    tp_f, tp_b = tp_one, tp_one * (1 + rec_passes)  # the backward redoes the forward's
     if p.tp_comm_overlap:
         # userbuffers: only with sequence parallelism and TP inside the NVLink domain
         on = p.sp & (p.tp > 1) & (p.tp <= hw.gpus_per_node)
@@ -192,16 +212,34 @@ def training_step(
             tp_ag_t, tp_rs_t, g * s.attn_in_flops, g * s.attn_out_flops, g * s.ffn_in_flops,
             g * s.ffn_out_flops, p.tp, UB_COMM_SMS / hw.gpu.sm_count,
         )  # fmt: skip
-        forwards = 1 + rec_passes  # the forward pass and the recomputed one
-        tp_layer = np.where(on, ov_fwd * forwards + ov_bwd, tp_layer)
-    ep_layer = per_layer * ep_one
-    cp_ring = (p.cp - 1) * kv_one  # K/V blocks go round the ring behind the attention they feed
-    # backward: K/V and their gradients go round (twice the bytes) behind twice the score work
-    cp_bwd = np.maximum(BACKWARD_PER_FORWARD * (cp_ring - score), 0)
-    cp_layer = np.maximum(cp_ring - score, 0) + cp_bwd
+        tp_f, tp_b = np.where(on, ov_fwd, tp_f), np.where(on, ov_bwd + rec_passes * ov_fwd, tp_b)
+    tp_layer = tp_f + tp_b
+    ep_f = TP_COLLECTIVES_PER_LAYER * ep_one * s.moe_layers / s.layers  # dispatch + combine
+    ep_b = ep_f * (1 + rec_passes)
+    # context parallel (Transformer Engine's P2P ring, load-balanced causal split): one K/V
+    # block moves per step while the attention of the block already there runs, so each
+    # transfer hides only behind one block's attention (1 / cp of it); in the backward K/V and
+    # their gradients go round, twice the bytes, behind the backward's attention
+    cp_ring = (p.cp - 1) * kv_one
+    cp_f = ring_exchange(cp_ring, score, p.cp)
+    cp_b = ring_exchange(BACKWARD_PER_FORWARD * cp_ring, score_bwd, p.cp)
+    cp_layer = cp_f + cp_b
+    cp_hidden = PASSES_FWD_BWD * cp_ring - cp_layer
 
-    layers_here = s.layers / p.pp
-    moe_here = s.moe_layers / p.pp
+    # Data-parallel traffic hides behind the compute stream (compute and the communication it
+    # waits for) but shares the NICs with the other streams that cross the network: while
+    # those use the NIC, the data-parallel stream does not get it (their bandwidths add up).
+    dp_sm = nccl_sm_share(hw, group, p.tp)
+    dp_nic = spans_nodes(hw, group, p.tp)
+    tp_nic, ep_nic = spans_nodes(hw, p.tp, one), spans_nodes(hw, p.ep, p.tp * p.cp)
+    cp_nic = spans_nodes(hw, p.cp, p.tp)
+    busy_f = fwd + tp_f + ep_f + cp_f
+    busy_b = bwd + recompute + tp_b + ep_b + cp_b
+    nic_f = tp_f * tp_nic + ep_f * ep_nic + cp_ring * cp_nic
+    nic_b = tp_b * tp_nic + ep_b * ep_nic + BACKWARD_PER_FORWARD * cp_ring * cp_nic
+    win_f = np.maximum(busy_f - dp_nic * nic_f, 0.0)
+    win_b = np.maximum(busy_b - dp_nic * nic_b, 0.0)
+
     m = p.microbatches
     # unfused accumulation: FP16 autograd skips it on the first micro-batch, see Plans
     accum_share = (m - 1) / m if p.precision == "fp16" else 1.0
@@ -209,37 +247,36 @@ def training_step(
     compute_mb = layers_here * (fwd + bwd + recompute) + logits + accumulate
     pp_mb = 2 * p.vp * pp_one
     tp_mb = layers_here * tp_layer
-    ep_mb = moe_here * ep_layer
+    ep_mb = layers_here * (ep_f + ep_b)
     cp_mb = layers_here * cp_layer
     per_mb = compute_mb + tp_mb + ep_mb + cp_mb + pp_mb
     bubble_mbs = (p.pp - 1) / p.vp
 
     grad_t = dp_ar + dp_rs + ex_ar + ex_rs
     param_t = dp_ag + ex_ag
-    dp_total = grad_t + param_t
-    if p.overlap_dp:
-        # overlapped bucket by bucket: the last gradient bucket is filled only when the
-        # backward pass ends, and the first parameter bucket is needed before the forward pass
-        # starts, so neither hides behind compute
-        bucket = np.minimum(ddp_bucket_params(p.dp * p.cp) / np.maximum(n, 1.0), 1.0)
-        dp_exposed = np.maximum(grad_t - layers_here * bwd, bucket * grad_t) + np.maximum(
-            param_t - layers_here * fwd, bucket * param_t
-        )
-    else:
-        dp_exposed = dp_total
-    # ZeRO-3 gathers the weights again in every micro-batch's forward and backward: the same
-    # all-gathers as the ZeRO parameter gather above
-    z3 = 2 * np.where(p.zero >= 3, param_t, 0.0)
-    dp_total = dp_total + z3 * m
-    dp_exposed = dp_exposed + np.maximum(z3 - compute_mb, 0) * m
+    z3_gather, z3_reduce = z3_ag + z3x_ag, z3_rs + z3x_rs
+    dp_total = (
+        grad_t + param_t + m * (root_ag + root_rs + layers_here * (2 * z3_gather + z3_reduce))
+    )
+    bucket = np.minimum(ddp_bucket_params(group) / np.maximum(n, 1.0), 1.0)
+    head_bwd = logits * BACKWARD_PER_FORWARD / PASSES_FWD_BWD
+    z3_traffic = (z3_gather, z3_reduce, root_ag, root_rs)
+    dp_exposed = data_parallel_exposed(
+        grad_t, param_t, bucket, z3_traffic, win_f, win_b, head_bwd, layers_here, m, p.overlap_dp
+    )
+    # communication kernels beside compute hold SMs that the compute loses (see overlap)
+    cp_sm = nccl_sm_share(hw, p.cp, p.tp)
+    slowdown = sm_tax(
+        np.maximum(dp_total - dp_exposed, 0.0), dp_total, dp_sm
+    ) + m * layers_here * sm_tax(cp_hidden, score + score_bwd, cp_sm)
 
     optimizer = n / dpz * OPTIMIZER_STEP_BYTES / hbm  # ZeRO >= 1 shards the optimizer step
-    time = (m + bubble_mbs) * per_mb + dp_exposed + optimizer
-    # The data-parallel stream (gradient reductions, parameter gathers, ZeRO-3's re-gathers)
-    # runs on one communicator, one collective after another, and must end before the
-    # optimizer step: however much compute runs beside it, a step is never shorter than that
-    # stream. Each overlap above is bounded by the compute it hides behind, but they share
-    # that compute; this bound keeps their sum honest.
+    time = (m + bubble_mbs) * per_mb + dp_exposed + optimizer + slowdown
+    # The data-parallel stream (gradient reductions, parameter gathers, ZeRO-3's per-layer
+    # traffic) runs on one communicator, one collective after another, and must end before
+    # the optimizer step: however much compute runs beside it, a step is never shorter than
+    # that stream. Each overlap above is bounded by the compute it hides behind, but they
+    # share that compute; this bound keeps their sum honest.
     short = np.maximum(dp_total + optimizer - time, 0.0)
     dp_exposed = dp_exposed + short
     time = time + short
@@ -259,8 +296,16 @@ def training_step(
         dp_comm_total=dp_total,
         bubble=bubble_mbs * per_mb,
         optimizer=optimizer,
+        overlap_slowdown=slowdown,
         tokens=tok,
         model_flops=model_flops,
         hw_flops=hw_flops,
         memory=memory(s, p, hw),
+        tp_comm_total=m
+        * layers_here
+        * TP_COLLECTIVES_PER_LAYER
+        * passes
+        * (tp_ar_t + tp_rs_t + tp_ag_t),
+        ep_comm_total=m * ep_mb,
+        cp_comm_total=m * layers_here * PASSES_FWD_BWD * cp_ring,
     )
