@@ -44,8 +44,11 @@ def pipelined(comm: ArrayLike, gemm: ArrayLike, sm_share: float) -> np.ndarray:
     comm, gemm = np.asarray(comm, dtype=float), np.asarray(gemm, dtype=float)
     n = UB_SPLITS
     hidden = (n - 1) / n
-    return ((n - 1) * np.maximum(comm - gemm, 0.0) / n + comm / n
-            + sm_tax(comm * hidden, gemm * hidden, sm_share))  # fmt: skip
+    return (
+        (n - 1) * np.maximum(comm - gemm, 0.0) / n
+        + comm / n
+        + sm_tax(comm * hidden, gemm * hidden, sm_share)
+    )
 
 
 def bulk(comm: ArrayLike, gemm: ArrayLike, sm_share: float) -> np.ndarray:

@@ -85,8 +85,17 @@ class Step:
         return self.tp_comm + self.pp_comm + self.ep_comm + self.cp_comm + self.dp_comm
 
     def breakdown(self, i: int = 0) -> dict[str, float]:
-        parts = ("compute", "overlap_slowdown", "tp_comm", "pp_comm", "ep_comm", "cp_comm",
-                 "dp_comm", "bubble", "optimizer")  # fmt: skip
+        parts = (
+            "compute",
+            "overlap_slowdown",
+            "tp_comm",
+            "pp_comm",
+            "ep_comm",
+            "cp_comm",
+            "dp_comm",
+            "bubble",
+            "optimizer",
+        )
         return {f"{p}_s": float(getattr(self, p)[i]) for p in parts}
 
 
