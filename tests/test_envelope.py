@@ -221,3 +221,15 @@ def test_advise_carries_the_record_per_fabric():
         assert {o["dimension"] for o in v["outside"]} == {"gpus", "zero"}
     text = " ".join(run(*args).stdout.split())
     assert "warning: ib-ndr, roce-400g: outside the validated range: GPU count 16" in text
+
+
+def test_validate_suite_envelope():
+    a100, h100 = json.loads(run("validate", "--suite", "envelope", "--json").stdout)
+    assert (a100["gpu"], a100["runs"], h100["gpu"], h100["runs"]) == ("A100", 22, "H100", 12)
+    assert h100["spans"]["gpus"] == [48, 16384] and h100["spans"]["ep"] == [1, 1]
+    assert a100["choices"]["precision"] == ["bf16", "fp16"] and h100["choices"]["zero"] == [1, 2]
+    assert h100["errors"]["worst_abs"] == max(abs(r.error) for r in envelopes()["h100"].runs)
+    text = run("validate", "--suite", "envelope").stdout
+    assert "48-16,384" in text and "1.65B-1,008B" in text
+    refused = run("validate", "--suite", "envelope", "--congestion", "none")
+    assert refused.returncode == 2 and "runs no model" in refused.stderr

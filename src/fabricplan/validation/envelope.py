@@ -173,9 +173,11 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def _shown(dimension: str, v: object) -> str:
+def shown(dimension: str, v: Any) -> str:
+    """A dimension's value as the envelope prints it: 70.6B, 1,008B, 16,384, MoE."""
     if dimension == "params":
-        return f"{float(v) / 1e9:,.3g}B"  # type: ignore[arg-type]
+        b = v / 1e9
+        return f"{b:,.0f}B" if b >= 100 else f"{b:.3g}B"
     if dimension == "moe":
         return "MoE" if v else "dense"
     return f"{v:,}" if isinstance(v, int) else str(v)
@@ -188,30 +190,51 @@ class Envelope:
     name: str  # "H100", or ALL_GPUS
     runs: tuple[ValidatedRun, ...]
 
+    def span(self, dim: str) -> tuple[int, int]:
+        """The least and greatest value of a numeric dimension over the runs."""
+        values = [getattr(r, dim) for r in self.runs]
+        return min(values), max(values)
+
+    def span_text(self, dim: str) -> str:
+        """The span as printed: 48-16,384, or 1 when every run has the same value."""
+        lo, hi = self.span(dim)
+        return shown(dim, lo) + ("" if lo == hi else f"-{shown(dim, hi)}")
+
+    def choices(self, dim: str) -> list[Any]:
+        """The values a categorical dimension takes over the runs."""
+        return sorted({getattr(r, dim) for r in self.runs})
+
     def outside(self, c: Configuration) -> list[Outside]:
         where = "" if self.name == ALL_GPUS else f" on {self.name}"
         out = []
         for dim, label in SPANS:
-            lo = min(getattr(r, dim) for r in self.runs)
-            hi = max(getattr(r, dim) for r in self.runs)
-            v = _shown(dim, getattr(c, dim))
+            lo, hi = self.span(dim)
             if lo <= getattr(c, dim) <= hi:
                 continue
+            v, seen = shown(dim, getattr(c, dim)), self.span_text(dim)
             if lo == hi:
-                seen = _shown(dim, lo)
                 why = f"{label} {v} never validated{where} (validated: {seen} only)"
             else:
-                seen = f"{_shown(dim, lo)}-{_shown(dim, hi)}"
                 why = f"{label} {v} outside the validated {seen}{where}"
             out.append(Outside(dim, v, seen, why))
         for dim, label in CHOICES:
-            values = sorted({getattr(r, dim) for r in self.runs})
+            values = self.choices(dim)
             if getattr(c, dim) in values:
                 continue
-            v = _shown(dim, getattr(c, dim))
-            seen = ", ".join(_shown(dim, x) for x in values)
+            v = shown(dim, getattr(c, dim))
+            seen = ", ".join(shown(dim, x) for x in values)
             out.append(Outside(dim, v, seen, f"{label} {v} never validated{where} ({seen} only)"))
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.name,
+            "runs": len(self.runs),
+            "suites": list(dict.fromkeys(r.suite for r in self.runs)),
+            "spans": {d: list(self.span(d)) for d, _ in SPANS},
+            "choices": {d: self.choices(d) for d, _ in CHOICES},
+            "errors": Errors.of(self.runs).to_dict(),
+        }
 
     def nearest(self, c: Configuration) -> tuple[ValidatedRun, ...]:
         def distance(r: ValidatedRun) -> float:
