@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import fields, replace
+from dataclasses import replace
 from statistics import median
 
 import pytest
@@ -18,7 +18,6 @@ from fabricplan.validation.envelope import (
     NEAREST_RUNS,
     SERVING,
     SPANS,
-    Configuration,
     check,
     envelopes,
     validation_of,
@@ -27,6 +26,7 @@ from fabricplan.validation.record_errors import current_checks
 from fabricplan.validation.runs import (
     SUITE_HELD_BACK,
     SUITE_TRAINING,
+    ValidatedRun,
     load_rows,
     recorded_errors,
     suite_files,
@@ -37,12 +37,7 @@ from test_cli import run
 RUNS = validated_runs()
 
 
-def config_of(run_: object) -> Configuration:
-    """The configuration a validated run describes."""
-    return Configuration(**{f.name: getattr(run_, f.name) for f in fields(Configuration)})
-
-
-def by_label(label: str) -> object:
+def by_label(label: str) -> ValidatedRun:
     (r,) = [r for r in RUNS if r.label == label]
     return r
 
@@ -52,7 +47,7 @@ def test_every_published_row_is_read_with_its_recorded_error():
     assert len(RUNS) == len(rows) == 34
     assert sum(r.suite == SUITE_TRAINING for r in RUNS) == 10  # Table 1
     assert sum(r.suite == SUITE_HELD_BACK for r in RUNS) == 24
-    assert {r.gpu for r in RUNS} == {"a100", "h100"}
+    assert {r.config.gpu for r in RUNS} == {"a100", "h100"}
     assert len(recorded_errors()) == 34
 
 
@@ -69,17 +64,17 @@ def test_spans_are_the_min_and_max_of_the_rows_on_each_gpu():
     h100 = [r for r in rows if r["gpu"] == "h100"]
     env = envelopes()["h100"]
     assert env.name == "H100" and len(env.runs) == len(h100) == 12
-    gpus = [r.gpus for r in env.runs]
+    gpus = [r.config.gpus for r in env.runs]
     assert (min(gpus), max(gpus)) == (min(r["gpus"] for r in h100), max(r["gpus"] for r in h100))
     assert (min(gpus), max(gpus)) == (48, 16384)
     # context parallel: only Llama 3's 131k run uses it
-    assert max(r.cp for r in env.runs) == 16 and min(r.cp for r in env.runs) == 1
-    assert {r.zero for r in env.runs} == {1, 2}
+    assert env.span("cp") == (1, 16)
+    assert env.choices("zero") == [1, 2]
 
 
 def test_acceptance_row_is_inside_with_its_errors():
     row = by_label("76.1B")  # Table 1: 1,024 A100, TP 8, PP 4
-    v = check(config_of(row))
+    v = check(row.config)
     assert v.inside and v.outside == () and v.compared_on == "A100"
     # its nearest runs on A100 (log2 distance over size, GPUs, tp, pp, cp, sequence)
     assert [r.label for r in v.nearest] == ["76.1B", "145.6B", "39.1B", "176B 384 GPUs", "310.1B"]
@@ -98,7 +93,7 @@ def test_acceptance_row_is_inside_with_its_errors():
 
 
 def test_b200_is_outside_compared_with_every_gpu():
-    c = replace(config_of(by_label("462B 6144 GPUs")), gpu="b200", gpus=4096, dp=32)
+    c = replace(by_label("462B 6144 GPUs").config, gpu="b200", gpus=4096, dp=32)
     v = check(c)
     assert not v.inside and v.compared_on == ALL_GPUS
     assert [o.dimension for o in v.outside] == ["gpu"]
@@ -110,7 +105,7 @@ def test_b200_is_outside_compared_with_every_gpu():
 
 def test_expert_parallel_fp8_zero3_and_tcp_are_never_validated():
     c = replace(
-        config_of(by_label("70B 768 GPUs")),
+        by_label("70B 768 GPUs").config,
         ep=8,
         moe=True,
         precision="fp8",
@@ -132,7 +127,7 @@ def test_expert_parallel_fp8_zero3_and_tcp_are_never_validated():
 
 
 def test_a_size_beyond_the_runs_names_the_range():
-    c = replace(config_of(by_label("1.7B 48 GPUs")), gpus=16, dp=16)
+    c = replace(by_label("1.7B 48 GPUs").config, gpus=16, dp=16)
     (o,) = check(c).outside
     assert o.dimension == "gpus" and o.validated == "48-16,384"
     assert o.reason == "GPU count 16 outside the validated 48-16,384 on H100"
@@ -158,28 +153,27 @@ def test_frontier_example_is_nearest_to_llama3(cat):
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(RUNS))
 def test_a_configuration_matching_a_run_is_inside(row):
-    v = check(config_of(row))
+    v = check(row.config)
     assert v.inside and v.outside == ()
     assert len(v.nearest) == NEAREST_RUNS
     # the nearest run is the row itself, or one with the same shape (Korthikanti's twin rows)
     first = v.nearest[0]
-    assert all(getattr(first, d) == getattr(row, d) for d in NEAR_DIMENSIONS)
+    assert all(getattr(first.config, d) == getattr(row.config, d) for d in NEAR_DIMENSIONS)
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_within_every_span_is_inside_and_beyond_one_is_outside(data):
     row = data.draw(st.sampled_from(RUNS))
-    env = envelopes()[row.gpu]
+    env = envelopes()[row.config.gpu]
     values = {}
     for dim, _ in SPANS:
-        lo = min(getattr(r, dim) for r in env.runs)
-        hi = max(getattr(r, dim) for r in env.runs)
+        lo, hi = env.span(dim)
         values[dim] = data.draw(st.integers(lo, hi), label=dim)
-    inside = replace(config_of(row), **values)
+    inside = replace(row.config, **values)
     assert check(inside).inside
     dim = data.draw(st.sampled_from([d for d, _ in SPANS]), label="beyond")
-    hi = max(getattr(r, dim) for r in env.runs)
+    _, hi = env.span(dim)
     beyond = replace(inside, **{dim: math.ceil(hi * 1.5) + 1})
     assert [o.dimension for o in check(beyond).outside] == [dim]
 

@@ -29,7 +29,7 @@ from typing import Any
 from fabricplan.catalog import Catalog
 from fabricplan.catalog.architecture import count_params
 from fabricplan.scenario import Scenario
-from fabricplan.validation.runs import ValidatedRun, validated_runs
+from fabricplan.validation.runs import Configuration, ValidatedRun, validated_runs
 
 # Numeric dimensions: (field, how it is named). Nearness is measured on the log2 of those in
 # NEAR_DIMENSIONS, so that doubling any of them counts the same.
@@ -59,27 +59,6 @@ ALL_GPUS = "any validated GPU"
 
 
 @dataclass(frozen=True)
-class Configuration:
-    """What the envelope compares: one training job on one fabric."""
-
-    gpu: str
-    fabric_family: str
-    params: int
-    moe: bool
-    attention: str
-    gpus: int
-    tp: int
-    pp: int
-    dp: int
-    cp: int
-    ep: int
-    vp: int
-    zero: int
-    precision: str
-    seq_len: int
-
-
-@dataclass(frozen=True)
 class Outside:
     """One dimension on which a configuration leaves the envelope."""
 
@@ -104,6 +83,10 @@ class Errors:
 
     def to_dict(self) -> dict[str, Any]:
         return {"runs": self.runs, "median_abs": self.median_abs, "worst_abs": self.worst_abs}
+
+    @staticmethod
+    def as_dict(e: Errors | None) -> dict[str, Any] | None:
+        return None if e is None else e.to_dict()
 
 
 @dataclass(frozen=True)
@@ -130,12 +113,8 @@ class Validation:
             "compared_on": self.compared_on,
             "nearest": [r.to_dict() for r in self.nearest],
             "suites": list(self.suites),
-            "nearest_errors": None
-            if self.nearest_errors is None
-            else self.nearest_errors.to_dict(),
-            "envelope_errors": None
-            if self.envelope_errors is None
-            else self.envelope_errors.to_dict(),
+            "nearest_errors": Errors.as_dict(self.nearest_errors),
+            "envelope_errors": Errors.as_dict(self.envelope_errors),
             "summary": self.summary(),
         }
 
@@ -192,7 +171,7 @@ class Envelope:
 
     def span(self, dim: str) -> tuple[int, int]:
         """The least and greatest value of a numeric dimension over the runs."""
-        values = [getattr(r, dim) for r in self.runs]
+        values = [getattr(r.config, dim) for r in self.runs]
         return min(values), max(values)
 
     def span_text(self, dim: str) -> str:
@@ -202,7 +181,7 @@ class Envelope:
 
     def choices(self, dim: str) -> list[Any]:
         """The values a categorical dimension takes over the runs."""
-        return sorted({getattr(r, dim) for r in self.runs})
+        return sorted({getattr(r.config, dim) for r in self.runs})
 
     def outside(self, c: Configuration) -> list[Outside]:
         where = "" if self.name == ALL_GPUS else f" on {self.name}"
@@ -240,7 +219,7 @@ class Envelope:
         def distance(r: ValidatedRun) -> float:
             return math.dist(
                 [math.log2(getattr(c, d)) for d in NEAR_DIMENSIONS],
-                [math.log2(getattr(r, d)) for d in NEAR_DIMENSIONS],
+                [math.log2(getattr(r.config, d)) for d in NEAR_DIMENSIONS],
             )
 
         return tuple(sorted(self.runs, key=distance)[:NEAREST_RUNS])
@@ -250,8 +229,8 @@ class Envelope:
 def envelopes() -> dict[str, Envelope]:
     """GPU id -> its envelope, once per process."""
     runs = validated_runs()
-    gpus = dict.fromkeys(r.gpu for r in runs)
-    return {g: Envelope(g.upper(), tuple(r for r in runs if r.gpu == g)) for g in gpus}
+    gpus = dict.fromkeys(r.config.gpu for r in runs)
+    return {g: Envelope(g.upper(), tuple(r for r in runs if r.config.gpu == g)) for g in gpus}
 
 
 def check(c: Configuration) -> Validation:

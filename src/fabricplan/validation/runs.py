@@ -76,17 +76,12 @@ def row_model(r: dict[str, Any], cat: Catalog) -> Model:
 
 
 @dataclass(frozen=True)
-class ValidatedRun:
-    """One published training run: the configuration the model was checked on, and its error
-    (predicted / measured throughput - 1) as last recorded."""
+class Configuration:
+    """One training job on one fabric, as the validated envelope compares it."""
 
-    suite: str  # SUITE_TRAINING or SUITE_HELD_BACK
-    source: str
-    label: str
     gpu: str
-    fabric: str
     fabric_family: str
-    params: int  # counted from the model's dimensions, as for a scenario's model
+    params: int  # counted from the model's dimensions (``count_params``)
     moe: bool
     attention: str
     gpus: int
@@ -99,26 +94,29 @@ class ValidatedRun:
     zero: int
     precision: str
     seq_len: int
+
+
+@dataclass(frozen=True)
+class ValidatedRun:
+    """One published training run: the configuration the model was checked on, and its error
+    (predicted / measured throughput - 1) as last recorded."""
+
+    suite: str  # SUITE_TRAINING or SUITE_HELD_BACK
+    source: str
+    label: str
+    fabric: str
+    config: Configuration
     error: float
 
     def to_dict(self) -> dict[str, Any]:
+        c = vars(self.config)
         return {
             "suite": self.suite,
             "source": self.source,
             "label": self.label,
-            "gpu": self.gpu,
             "fabric": self.fabric,
-            "params_b": self.params / 1e9,
-            "gpus": self.gpus,
-            "tp": self.tp,
-            "pp": self.pp,
-            "dp": self.dp,
-            "cp": self.cp,
-            "ep": self.ep,
-            "vp": self.vp,
-            "zero": self.zero,
-            "precision": self.precision,
-            "seq_len": self.seq_len,
+            **{k: v for k, v in c.items() if k != "params"},
+            "params_b": self.config.params / 1e9,
             "error": self.error,
         }
 
@@ -131,13 +129,9 @@ def recorded_errors(path: Path = RECORDED_ERRORS) -> dict[tuple[str, str], float
 
 def _run(suite: str, r: dict[str, Any], cat: Catalog, error: float) -> ValidatedRun:
     model = row_model(r, cat)
-    cp, ep = int(r.get("cp", 1)), int(r.get("ep", 1))
-    return ValidatedRun(
-        suite=suite,
-        source=r["source"],
-        label=row_label(r),
+    cp = int(r.get("cp", 1))
+    config = Configuration(
         gpu=r["gpu"],
-        fabric=r["fabric"],
         fabric_family=cat.fabric(r["fabric"]).family,
         params=count_params(model).total,
         moe=model.moe is not None,
@@ -147,13 +141,13 @@ def _run(suite: str, r: dict[str, Any], cat: Catalog, error: float) -> Validated
         pp=int(r["pp"]),
         dp=int(r["gpus"]) // (r["tp"] * r["pp"] * cp),
         cp=cp,
-        ep=ep,
+        ep=int(r.get("ep", 1)),
         vp=int(r.get("vp", 1)),
         zero=int(r.get("zero", 0)),
         precision=r["precision"],
         seq_len=int(r["seq_len"]),
-        error=error,
     )
+    return ValidatedRun(suite, r["source"], row_label(r), r["fabric"], config, error)
 
 
 @cache
