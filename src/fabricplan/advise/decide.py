@@ -256,7 +256,7 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
             "misses_time_to_production": misses, "ttft_s": p.get("ttft_s"),
             "itl_s": p.get("itl_s"), "network_fraction": p.get("network_fraction"),
             **{k: p.get(k) for k in SERVING_KEYS},
-            "breakdown": p.get("breakdown", {}),
+            "breakdown": p.get("breakdown", {}), "validation": p.get("validation"),
             "not_modelled": not_modelled_by(backend.name, cat.fabric(p["fabric"]).family,
                                             sc.cluster.topology.design),
         })  # fmt: skip

@@ -14,6 +14,7 @@ from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_
 from fabricplan.cli.output import emit_json, fail, show_whole
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cli.time_to_train import time_to_train_table
+from fabricplan.cli.validated_range import validation_lines
 from fabricplan.cost import CostError, dollars, usd
 from fabricplan.workload import WorkloadError
 
@@ -93,6 +94,8 @@ def _show(a: Advice) -> None:
     for line in r["reasons"]:
         console.print(f"  • {line}", highlight=False)
     show_whole(_fabric_table(a))
+    for line in validation_lines(a.fabrics):
+        console.print(line, highlight=False)
     if a.costing.lifecycle:
         console.print(f"[dim]{a.costing.lifecycle}[/]", highlight=False)
     training = [f for f in a.fabrics if f.get("expected_run") is not None]

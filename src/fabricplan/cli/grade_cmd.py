@@ -144,7 +144,7 @@ def _print_grade(d: dict[str, Any]) -> None:
         )
 
 
-SUITES = ("nccl-tests", "training", "held-back", "claims", "packet-level")
+SUITES = ("nccl-tests", "training", "held-back", "claims", "packet-level", "envelope")
 
 
 def validate_cmd(
@@ -153,7 +153,8 @@ def validate_cmd(
         "--suite",
         help="nccl-tests | training (Megatron SC'21) | held-back (other training runs) | "
         "claims (the seeds' claims, as `fabricplan claims`) | packet-level (the congestion "
-        "simulator against a packet-level simulator's recorded runs).",
+        "simulator against a packet-level simulator's recorded runs) | envelope (what the "
+        "training and held-back runs span per GPU, with the model's errors on them).",
     ),
     case: str | None = typer.Option(
         None, "--case", help="packet-level: one case only (e.g. perm128)."
@@ -165,6 +166,16 @@ def validate_cmd(
     """Rerun every published measurement we compare with: predicted vs measured, and the error."""
     if suite not in SUITES:
         fail(f"--suite: {suite!r} is not allowed; use {', '.join(SUITES)}", as_json=as_json)
+    if suite == "envelope":
+        from fabricplan.cli.validated_range import show_envelope
+
+        if congestion is not None:
+            fail(
+                "--congestion: the envelope reads the recorded errors; it runs no model",
+                as_json=as_json,
+            )
+        show_envelope(as_json)
+        return
     if suite == "packet-level":
         from fabricplan.cli.validate_packet import show_packet_level
 

@@ -13,6 +13,7 @@ from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cli.time_to_train import cell, time_to_train_table
+from fabricplan.cli.validated_range import validation_lines
 from fabricplan.workload import WorkloadError, evaluate_scenario
 
 if TYPE_CHECKING:
@@ -161,6 +162,8 @@ def step_cmd(
         for r in results:
             table.add_row(r["fabric"], *(f.format(r[k] * s) for _, k, f, s in _SERVE_COLS))
     console.print(table)
+    for line in validation_lines(results):
+        console.print(line, highlight=False)
     if w.kind != "training":
         console.print(_serving_rates_table(results, p.tp, p.pp))
     note = backend_note(backend)

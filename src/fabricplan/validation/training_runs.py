@@ -19,15 +19,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabricplan.catalog import Catalog, Model, default_catalog
+from fabricplan.catalog import Catalog, default_catalog
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
-from fabricplan.validation.nccl_runs import DATA
+from fabricplan.validation.runs import (
+    ACCEPTANCE,
+    DATA,
+    HELD_BACK,
+    load_rows,
+    row_label,
+    row_model,
+)
+from fabricplan.validation.runs import (
+    gpt_model as gpt_model,  # re-exported: tests build the papers' GPT from here
+)
 from fabricplan.workload import Hardware, Plans, shape_of, training_step
 
 # the issue's acceptance bound for every row
 TFLOPS_TOLERANCE = 0.10
 METRICS = ("hw_tflops_per_gpu", "model_tflops_per_gpu", "mfu", "step_s")
-HELD_BACK = DATA / "held_back"
 
 
 @dataclass(frozen=True)
@@ -54,8 +63,7 @@ class TrainingCheck:
 
     @property
     def label(self) -> str:
-        r = self.row
-        return str(r.get("label") or f"{r.get('params_b', r.get('model'))}B")
+        return row_label(self.row)
 
     def to_dict(self) -> dict[str, Any]:
         r = self.row
@@ -68,24 +76,8 @@ class TrainingCheck:
         }  # fmt: skip
 
 
-def gpt_model(row: dict[str, Any], common: dict[str, Any]) -> Model:
-    """The papers' GPT: LayerNorm with biases, GELU FFN of 4h, learned positions, tied
-    input/output embeddings unless the row says otherwise (Megatron-LM's GPT shares them)."""
-    h = row["hidden"]
-    return Model(
-        id=f"gpt-{row['params_b']}b", name=f"GPT {row['params_b']}B", layers=row["layers"],
-        hidden=h, heads=row["heads"], kv_heads=row["heads"], ffn_hidden=4 * h,
-        vocab=common["vocab"], max_seq_len=common["seq_len"], attention="mha",
-        gated_mlp=False, bias=True, tied_embeddings=row.get("tied_embeddings", True),
-        position_embedding="learned",
-        params_published_b=row["params_b"], source=str(common.get("source", "published run")),
-        as_of="2021-04",
-    )  # fmt: skip
-
-
 def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> TrainingCheck:
-    model = cat.model(r["model"]) if "model" in r else gpt_model(r, r)
-    shape = shape_of(model)
+    shape = shape_of(row_model(r, cat))
     gpu = cat.gpu(r["gpu"])
     hw = Hardware(gpu=gpu, gpus=r["gpus"], gpus_per_node=gpu.node.gpus_per_node,
                   nics_per_node=r.get("nics_per_node", gpu.node.nics_per_node),
@@ -125,9 +117,7 @@ def check_file(
     """The file's rows (only those on ``gpu``, if given) against the model, the network's
     congestion priced by ``backend``."""
     cat = catalog or default_catalog()
-    data = tomllib.loads(path.read_text())
-    rows = ({**data["common"], **row} for row in data["row"])
-    return [_check(r, cat, backend) for r in rows if gpu is None or r["gpu"] == gpu]
+    return [_check(r, cat, backend) for r in load_rows(path) if gpu is None or r["gpu"] == gpu]
 
 
 def check_training(
@@ -137,7 +127,7 @@ def check_training(
     backend: NetworkBackend = DEFAULT_BACKEND,
 ) -> list[TrainingCheck]:
     """The acceptance table: Megatron-LM SC'21 Table 1."""
-    return check_file(path or DATA / "megatron_sc21.toml", catalog, gpu, backend)
+    return check_file(path or ACCEPTANCE, catalog, gpu, backend)
 
 
 def check_held_back(

@@ -13,6 +13,7 @@ from fabricplan.catalog.reliability import HOURS_PER_DAY, load_reliability
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.summary import SECONDS_PER_DAY
+from fabricplan.validation.envelope import Validation, validation_of
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.inference import serve, serving_rates
 from fabricplan.workload.interruptions import ExpectedRun, checkpoint_bytes, expected_run
@@ -32,9 +33,12 @@ class FabricResult:
     # interruptions come faster than the job can recover (``expected_note`` says so)
     expected: ExpectedRun | None = None
     expected_note: str | None = None
+    # where the result stands against the published runs the model was checked on
+    validation: Validation | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"fabric": self.fabric, **self.values}
+        v = None if self.validation is None else self.validation.to_dict()
+        out = {"fabric": self.fabric, **self.values, "validation": v}
         if self.values.get("kind") != "training":
             return {
                 **out,
@@ -220,12 +224,13 @@ def evaluate_scenario(
         hw = hardware_from_scenario(sc, cat, fab)
         if adjust is not None:
             hw = adjust(hw)
+        validation = validation_of(sc, cat, fab)
         if w.kind == "training":
             values = _training(s, sc, hw, backend)
             expected, note = _expected(s, sc, cat, hw, values["time_to_train_days"])
-            out.append(FabricResult(fab, values, expected, note))
+            out.append(FabricResult(fab, values, expected, note, validation))
         else:
-            out.append(FabricResult(fab, _inference(s, sc, hw, backend)))
+            out.append(FabricResult(fab, _inference(s, sc, hw, backend), validation=validation))
         if tick is not None:
             tick(fab)
     return out
