@@ -105,8 +105,13 @@ def _show(a: Advice) -> None:
               f"{at})",
               title_justify="left", title_style="bold")  # fmt: skip
     for col in ("driver", "range", "margin at low", "margin at high", "flips"):
-        left = col in ("driver", "flips")
-        s.add_column(col, justify="left" if left else "right", no_wrap=col != "driver")
+        text = col in ("driver", "range")  # words wrap; figures never do
+        s.add_column(
+            col,
+            justify="left" if col in ("driver", "flips") else "right",
+            no_wrap=not text,
+            min_width=DRIVER_MIN_WIDTH if col == "driver" else None,
+        )
     for d in a.sensitivity[:5]:
         s.add_row(
             d["label"],
@@ -182,6 +187,10 @@ def _fabric_table(a: Advice) -> object:
     for f in a.fabrics:
         t.add_row(f["fabric"], *(show(f[key]) for _, key, show in cols))
     return t
+
+
+# The driver column keeps room for a few words a line in a narrow terminal.
+DRIVER_MIN_WIDTH = 18
 
 
 def _gpus(n: int | None) -> str:
