@@ -13,7 +13,7 @@ from fabricplan.claims.latency import (
     path_latency_us,
     small_all_reduce_us,
 )
-from fabricplan.claims.money import _pair, run_cost_claim
+from fabricplan.claims.money import PREMIUM_SIZES, _pair, run_cost_claim
 from fabricplan.claims.result import POINT_TOLERANCE, in_range, near
 from fabricplan.claims.scale import EXAMPLES, catalog_with_latency, catalog_with_one_switch_latency
 from fabricplan.collectives import build_system
@@ -75,11 +75,32 @@ def money():
 
 
 def test_premium_is_the_capex_ratio(money):
-    ib, roce = _pair(CAT, 1024, "oem")
+    ib, roce = _pair(CAT, 1024, "policy")
     c = money["ib-premium-15-30pct"]
     assert c.conditions["gpus"] == 1024 and c.conditions["premium_of"] == "network capex"
+    assert c.conditions["optics"] == "policy" and c.conditions["ib_switch_usd"] == 43_000
     assert c.computed["value"] == pytest.approx(ib.capex_network_usd / roce.capex_network_usd - 1)
     assert c.holds == in_range(c.computed["value"], 0.15, 0.30)
+
+
+def test_premium_claims_are_tried_at_each_price_condition(money):
+    """Optics policy (or OEM or compatible on both) x the IB switch's low, nominal and high
+    price x three bases, at every size; the summary names the conditions where it holds."""
+    c = money["ib-premium-15-30pct"]
+    assert len(c.cases) == len(PREMIUM_SIZES) * 3 * 3 * 3
+    assert {x.conditions["ib_switch_usd"] for x in c.cases} == {36_000, 43_000, 50_000}
+    # a dearer IB switch raises the premium, all else equal
+    at = {(x.conditions["gpus"], x.conditions["optics"], x.conditions["premium_of"],
+           x.conditions["ib_switch_usd"]): x.value for x in c.cases}  # fmt: skip
+    for gpus in PREMIUM_SIZES[1:]:
+        v = [at[gpus, "oem", "network capex", usd] for usd in (36_000, 43_000, 50_000)]
+        assert v[0] < v[1] < v[2]
+    # the policy buys NVIDIA optics for IB and multi-vendor ones for RoCE: a larger premium
+    assert at[1024, "policy", "network capex", 43_000] > at[1024, "oem", "network capex", 43_000]
+    ok = [x for x in c.cases if x.holds and x.conditions["gpus"] == 1024
+          and x.conditions["premium_of"] == "network capex"]  # fmt: skip
+    for x in ok:
+        assert f"{x.conditions['optics']} optics with the IB switch at " in c.computed["holds_when"]
 
 
 def test_pays_verdicts_follow_the_sign(money):
@@ -93,7 +114,7 @@ def test_pays_verdicts_follow_the_sign(money):
 
 def test_fault_claim_compares_event_with_capex_difference(money):
     c = money["one-fault-exceeds-capex-difference"]
-    ib, roce = _pair(CAT, 1024, "oem")
+    ib, roce = _pair(CAT, 1024, "policy")
     diff = abs(ib.capex_usd - roce.capex_usd)
     first = c.cases[0]
     assert first.holds == (first.value >= 1)

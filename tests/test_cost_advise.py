@@ -136,7 +136,8 @@ def test_advise_json_has_the_documented_shape():
 
 
 def test_advise_flips_with_maturity():
-    """Same cluster, two organisations: the answer follows the inputs, not a fixed rule."""
+    """Same cluster, two organisations: the answer follows the inputs, not a fixed rule. Both
+    fabrics priced with OEM optics, so that the gear differs by its switches alone."""
     low = json.loads(
         run(
             "advise",
@@ -144,6 +145,8 @@ def test_advise_flips_with_maturity():
             "--no-break-even",
             "--set",
             "organization.network_maturity=low",
+            "--set",
+            "costs.optics=oem",
             "--json",
         ).stdout
     )
@@ -154,6 +157,8 @@ def test_advise_flips_with_maturity():
             "--no-break-even",
             "--set",
             "organization.network_maturity=high",
+            "--set",
+            "costs.optics=oem",
             "--json",
         ).stdout
     )
@@ -201,10 +206,24 @@ def test_break_even_by_maturity_orders_with_roce_operating_cost():
     assert be["gpus"] == be["by_maturity"][sc.organization.network_maturity]
     order = [be["by_maturity"][m] or float("inf") for m in MATURITIES]
     assert order == sorted(order)
-    # at 512 GPUs the order has something to order: IB pays for itself only at low maturity
-    demo = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
-    assert break_even_gpus(demo, cat)["by_maturity"] == {"low": 1024, "medium": None,
-                                                          "high": None}  # fmt: skip
+    # at 512 GPUs, with a $30k quote for the InfiniBand switch and OEM optics on both fabrics,
+    # the order has something to order: IB pays for itself only at low maturity
+    quoted = quoted_ib_switch(cat, 30_000)
+    demo = load_scenario("examples/llama3-70b-512-h100.yaml", overrides=["costs.optics=oem"],
+                         catalog=quoted)  # fmt: skip
+    assert break_even_gpus(demo, quoted)["by_maturity"] == {"low": 1024, "medium": None,
+                                                             "high": None}  # fmt: skip
+    # at the catalog's prices, with each fabric's optics policy, it pays at no maturity
+    plain = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
+    assert set(break_even_gpus(plain, cat)["by_maturity"].values()) == {None}
+
+
+def quoted_ib_switch(cat, usd: float):
+    """The catalog with a site's quote for InfiniBand's default switch (a quote is its own
+    range)."""
+    sw = cat.switch("qm9700")
+    price = sw.price.model_copy(update={"usd": usd, "low": usd, "high": usd})
+    return cat.with_entry(sw.model_copy(update={"price": price}))
 
 
 def test_growth_target_is_evaluated_and_followed():
@@ -453,11 +472,16 @@ def test_performance_drivers_rerun_the_workload_model():
     assert t[:, 1] == pytest.approx((table.grid[:, 0, 1] + table.grid[:, 1, 1]) / 2)
 
 
-def test_advise_table_states_a_missing_break_even_plainly():
+def test_advise_table_states_a_missing_break_even_plainly(tmp_path):
+    from fabricplan.catalog.write import entries_to_toml
+
     out = run("advise", "examples/16-gpu-finetune.yaml").stdout
     assert "break-even: none (InfiniBand does not repay its premium" in out
     assert "none GPUs" not in out
-    demo = run("advise", "examples/llama3-70b-512-h100.yaml").stdout
+    site = tmp_path / "site.toml"
+    site.write_text(entries_to_toml([quoted_ib_switch(CAT, 30_000).switch("qm9700")]))
+    demo = run("advise", "examples/llama3-70b-512-h100.yaml", "--catalog", str(site),
+               "--set", "costs.optics=oem").stdout  # fmt: skip
     assert "break-even by network maturity: low 1,024, medium none, high none" in demo
 
 

@@ -44,7 +44,7 @@ def test_the_readmes_scenario_is_valid_and_complete(tmp_path: Path):
     path = tmp_path / "readme.yaml"
     path.write_text(text[start : text.index("```", start)])
     s = load_scenario(path)
-    assert s.cluster.topology.spine_oversubscription == 1.0 and s.costs.optics == "oem"
+    assert s.cluster.topology.spine_oversubscription == 1.0 and s.costs.optics == "policy"
     assert s.workload is not None and s.workload.parallel.tp_comm_overlap is False
 
     def missing(data: dict, model: type[BaseModel], at: str) -> list[str]:

@@ -33,9 +33,11 @@ from fabricplan.advise.scoring import (
     sampled,
     scenario_at,
 )
+from fabricplan.advise.support import support_effect
 from fabricplan.catalog import Catalog
 from fabricplan.congestion.limits import not_modelled_by
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
+from fabricplan.cost import FabricCost
 from fabricplan.cost.run import dollars
 from fabricplan.scenario import Scenario
 
@@ -189,6 +191,17 @@ def cost_indeterminate(
     }
 
 
+def unpriced_notes(costs: list[FabricCost]) -> list[str]:
+    """Per fabric, the parts of its network bill that no public price backs."""
+    out = []
+    for c in costs:
+        missing = (c.network_prices or {}).get("no_public_price") or []
+        if missing:
+            out.append(f"no public price for {', '.join(missing)} ({c.fabric}): priced by "
+                       "assumption; a quote would replace it")  # fmt: skip
+    return out
+
+
 def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACKEND, seed: int = 0,
            break_even: bool = True, by_model: bool = False,
            tick: Callable[[str], None] | None = None) -> Advice:  # fmt: skip
@@ -241,6 +254,7 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
             "expected_run": p.get("expected_run"),
             "comm_exposed_fraction": p["comm_exposed_fraction"],
             "capex_usd": c.capex_usd, "capex_network_usd": c.capex_network_usd,
+            "network_prices": c.network_prices,
             "opex_usd_per_year": c.opex_usd_per_year, "tco_usd": c.tco_usd,
             "cost_per_run_usd": c.cost_per_run_usd,
             "cost_per_million_output_tokens_usd": c.cost_per_million_output_tokens_usd,
@@ -268,6 +282,13 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
         "reasons": reasons(sc, fabrics, best, other, sens, parts.kind,
                            tuple(tier_reasons(costs))),
     }  # fmt: skip
+    if parts.kind == "own":
+        rec["reasons"][-1:-1] = unpriced_notes([costs[best], costs[other]])
+    support = support_effect(mc_parts, costs, best, other)
+    if support is not None:
+        # said before the cost line: the rates are inside every owned figure above it
+        rec["reasons"].insert(-1, support.reason(names[best], names[other]))
+        rec["support"] = support.to_dict()
     undecided = cost_indeterminate(samples, best, other, sens)
     rec["cost_indeterminate"] = undecided
     if undecided is not None:
@@ -293,6 +314,7 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
     if by_model:
         be["by_model"] = break_even_by_model(sc, cat, backend, tick)
     notes = ["every price and risk rate is a labelled assumption (catalog economics/costs.toml)"]
+    notes += unpriced_notes(costs)
     questions = provider_questions(sc, cat)
     return Advice(
         rec,

@@ -41,15 +41,18 @@ COST_DRIVERS: dict[str, tuple[str, float, float]] = {
     "stabilisation": ("weeks to stable collectives", *_A.uncertainty("stabilisation")),
     "risk": ("fabric-caused interruptions per year", *_A.uncertainty("risk")),
     "price": ("rented GPU-hour price", *_A.uncertainty("price")),
+    "support": ("support contract rate", *_A.uncertainty("support")),
 }
 # Cost drivers priced per fabric: switches, NICs, optics and support are quoted per fabric
 # (and per vendor), so a miss on one fabric's quote says nothing about another's; the Monte
 # Carlo draws them independently per fabric and the tornado moves one fabric's at a time.
+# Support is a driver of its own: its rate is an unsourced assumption, apart from the gear's
+# price (a dearer bill still raises support, through the network multiplier).
 # Servers, power, staff rates and the GPU-hour price are shared.
-PER_FABRIC_DRIVERS = ("network",)
+PER_FABRIC_DRIVERS = ("network", "support")
 # The cost drivers each kind of score reads (see Parts.scores).
 SCORED_COST_DRIVERS: dict[str, tuple[str, ...]] = {
-    "own": ("server", "network", "power", "staff", "stabilisation", "risk"),
+    "own": ("server", "network", "support", "power", "staff", "stabilisation", "risk"),
     "rent-train": ("price", "risk"),
     "rent-serve": ("price", "risk"),
 }
@@ -119,7 +122,8 @@ class Parts:
         base = m["stabilisation"] * col(self.stabilisation) + y * m["risk"] * col(self.risk)
         capex = m["server"] * col(self.servers) + m["network"] * col(self.network)
         running = m["power"] * col(self.power) + m["staff"] * col(self.staff)
-        return (capex + y * (running + m["network"] * col(self.support)) + base) * rel
+        support = m["network"] * m["support"] * col(self.support)
+        return (capex + y * (running + support) + base) * rel
 
 
 def nominal_multipliers(n: int) -> dict[str, np.ndarray]:

@@ -30,6 +30,12 @@ PCIE_LANE_GBPS: dict[int, float] = {
 }
 
 
+def checked_date(value: str) -> str:
+    if not AS_OF_PATTERN.match(value):
+        raise ValueError(f"as_of must be YYYY, YYYY-MM or YYYY-MM-DD, got {value!r}")
+    return value
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -56,12 +62,61 @@ class Range(_Frozen):
         return self.typical if self.typical is not None else (self.low + self.high) / 2
 
 
+PriceChannel = Literal["vendor-list", "reseller", "compatible", "analyst"]
+# quoted: public prices are cited in ``quotes``; assumption: a figure with a stated basis but
+# no cited listing; no-public-price: nothing public exists to cite (a quote is the only way).
+PriceStatus = Literal["quoted", "assumption", "no-public-price"]
+# The range a price without one is given: the catalog's long-standing +/- 50 % for single parts.
+DEFAULT_PRICE_SPREAD = 0.5
+
+
+class Quote(_Frozen):
+    """One public price for a part, through one channel, as of a date."""
+
+    usd: float = Field(gt=0)
+    channel: PriceChannel
+    source: str = Field(min_length=3)
+    as_of: str
+
+    @field_validator("as_of")
+    @classmethod
+    def _date(cls, value: str) -> str:
+        return checked_date(value)
+
+
 class Price(_Frozen):
-    """A price in US dollars; nearly all are assumptions and ``basis`` says where from."""
+    """A price in US dollars: the nominal figure the model uses, its range, whether anything
+    public backs it (``status``, with the ``quotes`` when it is), and ``basis`` for the rest."""
 
     usd: float = Field(ge=0)
     assumption: bool
     basis: str = Field(min_length=3)
+    low: float | None = Field(default=None, ge=0)
+    high: float | None = Field(default=None, ge=0)
+    status: PriceStatus = "assumption"
+    quotes: tuple[Quote, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Price:
+        low, high = self.band
+        if not low <= self.usd <= high:
+            raise ValueError(f"usd ({self.usd:g}) must lie in [low, high] = [{low:g}, {high:g}]")
+        if self.status == "quoted" and not self.quotes:
+            raise ValueError("a quoted price needs its quotes")
+        if self.status == "no-public-price" and self.quotes:
+            raise ValueError("a price with quotes is not 'no-public-price'")
+        return self
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """(low, high): as given, else the nominal +/- ``DEFAULT_PRICE_SPREAD``."""
+        low = self.usd * (1 - DEFAULT_PRICE_SPREAD) if self.low is None else self.low
+        high = self.usd * (1 + DEFAULT_PRICE_SPREAD) if self.high is None else self.high
+        return low, high
+
+    @property
+    def public(self) -> bool:
+        return self.status != "no-public-price"
 
 
 class Entry(_Frozen):
@@ -78,9 +133,7 @@ class Entry(_Frozen):
     @field_validator("as_of")
     @classmethod
     def _date(cls, value: str) -> str:
-        if not AS_OF_PATTERN.match(value):
-            raise ValueError(f"as_of must be YYYY, YYYY-MM or YYYY-MM-DD, got {value!r}")
-        return value
+        return checked_date(value)
 
 
 class Fabric(Entry):

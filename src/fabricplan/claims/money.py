@@ -1,8 +1,9 @@
 """Money claims: seed 001's run-cost example, the InfiniBand premium, whether InfiniBand pays
 for itself at a scale, and whether one fabric fault can cost more than the fabric difference.
 
-Capex comes from the topology layer's bill of materials at catalog prices, which are labelled
-assumptions (+/- 50 %); the verdicts say what they rest on.
+Capex comes from the topology layer's bill of materials at catalog prices (nominal figures with
+ranges; most are labelled assumptions); the premium claims are retried across the optics each
+fabric buys and InfiniBand's switch price range, and say under which of them they hold.
 """
 
 from __future__ import annotations
@@ -52,64 +53,120 @@ def run_cost_claim() -> ClaimResult:
     )  # fmt: skip
 
 
-Pairs = dict[tuple[int, str], tuple[FabricCost, FabricCost]]
+# InfiniBand's switch price, the one network price with public quotes: the claims are tried at
+# the reseller-branded listing (the catalog's low), the nominal, and the NVIDIA-branded figure
+# (its high).
+SWITCH_PRICES = ("low", "nominal", "high")
+# Optics: each fabric's policy (NVIDIA LinkX on InfiniBand, multi-vendor on Ethernet), or OEM or
+# compatible parts on both.
+OPTICS = ("policy", "oem", "compatible")
+PREMIUM_BASES = ("cluster capex", "network capex", "network capex and lifecycle support")
+
+Key = tuple[int, str, str]
+Pairs = dict[Key, tuple[FabricCost, FabricCost]]
 
 
-def _pair(cat: Catalog, gpus: int, optics: str, known: Pairs | None = None
-          ) -> tuple[FabricCost, FabricCost]:  # fmt: skip
+def ib_switch_priced(cat: Catalog, at: str) -> tuple[Catalog, float]:
+    """The catalog with InfiniBand's default switch at its ``low``, ``nominal`` or ``high``
+    price, and that price."""
+    sw = cat.switch(cat.fabric(IB).default_switch)
+    low, high = sw.price.band
+    usd = {"low": low, "nominal": sw.price.usd, "high": high}[at]
+    priced = sw.model_copy(update={"price": sw.price.model_copy(update={"usd": usd})})
+    return cat.with_entry(priced), usd
+
+
+def _pair(cat: Catalog, gpus: int, optics: str, known: Pairs | None = None,
+          switch_price: str = "nominal") -> tuple[FabricCost, FabricCost]:  # fmt: skip
     """IB and RoCE costs of an H100 cluster of ``gpus``; ``known`` keeps them for reuse."""
-    if known is not None and (gpus, optics) in known:
-        return known[gpus, optics]
+    key = (gpus, optics, switch_price)
+    if known is not None and key in known:
+        return known[key]
+    priced, _ = ib_switch_priced(cat, switch_price)
     sc = scenario_from_data({"cluster": {"gpu": "h100", "gpus": gpus, "fabric": [IB, ROCE]},
-                             "costs": {"optics": optics}}, catalog=cat)  # fmt: skip
+                             "costs": {"optics": optics}}, catalog=priced)  # fmt: skip
     a = load_assumptions()
-    pair = fabric_cost(sc, cat, a, IB), fabric_cost(sc, cat, a, ROCE)
+    pair = fabric_cost(sc, priced, a, IB), fabric_cost(sc, priced, a, ROCE)
     if known is not None:
-        known[gpus, optics] = pair
+        known[key] = pair
     return pair
+
+
+def _premiums(ib: FabricCost, roce: FabricCost) -> dict[str, float]:
+    """IB over RoCE, on each basis; support is each family's assumed rate over the lifecycle."""
+    years = ib.lifecycle_years or 0.0
+    with_support = [c.capex_network_usd + years * c.support_usd_per_year for c in (ib, roce)]
+    return {
+        "cluster capex": ib.capex_usd / roce.capex_usd - 1,
+        "network capex": ib.capex_network_usd / roce.capex_network_usd - 1,
+        "network capex and lifecycle support": with_support[0] / with_support[1] - 1,
+    }
 
 
 def _premium_cases(cat: Catalog, low: float, high: float, sizes: tuple[int, ...],
                    known: Pairs) -> list[Case]:  # fmt: skip
     cases = []
     for gpus in sizes:
-        for optics in ("oem", "compatible"):
-            ib, roce = _pair(cat, gpus, optics, known)
-            net = ib.capex_network_usd / roce.capex_network_usd - 1
-            total = ib.capex_usd / roce.capex_usd - 1
-            share = roce.capex_network_usd / roce.capex_usd
-            for basis, v in (("cluster capex", total), ("network capex", net)):
-                note = f"network is {share:.1%} of the RoCE cluster's capex"
-                cond = {"gpus": gpus, "optics": optics, "premium_of": basis}
-                cases.append(Case(cond, v, in_range(v, low, high), note))
+        for optics in OPTICS:
+            for at in SWITCH_PRICES:
+                ib, roce = _pair(cat, gpus, optics, known, at)
+                share = roce.capex_network_usd / roce.capex_usd
+                _, usd = ib_switch_priced(cat, at)
+                for basis, v in _premiums(ib, roce).items():
+                    note = f"network is {share:.1%} of the RoCE cluster's capex"
+                    cond = {"gpus": gpus, "optics": optics, "ib_switch_usd": usd,
+                            "premium_of": basis}  # fmt: skip
+                    cases.append(Case(cond, v, in_range(v, low, high), note))
     return cases
+
+
+def holds_when(cases: list[Case], gpus: int, basis: str) -> str:
+    """The price conditions under which a premium claim holds at one size and basis."""
+    mine = [
+        c for c in cases if c.conditions["gpus"] == gpus and c.conditions["premium_of"] == basis
+    ]
+    ok = [c for c in mine if c.holds]
+    if not ok:
+        lo = min(c.value or 0.0 for c in mine)
+        hi = max(c.value or 0.0 for c in mine)
+        return f"at {gpus:,} GPUs on {basis} it holds under none of them ({lo:+.1%} to {hi:+.1%})"
+    parts = [f"{c.conditions['optics']} optics with the IB switch at "
+             f"${c.conditions['ib_switch_usd']:,.0f} ({c.value:+.1%})" for c in ok]  # fmt: skip
+    return f"at {gpus:,} GPUs on {basis} it holds with {'; '.join(parts)}"
 
 
 def premium_claims(cat: Catalog, known: Pairs | None = None) -> list[ClaimResult]:
     known = {} if known is None else known
     out = []
+    _, nominal_usd = ib_switch_priced(cat, "nominal")
     for cid, seed, text, low, high, own in (
         ("ib-premium-16-gpus-15-20pct", "000",
          "At 16 GPUs InfiniBand adds roughly 15-20 % to the total cluster cost", 0.15, 0.20,
-         {"gpus": 16, "optics": "oem", "premium_of": "cluster capex"}),
+         {"gpus": 16, "optics": "policy", "ib_switch_usd": nominal_usd,
+          "premium_of": "cluster capex"}),
         ("ib-premium-15-30pct", "002",
          "InfiniBand typically carries a 15-30 % premium (HCAs, cables, proprietary switches)",
-         0.15, 0.30, {"gpus": 1024, "optics": "oem", "premium_of": "network capex"}),
+         0.15, 0.30, {"gpus": 1024, "optics": "policy", "ib_switch_usd": nominal_usd,
+                      "premium_of": "network capex"}),
     ):  # fmt: skip
         cases = _premium_cases(cat, low, high, PREMIUM_SIZES, known)
         first = next(c for c in cases if c.conditions == own)
         cases.remove(first)
         cases.insert(0, first)
         vals = [c.value or 0.0 for c in cases]
+        where = holds_when(cases, own["gpus"], own["premium_of"])
         out.append(ClaimResult(
             id=cid, claim=text, source=source(seed),
             conditions={**own, "topology": "rail-optimized, non-blocking",
-                        "prices": "catalog street prices, labelled assumptions (+/- 50 %)"},
-            claimed={"low": low, "high": high, "unit": "IB capex / RoCE capex - 1"},
-            computed={"value": first.value, "unit": "IB capex / RoCE capex - 1",
+                        "prices": "catalog prices: nominal, with their ranges and sources"},
+            claimed={"low": low, "high": high, "unit": "IB cost / RoCE cost - 1"},
+            computed={"value": first.value, "unit": "IB cost / RoCE cost - 1",
                       "summary": f"{first.value:+.1%} under the claim's own conditions "
-                      f"({first.note}); {min(vals):+.1%} to {max(vals):+.1%} over sizes "
-                      "16-16,384, OEM or compatible optics, network or cluster basis"},
+                      f"({first.note}); {where}; {min(vals):+.1%} to {max(vals):+.1%} over "
+                      "sizes 16-16,384, each fabric's optics policy or OEM or compatible on "
+                      "both, the IB switch at its low, nominal and high price, and the three "
+                      "bases",
+                      "holds_when": where},
             holds=first.holds, basis="model", cases=tuple(cases),
         ))  # fmt: skip
     return out
@@ -206,7 +263,7 @@ FAULT_SIZES = (1024, 4096, 16384)
 def fault_claim(cat: Catalog, known: Pairs | None = None) -> ClaimResult:
     cases = []
     for gpus in FAULT_SIZES:
-        ib, roce = _pair(cat, gpus, "oem", known)
+        ib, roce = _pair(cat, gpus, "policy", known)
         diff = abs(ib.capex_usd - roce.capex_usd)
         for hours in UNDETECTED_HOURS:
             h = roce.risk_hours_per_event if hours is None else hours
@@ -222,7 +279,7 @@ def fault_claim(cat: Catalog, known: Pairs | None = None) -> ClaimResult:
         id="one-fault-exceeds-capex-difference", source=source("001"),
         claim="In a large cluster a single RoCE misconfiguration event can exceed the capital "
         "cost difference between the two fabrics",
-        conditions={"gpus": 1024, "optics": "oem", "event": "an interruption, as the cost "
+        conditions={"gpus": 1024, "optics": "policy", "event": "an interruption, as the cost "
                     "model prices it (no training job here: the restart)"},
         claimed={"value": 1.0, "unit": "x the capex difference (event cost, at least)"},
         computed={"value": first.value, "unit": "event cost / capex difference",

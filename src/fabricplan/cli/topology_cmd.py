@@ -63,8 +63,9 @@ def topology(
     compatible_optics: bool | None = typer.Option(
         None,
         "--compatible-optics/--oem-optics",
-        help="Price third-party compatible or OEM cables and optics (default: the scenario's "
-        "costs.optics, else OEM).",
+        help="Price third-party compatible or OEM cables and optics for every fabric (default: "
+        "the scenario's costs.optics, else each fabric's policy: OEM on InfiniBand, "
+        "multi-vendor on Ethernet).",
     ),
     scenario: Path | None = SCENARIO_OPT,
     set_: list[str] | None = SET_OPT,
@@ -79,7 +80,7 @@ def topology(
     cat = catalog_from(catalog, as_json)
     fabrics = [fabric] if fabric else []
     o_leaf, o_spine = None, None
-    optics = "oem"
+    optics = "policy"
     scenario_switch: dict[str, str | None] = {}  # per fabric: the scenario's, on its own ones
     if scenario is not None:
         sc = load_or_fail(scenario, set_, as_json, cat)
@@ -122,6 +123,17 @@ def topology(
         _print(d)
 
 
+def price_notes(d: FabricDesign) -> list[str]:
+    """What the bill's prices rest on that a buyer must quote."""
+    out = []
+    if d.no_public_price:
+        out.append(f"no public price for {', '.join(d.no_public_price)}: priced by assumption")
+    if d.oem_fallback:
+        out.append(f"no compatible part in the catalog for {', '.join(d.oem_fallback)}: "
+                   "priced as OEM")  # fmt: skip
+    return out
+
+
 def _tiers(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v:,}" for k, v in counts.items() if v) or "-"
 
@@ -151,7 +163,7 @@ def _print(d: FabricDesign) -> None:
         ("switch hops", hops),
         ("largest cluster", f"{data['max_gpus']:,} GPUs ({data['max_endpoints']:,} NIC ports)"),
         ("power", f"{data['power_kw']:,.1f} kW (switches, optics, NICs)"),
-        ("cost", f"${d.cost_usd['total']:,.0f} (assumed catalog prices)"),
+        ("cost", _cost_text(d)),
     ]  # fmt: skip
     console.print(kv_table(f"{lay.design} fabric", rows))
     media = Table(title="parts per tier", title_justify="left", title_style="bold")
@@ -171,5 +183,13 @@ def _print(d: FabricDesign) -> None:
         if m.links
     )
     console.print(f"cable runs: {runs}; change with --cable-length TIER=M", highlight=False)
-    for note in lay.notes:
+    for note in (*lay.notes, *price_notes(d)):
         console.print(f"note: {note}", highlight=False)
+
+
+def _cost_text(d: FabricDesign) -> str:
+    low, high = d.cost_range_usd
+    return (
+        f"${d.cost_usd['total']:,.0f} (catalog prices, {d.optics} optics; "
+        f"${low:,.0f} to ${high:,.0f} at every part's low and high price)"
+    )

@@ -11,6 +11,7 @@ sensitivity and Monte Carlo can scale it without recomputing the layers below.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from fabricplan.catalog import Catalog
 from fabricplan.cost.assumptions import CostAssumptions
@@ -52,6 +53,8 @@ class FabricCost:
     run_days: float | None
     rent: RentTier | None = None  # the tier's price and its basis (rented)
     output_tokens_per_s: float | None = None  # the whole cluster's (serving)
+    # the network bill's optics, price range and parts without a public price (FabricDesign)
+    network_prices: dict[str, Any] | None = None
 
     @property
     def capex_usd(self) -> float:
@@ -172,5 +175,5 @@ def fabric_cost(
         risk_events_per_year=events, risk_hours_per_event=per_event_h,
         risk_usd_per_year=risk_year,
         run_gpu_hours=run_gpu_hours, run_days=run_days, rent=tier,
-        output_tokens_per_s=output_tokens_per_s,
+        output_tokens_per_s=output_tokens_per_s, network_prices=bom.prices_dict(),
     )  # fmt: skip

@@ -166,8 +166,11 @@ class Costs(_Strict):
     lifecycle_years: float = Field(default=4.0, gt=0, le=15)
     # Assumption: power usage effectiveness of a modern air/liquid-cooled GPU hall.
     pue: float = Field(default=1.3, ge=1.0, le=3.0)
-    # Seed 003: compatible cables and optics cost a fraction of OEM parts.
-    optics: Literal["oem", "compatible"] = "oem"
+    # Which cables and optics are priced: "policy" buys what each fabric's family buys (NVIDIA
+    # LinkX on InfiniBand, multi-vendor modules on Ethernet: topology.cabling.OPTICS_POLICY);
+    # "oem" or "compatible" forces one for every fabric (seed 003: compatible parts cost a
+    # fraction of OEM ones).
+    optics: Literal["policy", "oem", "compatible"] = "policy"
 
 
 class Scenario(_Strict):

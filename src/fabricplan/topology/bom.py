@@ -11,11 +11,13 @@ from fabricplan.catalog.models import Fabric, Nic, Switch
 from fabricplan.topology.cabling import (
     DEFAULT_LENGTHS,
     Optics,
+    Quality,
     TierMedia,
     choose_media,
     nic_end,
+    resolve_optics,
     switch_end,
-)  # fmt: skip
+)
 from fabricplan.topology.clos import size_clos
 from fabricplan.topology.dragonfly import size_dragonfly
 from fabricplan.topology.layout import DESIGNS, MAX_OVERSUBSCRIPTION, Layout, TopologyError
@@ -34,6 +36,7 @@ class FabricDesign:
     layout: Layout
     media: tuple[TierMedia, ...]
     oversubscription: tuple[float, float]
+    optics: Quality = "oem"  # the parts it is priced with (the fabric's policy, or forced)
 
     @cached_property
     def transceivers(self) -> dict[str, int]:
@@ -67,6 +70,35 @@ class FabricDesign:
         return {"switches": sw, "optics_and_cables": cables, "nics": nics,
                 "total": sw + cables + nics}  # fmt: skip
 
+    @cached_property
+    def cost_range_usd(self) -> tuple[float, float]:
+        """The bill at every part's low and at every part's high catalog price."""
+        sw, nic = self.switch.price.band, self.nic.price.band
+        media = [m.cost_range_usd for m in self.media]
+        ends = [self.switch_count * sw[i] + self.nics * nic[i] + sum(m[i] for m in media)
+                for i in (0, 1)]  # fmt: skip
+        return ends[0], ends[1]
+
+    @cached_property
+    def no_public_price(self) -> tuple[str, ...]:
+        """The parts of this bill priced without any public price: a quote is needed."""
+        ids = [e.id for e in (self.switch, self.nic) if not e.price.public]
+        ids += [i for m in self.media for i in m.no_public_price]
+        return tuple(dict.fromkeys(ids))
+
+    @cached_property
+    def oem_fallback(self) -> tuple[str, ...]:
+        """OEM parts priced where compatible ones were asked for (none in the catalog)."""
+        return tuple(dict.fromkeys(i for m in self.media for i in m.oem_fallback))
+
+    def prices_dict(self) -> dict:
+        return {
+            "optics": self.optics,
+            "range_usd": list(self.cost_range_usd),
+            "no_public_price": list(self.no_public_price),
+            "oem_fallback": list(self.oem_fallback),
+        }
+
     def to_dict(self) -> dict:
         lay = self.layout
         cables = {m.tier: m.cables for m in self.media}
@@ -86,6 +118,7 @@ class FabricDesign:
             "power_kw": self.power_w["total"] / 1000,
             "power_w_by_part": dict(self.power_w),
             "cost_usd": {**self.cost_usd, "assumption": True},
+            "prices": self.prices_dict(),
             "media": {m.tier: m.to_dict() for m in self.media},
             "dragonfly": dict(lay.dragonfly) or None,
             "notes": list(lay.notes),
@@ -93,7 +126,7 @@ class FabricDesign:
 
 
 def _media_plan(cat: Catalog, lay: Layout, fabric: Fabric, switch: Switch, nic: Nic,
-                lengths: dict[str, float], optics: Optics) -> tuple[TierMedia, ...]:  # fmt: skip
+                lengths: dict[str, float], optics: Quality) -> tuple[TierMedia, ...]:  # fmt: skip
     sw, host = switch_end(switch), nic_end(nic)
     out = []
     for tier, links in lay.links.items():
@@ -116,10 +149,11 @@ def design_fabric(
     gpus_per_node: int | None = None,
     nics_per_node: int | None = None,
     cable_lengths: dict[str, float] | None = None,
-    optics: Optics = "oem",
+    optics: Optics = "policy",
     catalog: Catalog | None = None,
 ) -> FabricDesign:
-    """Size ``design`` for ``gpus`` GPUs on ``fabric`` and count its parts.
+    """Size ``design`` for ``gpus`` GPUs on ``fabric`` and count its parts, priced with the
+    fabric's optics policy unless ``optics`` forces OEM or compatible parts.
 
     Raises :class:`TopologyError` (a ``ValueError``) with what would work instead when the
     request is impossible.
@@ -171,6 +205,7 @@ def design_fabric(
             f"unknown cable tier(s) {', '.join(sorted(unknown))} for {design}; "
             f"known: {', '.join(DEFAULT_LENGTHS[design])}"
         )
-    media = _media_plan(cat, lay, fab, sw, nic, lengths, optics)
+    quality = resolve_optics(optics, fab.family)
+    media = _media_plan(cat, lay, fab, sw, nic, lengths, quality)
     return FabricDesign(g.id, gpus, fab, sw, nic, lay, media,
-                        (oversubscription, spine_oversubscription))  # fmt: skip
+                        (oversubscription, spine_oversubscription), quality)  # fmt: skip

@@ -4,7 +4,8 @@ Per tier the cheapest catalog option that fits is chosen (prices are catalog ass
 a copper or active cable whose cage matches both ends and whose reach covers the tier's
 length, else fibre with a transceiver at each end (same fibre mode at both ends). Twin-port
 modules and breakout cables carry two links each. Lengths are assumptions (``DEFAULT_LENGTHS``)
-that callers override per tier.
+that callers override per tier. Which parts are bought, OEM or compatible, follows the
+fabric's optics policy (``OPTICS_POLICY``) unless the caller asks for one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,26 @@ from fabricplan.catalog import Catalog
 from fabricplan.catalog.models import Cable, LinkLayer, Nic, Switch, Transceiver
 from fabricplan.topology.layout import TopologyError
 
-Optics = Literal["oem", "compatible"]
+Quality = Literal["oem", "compatible"]
+# "policy": what the fabric's family buys by default (OPTICS_POLICY); else forced for every part.
+Optics = Literal["policy", "oem", "compatible"]
+OPTICS_CHOICES: tuple[Optics, ...] = ("policy", "oem", "compatible")
+# What is actually bought, by fabric family. InfiniBand sites buy NVIDIA LinkX cables and optics:
+# NVIDIA qualifies and supports its own parts on Quantum switches, and its SuperPOD reference
+# designs list them. Ethernet optics are a multi-vendor market (MSA modules from several makers,
+# qualified by the switch vendor or the buyer), priced here by the compatible entries.
+OPTICS_POLICY: dict[str, Quality] = {
+    "infiniband": "oem",
+    "roce": "compatible",
+    "uec": "compatible",
+    "tcp": "compatible",
+}
+
+
+def resolve_optics(optics: Optics, family: str) -> Quality:
+    """The parts a fabric of ``family`` is priced with under ``optics``."""
+    return OPTICS_POLICY[family] if optics == "policy" else optics
+
 
 # Assumed cable run per tier, metres. Why: a fat-tree's leaf sits at the top of the rack
 # (~2 m to a node); a rail's leaf serves nodes in several racks (DGX SuperPOD puts them in the
@@ -44,13 +64,24 @@ class TierMedia:
     transceivers: dict[str, int] = field(default_factory=dict)
     power_w: float = 0.0
     cost_usd: float = 0.0
+    cost_range_usd: tuple[float, float] = (0.0, 0.0)  # at every part's low and high price
+    no_public_price: tuple[str, ...] = ()  # parts priced without any public price
+    oem_fallback: tuple[str, ...] = ()  # OEM parts used where compatible ones were asked for
 
     def to_dict(self) -> dict:
         return {
-            "links": self.links, "length_m": self.length_m, "medium": self.medium,
-            "cable": self.cable_id, "cables": self.cables, "transceivers": self.transceivers,
-            "power_w": self.power_w, "cost_usd": self.cost_usd,
-        }  # fmt: skip
+            "links": self.links,
+            "length_m": self.length_m,
+            "medium": self.medium,
+            "cable": self.cable_id,
+            "cables": self.cables,
+            "transceivers": self.transceivers,
+            "power_w": self.power_w,
+            "cost_usd": self.cost_usd,
+            "cost_range_usd": list(self.cost_range_usd),
+            "no_public_price": list(self.no_public_price),
+            "oem_fallback": list(self.oem_fallback),
+        }
 
 
 @dataclass(frozen=True)
@@ -71,7 +102,7 @@ def nic_end(nic: Nic) -> End:
 
 
 def _wanted(item: Cable | Transceiver, layer: LinkLayer, rate: float, length: float,
-            optics: Optics) -> bool:  # fmt: skip
+            optics: Quality) -> bool:  # fmt: skip
     return (
         layer in item.link_layers
         and item.link_speed_gbps >= rate
@@ -89,9 +120,23 @@ class _PerLink(NamedTuple):
     cable: Cable  # the copper/AOC cable, or the fibre of an optical link
     modules: tuple[Transceiver, ...] = ()  # one per end of an optical link
 
+    @property
+    def parts(self) -> tuple[Cable | Transceiver, ...]:
+        return (self.cable, *self.modules)
+
+    def band(self) -> tuple[float, float]:
+        """Price per link at every part's low and at every part's high price."""
+        if not self.modules:
+            low, high = self.cable.price.band
+            return low / self.cable.breakout, high / self.cable.breakout
+        bands = [self.cable.price.band] + [
+            (t.price.band[0] / t.ports, t.price.band[1] / t.ports) for t in self.modules
+        ]
+        return sum(b[0] for b in bands), sum(b[1] for b in bands)
+
 
 def _cable_options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End, b: End,
-                   optics: Optics) -> list[_PerLink]:  # fmt: skip
+                   optics: Quality) -> list[_PerLink]:  # fmt: skip
     kind = "switch-host" if b.host else "switch-switch"
     out = []
     for c in cat.entries("cable"):
@@ -107,7 +152,7 @@ def _cable_options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a
 
 
 def _optical_options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End,
-                     b: End, optics: Optics) -> list[_PerLink]:  # fmt: skip
+                     b: End, optics: Quality) -> list[_PerLink]:  # fmt: skip
     """Fibre plus the cheapest module (per link) at each end, for each fibre mode."""
     out = []
     for mode in ("multimode", "singlemode"):
@@ -136,12 +181,14 @@ def _optical_options(cat: Catalog, layer: LinkLayer, rate: float, length: float,
 
 
 def choose_media(cat: Catalog, tier: str, links: int, length: float, layer: LinkLayer,
-                 rate: float, a: End, b: End, optics: Optics = "oem") -> TierMedia:  # fmt: skip
-    """The cheapest way to build ``links`` links of one tier."""
+                 rate: float, a: End, b: End, optics: Quality = "oem") -> TierMedia:  # fmt: skip
+    """The cheapest way to build ``links`` links of one tier. Compatible parts wanted but
+    missing fall back to OEM ones, and the tier names them (``oem_fallback``)."""
     if links == 0:
         return TierMedia(tier, 0, length, "none", 0, "")
     options: list[_PerLink] = []
-    for quality in (optics, "oem"):  # compatible parts wanted but missing: fall back to OEM
+    qualities: tuple[Quality, ...] = (optics, "oem")
+    for quality in qualities:
         options = _cable_options(cat, layer, rate, length, a, b, quality)
         options += _optical_options(cat, layer, rate, length, a, b, quality)
         if options:
@@ -163,5 +210,20 @@ def choose_media(cat: Catalog, tier: str, links: int, length: float, layer: Link
     else:
         cables = math.ceil(links / best.cable.breakout)
         modules = {}
-    return TierMedia(tier, links, length, best.medium, cables, best.cable.id, modules,
-                     power_w=best.power_w * links, cost_usd=best.cost_usd * links)  # fmt: skip
+    low, high = best.band()
+    parts = dict.fromkeys(p.id for p in best.parts)  # ordered, without repeats
+    by_id = {p.id: p for p in best.parts}
+    return TierMedia(
+        tier,
+        links,
+        length,
+        best.medium,
+        cables,
+        best.cable.id,
+        modules,
+        power_w=best.power_w * links,
+        cost_usd=best.cost_usd * links,
+        cost_range_usd=(low * links, high * links),
+        no_public_price=tuple(i for i in parts if not by_id[i].price.public),
+        oem_fallback=tuple(i for i in parts if optics == "compatible" and by_id[i].oem),
+    )

@@ -1,0 +1,165 @@
+"""Network prices: every one with a range and a status, the optics each fabric buys, the parts
+no public price backs named wherever they are used, and what the support rates do to advice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from fabricplan.advise import advise
+from fabricplan.catalog import Catalog, default_catalog
+from fabricplan.catalog.models import Price
+from fabricplan.cost import load_assumptions
+from fabricplan.scenario import load_scenario
+from fabricplan.topology import design_fabric
+from fabricplan.topology.cabling import OPTICS_POLICY, resolve_optics
+from test_cli import run
+
+CAT = default_catalog()
+PRICED = [e for e in CAT if hasattr(e, "price")]
+
+
+def test_every_packaged_price_has_a_range_and_a_status():
+    for e in PRICED:
+        p = e.price
+        assert p.low is not None and p.high is not None, f"{e.id}: no range"
+        assert p.low <= p.usd <= p.high, e.id
+        if p.status == "quoted":
+            assert all(q.source and q.as_of and q.channel for q in p.quotes), e.id
+            # the nominal figure lies within what the quotes span, and so does the range
+            usds = [q.usd for q in p.quotes]
+            assert p.low <= min(usds) and max(usds) <= p.high, e.id
+        if p.status == "no-public-price":
+            assert "no public price" in p.basis, e.id
+
+
+def test_the_quoted_ndr_switch_spans_the_reseller_and_the_nvidia_branded_figure():
+    p = CAT.switch("qm9700").price
+    assert p.status == "quoted" and (p.low, p.usd, p.high) == (36_000, 43_000, 50_000)
+    assert {q.channel: q.usd for q in p.quotes} == {"reseller": 36_000, "analyst": 50_000}
+    assert all(q.as_of == "2024-08" for q in p.quotes)
+
+
+def test_parts_without_a_public_price_are_labelled():
+    none = {e.id for e in PRICED if not e.price.public}
+    assert {"q3400", "cx8", "arista-7060x6", "sn5600", "xcvr-osfp-800g-dr8",
+            "xcvr-osfp-1.6t-2xdr4"} <= none  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"usd": 10.0, "low": 20.0, "high": 30.0},  # nominal below its range
+        {"usd": 10.0, "status": "quoted"},  # quoted without quotes
+        {"usd": 10.0, "status": "no-public-price",
+         "quotes": [{"usd": 9.0, "channel": "reseller", "source": "a shop", "as_of": "2024"}]},
+    ],
+)  # fmt: skip
+def test_inconsistent_prices_are_refused(fields):
+    with pytest.raises(ValidationError):
+        Price(assumption=True, basis="test", **fields)
+
+
+def test_a_price_without_a_range_gets_the_catalog_spread():
+    assert Price(usd=100.0, assumption=True, basis="test").band == (50.0, 150.0)
+
+
+def test_each_family_buys_its_own_optics_unless_forced():
+    assert resolve_optics("policy", "infiniband") == "oem"
+    assert resolve_optics("policy", "roce") == "compatible" == OPTICS_POLICY["uec"]
+    assert resolve_optics("oem", "roce") == "oem"
+    ib = design_fabric(2048, fabric="ib-ndr", catalog=CAT)
+    roce = design_fabric(2048, fabric="roce-400g", catalog=CAT)
+    assert (ib.optics, roce.optics) == ("oem", "compatible")
+    assert all(t.endswith("-compat") for t in roce.transceivers)
+    assert not any(t.endswith("-compat") for t in ib.transceivers)
+    forced = design_fabric(2048, fabric="roce-400g", optics="oem", catalog=CAT)
+    assert forced.cost_usd["optics_and_cables"] > roce.cost_usd["optics_and_cables"]
+
+
+def test_ethernet_fat_trees_use_the_breakout_dac_too():
+    """The 800G-to-2x400G splitter carries InfiniBand and Ethernet (its firmware follows the
+    switch): a RoCE fat-tree's 2 m node links are copper, as InfiniBand's are."""
+    for fabric in ("ib-ndr", "roce-400g"):
+        d = design_fabric(512, "fat-tree", fabric, optics="oem", catalog=CAT)
+        node = next(m for m in d.media if m.tier == "node_leaf")
+        assert (node.medium, node.cable_id, node.cables) == ("dac", "dac-ndr-splitter", 256)
+        assert node.cost_usd == 256 * 500
+    # 4-5 m runs take the active splitter
+    d = design_fabric(512, "fat-tree", "roce-400g", optics="oem", cable_lengths={"node_leaf": 5},
+                      catalog=CAT)  # fmt: skip
+    assert next(m for m in d.media if m.tier == "node_leaf").cable_id == "acc-ndr-splitter"
+
+
+def test_compatible_800g_optics_exist_and_a_fallback_is_named():
+    d = design_fabric(512, fabric="roce-800g", optics="compatible", catalog=CAT)
+    assert d.oem_fallback == ()
+    assert all(t.endswith("-compat") for t in d.transceivers)
+    # without the compatible 800G module the OEM one is priced, and named
+    without = Catalog(
+        by_kind={k: {i: e for i, e in v.items() if i != "xcvr-osfp-800g-dr8-compat"}
+                 for k, v in CAT.by_kind.items()},
+        files=CAT.files,
+    )  # fmt: skip
+    d = design_fabric(512, fabric="roce-800g", optics="compatible", catalog=without)
+    assert d.oem_fallback == ("xcvr-osfp-800g-dr8",)
+    assert "xcvr-osfp-800g-dr8" in d.transceivers
+
+
+def test_a_bill_names_its_unpriced_parts_and_its_range():
+    d = design_fabric(2048, fabric="ib-xdr", catalog=CAT)
+    assert {"q3400", "cx8", "xcvr-osfp-800g-dr8", "xcvr-osfp-1.6t-2xdr4"} <= set(d.no_public_price)
+    low, high = d.cost_range_usd
+    assert low < d.cost_usd["total"] < high
+    sw = d.switch.price
+    assert low == pytest.approx(
+        d.switch_count * sw.low
+        + d.nics * d.nic.price.low
+        + sum(m.cost_range_usd[0] for m in d.media)
+    )
+    assert design_fabric(2048, fabric="ib-ndr", catalog=CAT).no_public_price == ()
+
+
+def test_topology_prints_what_has_no_public_price():
+    out = run("topology", "--gpus", "512", "--fabric", "roce-400g").stdout
+    assert "note: no public price for arista-7060x6: priced by assumption" in out
+    js = json.loads(run("topology", "--gpus", "512", "--fabric", "ib-xdr", "--json").stdout)
+    assert js["prices"]["optics"] == "oem" and "q3400" in js["prices"]["no_public_price"]
+    low, high = js["prices"]["range_usd"]
+    assert low < js["cost_usd"]["total"] < high
+
+
+@pytest.fixture(scope="module")
+def demo():
+    sc = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=CAT)
+    return sc, advise(sc, CAT, break_even=False)
+
+
+def test_advice_prices_support_as_a_labelled_assumption(demo):
+    sc, a = demo
+    s = a.recommendation["support"]
+    ib = next(f for f in a.fabrics if f["fabric"] == "ib-ndr")
+    A = load_assumptions()
+    assert s["rates"] == {"ib-ndr": A.support_share("infiniband"),
+                          "roce-400g": A.support_share("roce")}  # fmt: skip
+    assert s["dearer"] == "ib-ndr" and s["assumption"] is True
+    # RoCE is the cheaper now and at the growth target: the figures are today's
+    assert a.recommendation["growth"]["cheapest"] == a.recommendation["fabric"] == "roce-400g"
+    assert s["extra_usd"] == pytest.approx(
+        sc.costs.lifecycle_years * 0.05 * ib["capex_network_usd"]
+    )
+    line = next(r for r in a.recommendation["reasons"] if r.startswith("support at "))
+    assert "(assumption;" in line and f"at equal rates ({s['equal_rate']:.0%})" in line
+
+
+def test_support_is_drawn_per_fabric_and_unpriced_parts_are_named(demo):
+    _, a = demo
+    rows = [d for d in a.sensitivity if d["driver"] == "support"]
+    assert {d["fabric"] for d in rows} == {"ib-ndr", "roce-400g"}
+    assert any("no public price for arista-7060x6 (roce-400g)" in r
+               for r in a.recommendation["reasons"])  # fmt: skip
+    roce = next(f for f in a.fabrics if f["fabric"] == "roce-400g")
+    assert roce["network_prices"]["no_public_price"] == ["arista-7060x6"]
+    assert roce["network_prices"]["optics"] == "compatible"
