@@ -90,15 +90,27 @@ def test_premium_claims_are_tried_at_each_price_condition(money):
     assert len(c.cases) == len(PREMIUM_SIZES) * 3 * 3 * 3
     assert {x.conditions["ib_switch_usd"] for x in c.cases} == {36_000, 43_000, 50_000}
     # a dearer IB switch raises the premium, all else equal
-    at = {(x.conditions["gpus"], x.conditions["optics"], x.conditions["premium_of"],
-           x.conditions["ib_switch_usd"]): x.value for x in c.cases}  # fmt: skip
+    at = {
+        (
+            x.conditions["gpus"],
+            x.conditions["optics"],
+            x.conditions["premium_of"],
+            x.conditions["ib_switch_usd"],
+        ): x.value
+        for x in c.cases
+    }
     for gpus in PREMIUM_SIZES[1:]:
         v = [at[gpus, "oem", "network capex", usd] for usd in (36_000, 43_000, 50_000)]
         assert v[0] < v[1] < v[2]
     # the policy buys NVIDIA optics for IB and multi-vendor ones for RoCE: a larger premium
     assert at[1024, "policy", "network capex", 43_000] > at[1024, "oem", "network capex", 43_000]
-    ok = [x for x in c.cases if x.holds and x.conditions["gpus"] == 1024
-          and x.conditions["premium_of"] == "network capex"]  # fmt: skip
+    ok = [
+        x
+        for x in c.cases
+        if x.holds
+        and x.conditions["gpus"] == 1024
+        and x.conditions["premium_of"] == "network capex"
+    ]
     for x in ok:
         assert f"{x.conditions['optics']} optics with the IB switch at " in c.computed["holds_when"]
 

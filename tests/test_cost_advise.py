@@ -209,10 +209,14 @@ def test_break_even_by_maturity_orders_with_roce_operating_cost():
     # at 512 GPUs, with a $30k quote for the InfiniBand switch and OEM optics on both fabrics,
     # the order has something to order: IB pays for itself only at low maturity
     quoted = quoted_ib_switch(cat, 30_000)
-    demo = load_scenario("examples/llama3-70b-512-h100.yaml", overrides=["costs.optics=oem"],
-                         catalog=quoted)  # fmt: skip
-    assert break_even_gpus(demo, quoted)["by_maturity"] == {"low": 1024, "medium": None,
-                                                             "high": None}  # fmt: skip
+    demo = load_scenario(
+        "examples/llama3-70b-512-h100.yaml", overrides=["costs.optics=oem"], catalog=quoted
+    )
+    assert break_even_gpus(demo, quoted)["by_maturity"] == {
+        "low": 1024,
+        "medium": None,
+        "high": None,
+    }
     # at the catalog's prices, with each fabric's optics policy, it pays at no maturity
     plain = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
     assert set(break_even_gpus(plain, cat)["by_maturity"].values()) == {None}
@@ -480,8 +484,14 @@ def test_advise_table_states_a_missing_break_even_plainly(tmp_path):
     assert "none GPUs" not in out
     site = tmp_path / "site.toml"
     site.write_text(entries_to_toml([quoted_ib_switch(CAT, 30_000).switch("qm9700")]))
-    demo = run("advise", "examples/llama3-70b-512-h100.yaml", "--catalog", str(site),
-               "--set", "costs.optics=oem").stdout  # fmt: skip
+    demo = run(
+        "advise",
+        "examples/llama3-70b-512-h100.yaml",
+        "--catalog",
+        str(site),
+        "--set",
+        "costs.optics=oem",
+    ).stdout
     assert "break-even by network maturity: low 1,024, medium none, high none" in demo
 
 

@@ -44,8 +44,14 @@ def test_the_quoted_ndr_switch_spans_the_reseller_and_the_nvidia_branded_figure(
 
 def test_parts_without_a_public_price_are_labelled():
     none = {e.id for e in PRICED if not e.price.public}
-    assert {"q3400", "cx8", "arista-7060x6", "sn5600", "xcvr-osfp-800g-dr8",
-            "xcvr-osfp-1.6t-2xdr4"} <= none  # fmt: skip
+    assert {
+        "q3400",
+        "cx8",
+        "arista-7060x6",
+        "sn5600",
+        "xcvr-osfp-800g-dr8",
+        "xcvr-osfp-1.6t-2xdr4",
+    } <= none
 
 
 @pytest.mark.parametrize(
@@ -53,10 +59,13 @@ def test_parts_without_a_public_price_are_labelled():
     [
         {"usd": 10.0, "low": 20.0, "high": 30.0},  # nominal below its range
         {"usd": 10.0, "status": "quoted"},  # quoted without quotes
-        {"usd": 10.0, "status": "no-public-price",
-         "quotes": [{"usd": 9.0, "channel": "reseller", "source": "a shop", "as_of": "2024"}]},
+        {
+            "usd": 10.0,
+            "status": "no-public-price",
+            "quotes": [{"usd": 9.0, "channel": "reseller", "source": "a shop", "as_of": "2024"}],
+        },
     ],
-)  # fmt: skip
+)
 def test_inconsistent_prices_are_refused(fields):
     with pytest.raises(ValidationError):
         Price(assumption=True, basis="test", **fields)
@@ -88,8 +97,9 @@ def test_ethernet_fat_trees_use_the_breakout_dac_too():
         assert (node.medium, node.cable_id, node.cables) == ("dac", "dac-ndr-splitter", 256)
         assert node.cost_usd == 256 * 500
     # 4-5 m runs take the active splitter
-    d = design_fabric(512, "fat-tree", "roce-400g", optics="oem", cable_lengths={"node_leaf": 5},
-                      catalog=CAT)  # fmt: skip
+    d = design_fabric(
+        512, "fat-tree", "roce-400g", optics="oem", cable_lengths={"node_leaf": 5}, catalog=CAT
+    )
     assert next(m for m in d.media if m.tier == "node_leaf").cable_id == "acc-ndr-splitter"
 
 
@@ -99,10 +109,12 @@ def test_compatible_800g_optics_exist_and_a_fallback_is_named():
     assert all(t.endswith("-compat") for t in d.transceivers)
     # without the compatible 800G module the OEM one is priced, and named
     without = Catalog(
-        by_kind={k: {i: e for i, e in v.items() if i != "xcvr-osfp-800g-dr8-compat"}
-                 for k, v in CAT.by_kind.items()},
+        by_kind={
+            k: {i: e for i, e in v.items() if i != "xcvr-osfp-800g-dr8-compat"}
+            for k, v in CAT.by_kind.items()
+        },
         files=CAT.files,
-    )  # fmt: skip
+    )
     d = design_fabric(512, fabric="roce-800g", optics="compatible", catalog=without)
     assert d.oem_fallback == ("xcvr-osfp-800g-dr8",)
     assert "xcvr-osfp-800g-dr8" in d.transceivers
@@ -142,8 +154,10 @@ def test_advice_prices_support_as_a_labelled_assumption(demo):
     s = a.recommendation["support"]
     ib = next(f for f in a.fabrics if f["fabric"] == "ib-ndr")
     A = load_assumptions()
-    assert s["rates"] == {"ib-ndr": A.support_share("infiniband"),
-                          "roce-400g": A.support_share("roce")}  # fmt: skip
+    assert s["rates"] == {
+        "ib-ndr": A.support_share("infiniband"),
+        "roce-400g": A.support_share("roce"),
+    }
     assert s["dearer"] == "ib-ndr" and s["assumption"] is True
     # RoCE is the cheaper now and at the growth target: the figures are today's
     assert a.recommendation["growth"]["cheapest"] == a.recommendation["fabric"] == "roce-400g"
@@ -158,8 +172,9 @@ def test_support_is_drawn_per_fabric_and_unpriced_parts_are_named(demo):
     _, a = demo
     rows = [d for d in a.sensitivity if d["driver"] == "support"]
     assert {d["fabric"] for d in rows} == {"ib-ndr", "roce-400g"}
-    assert any("no public price for arista-7060x6 (roce-400g)" in r
-               for r in a.recommendation["reasons"])  # fmt: skip
+    assert any(
+        "no public price for arista-7060x6 (roce-400g)" in r for r in a.recommendation["reasons"]
+    )
     roce = next(f for f in a.fabrics if f["fabric"] == "roce-400g")
     assert roce["network_prices"]["no_public_price"] == ["arista-7060x6"]
     assert roce["network_prices"]["optics"] == "compatible"

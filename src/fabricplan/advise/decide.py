@@ -197,8 +197,10 @@ def unpriced_notes(costs: list[FabricCost]) -> list[str]:
     for c in costs:
         missing = (c.network_prices or {}).get("no_public_price") or []
         if missing:
-            out.append(f"no public price for {', '.join(missing)} ({c.fabric}): priced by "
-                       "assumption; a quote would replace it")  # fmt: skip
+            out.append(
+                f"no public price for {', '.join(missing)} ({c.fabric}): priced by "
+                "assumption; a quote would replace it"
+            )
     return out
 
 

@@ -42,8 +42,9 @@ class SupportEffect:
         )
 
 
-def support_effect(parts: Parts, costs: list[FabricCost], best: int, other: int
-                   ) -> SupportEffect | None:  # fmt: skip
+def support_effect(
+    parts: Parts, costs: list[FabricCost], best: int, other: int
+) -> SupportEffect | None:
     """None for a rental (no contract of its own) or when the two leaders' rates are equal."""
     if parts.kind != "own" or best == other:
         return None

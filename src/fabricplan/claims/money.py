@@ -76,15 +76,21 @@ def ib_switch_priced(cat: Catalog, at: str) -> tuple[Catalog, float]:
     return cat.with_entry(priced), usd
 
 
-def _pair(cat: Catalog, gpus: int, optics: str, known: Pairs | None = None,
-          switch_price: str = "nominal") -> tuple[FabricCost, FabricCost]:  # fmt: skip
+def _pair(
+    cat: Catalog, gpus: int, optics: str, known: Pairs | None = None, switch_price: str = "nominal"
+) -> tuple[FabricCost, FabricCost]:
     """IB and RoCE costs of an H100 cluster of ``gpus``; ``known`` keeps them for reuse."""
     key = (gpus, optics, switch_price)
     if known is not None and key in known:
         return known[key]
     priced, _ = ib_switch_priced(cat, switch_price)
-    sc = scenario_from_data({"cluster": {"gpu": "h100", "gpus": gpus, "fabric": [IB, ROCE]},
-                             "costs": {"optics": optics}}, catalog=priced)  # fmt: skip
+    sc = scenario_from_data(
+        {
+            "cluster": {"gpu": "h100", "gpus": gpus, "fabric": [IB, ROCE]},
+            "costs": {"optics": optics},
+        },
+        catalog=priced,
+    )
     a = load_assumptions()
     pair = fabric_cost(sc, priced, a, IB), fabric_cost(sc, priced, a, ROCE)
     if known is not None:
@@ -114,8 +120,12 @@ def _premium_cases(cat: Catalog, low: float, high: float, sizes: tuple[int, ...]
                 _, usd = ib_switch_priced(cat, at)
                 for basis, v in _premiums(ib, roce).items():
                     note = f"network is {share:.1%} of the RoCE cluster's capex"
-                    cond = {"gpus": gpus, "optics": optics, "ib_switch_usd": usd,
-                            "premium_of": basis}  # fmt: skip
+                    cond = {
+                        "gpus": gpus,
+                        "optics": optics,
+                        "ib_switch_usd": usd,
+                        "premium_of": basis,
+                    }
                     cases.append(Case(cond, v, in_range(v, low, high), note))
     return cases
 
@@ -130,8 +140,11 @@ def holds_when(cases: list[Case], gpus: int, basis: str) -> str:
         lo = min(c.value or 0.0 for c in mine)
         hi = max(c.value or 0.0 for c in mine)
         return f"at {gpus:,} GPUs on {basis} it holds under none of them ({lo:+.1%} to {hi:+.1%})"
-    parts = [f"{c.conditions['optics']} optics with the IB switch at "
-             f"${c.conditions['ib_switch_usd']:,.0f} ({c.value:+.1%})" for c in ok]  # fmt: skip
+    parts = [
+        f"{c.conditions['optics']} optics with the IB switch at "
+        f"${c.conditions['ib_switch_usd']:,.0f} ({c.value:+.1%})"
+        for c in ok
+    ]
     return f"at {gpus:,} GPUs on {basis} it holds with {'; '.join(parts)}"
 
 

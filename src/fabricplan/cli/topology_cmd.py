@@ -129,8 +129,9 @@ def price_notes(d: FabricDesign) -> list[str]:
     if d.no_public_price:
         out.append(f"no public price for {', '.join(d.no_public_price)}: priced by assumption")
     if d.oem_fallback:
-        out.append(f"no compatible part in the catalog for {', '.join(d.oem_fallback)}: "
-                   "priced as OEM")  # fmt: skip
+        out.append(
+            f"no compatible part in the catalog for {', '.join(d.oem_fallback)}: priced as OEM"
+        )
     return out
 
 

@@ -75,8 +75,10 @@ class FabricDesign:
         """The bill at every part's low and at every part's high catalog price."""
         sw, nic = self.switch.price.band, self.nic.price.band
         media = [m.cost_range_usd for m in self.media]
-        ends = [self.switch_count * sw[i] + self.nics * nic[i] + sum(m[i] for m in media)
-                for i in (0, 1)]  # fmt: skip
+        ends = [
+            self.switch_count * sw[i] + self.nics * nic[i] + sum(m[i] for m in media)
+            for i in (0, 1)
+        ]
         return ends[0], ends[1]
 
     @cached_property
@@ -125,8 +127,15 @@ class FabricDesign:
         }  # fmt: skip
 
 
-def _media_plan(cat: Catalog, lay: Layout, fabric: Fabric, switch: Switch, nic: Nic,
-                lengths: dict[str, float], optics: Quality) -> tuple[TierMedia, ...]:  # fmt: skip
+def _media_plan(
+    cat: Catalog,
+    lay: Layout,
+    fabric: Fabric,
+    switch: Switch,
+    nic: Nic,
+    lengths: dict[str, float],
+    optics: Quality,
+) -> tuple[TierMedia, ...]:
     sw, host = switch_end(switch), nic_end(nic)
     out = []
     for tier, links in lay.links.items():
@@ -207,5 +216,6 @@ def design_fabric(
         )
     quality = resolve_optics(optics, fab.family)
     media = _media_plan(cat, lay, fab, sw, nic, lengths, quality)
-    return FabricDesign(g.id, gpus, fab, sw, nic, lay, media,
-                        (oversubscription, spine_oversubscription), quality)  # fmt: skip
+    return FabricDesign(
+        g.id, gpus, fab, sw, nic, lay, media, (oversubscription, spine_oversubscription), quality
+    )

@@ -101,8 +101,9 @@ def nic_end(nic: Nic) -> End:
     return End(cage=nic.cage, host=True, max_module_ports=nic.ports)
 
 
-def _wanted(item: Cable | Transceiver, layer: LinkLayer, rate: float, length: float,
-            optics: Quality) -> bool:  # fmt: skip
+def _wanted(
+    item: Cable | Transceiver, layer: LinkLayer, rate: float, length: float, optics: Quality
+) -> bool:
     return (
         layer in item.link_layers
         and item.link_speed_gbps >= rate
@@ -135,8 +136,9 @@ class _PerLink(NamedTuple):
         return sum(b[0] for b in bands), sum(b[1] for b in bands)
 
 
-def _cable_options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End, b: End,
-                   optics: Quality) -> list[_PerLink]:  # fmt: skip
+def _cable_options(
+    cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End, b: End, optics: Quality
+) -> list[_PerLink]:
     kind = "switch-host" if b.host else "switch-switch"
     out = []
     for c in cat.entries("cable"):
@@ -151,8 +153,9 @@ def _cable_options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a
     return out
 
 
-def _optical_options(cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End,
-                     b: End, optics: Quality) -> list[_PerLink]:  # fmt: skip
+def _optical_options(
+    cat: Catalog, layer: LinkLayer, rate: float, length: float, a: End, b: End, optics: Quality
+) -> list[_PerLink]:
     """Fibre plus the cheapest module (per link) at each end, for each fibre mode."""
     out = []
     for mode in ("multimode", "singlemode"):
@@ -180,8 +183,17 @@ def _optical_options(cat: Catalog, layer: LinkLayer, rate: float, length: float,
     return out
 
 
-def choose_media(cat: Catalog, tier: str, links: int, length: float, layer: LinkLayer,
-                 rate: float, a: End, b: End, optics: Quality = "oem") -> TierMedia:  # fmt: skip
+def choose_media(
+    cat: Catalog,
+    tier: str,
+    links: int,
+    length: float,
+    layer: LinkLayer,
+    rate: float,
+    a: End,
+    b: End,
+    optics: Quality = "oem",
+) -> TierMedia:
     """The cheapest way to build ``links`` links of one tier. Compatible parts wanted but
     missing fall back to OEM ones, and the tier names them (``oem_fallback``)."""
     if links == 0:
