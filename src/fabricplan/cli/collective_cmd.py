@@ -23,7 +23,7 @@ from fabricplan.cli.system_opts import (
     size_list,
     system_from,
 )  # fmt: skip
-from fabricplan.collectives import OPS, predict, resolve_op
+from fabricplan.collectives import OPS, CollectiveTable, CommSystem, predict, resolve_op
 from fabricplan.collectives.nccl_constants import MAX_CTAS
 
 # nccl-tests' default element type
@@ -89,7 +89,11 @@ def collective(
     if as_json:
         emit_json(table.to_dict())
         return
-    s = system
+    show_table(system, op, table)
+
+
+def show_table(s: CommSystem, op: str, table: CollectiveTable) -> None:
+    """Print a predicted nccl-tests table as nccl-tests lays it out."""
     title = (
         f"{op} on {s.nodes} x {s.gpus_per_node} {s.gpu} ({s.nranks} ranks), {s.fabric}, "
         f"{s.nics_per_node} NICs/node at {s.nic_GBps:.1f} GB/s, {s.switch_hops} switch hop(s)"

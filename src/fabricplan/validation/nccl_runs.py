@@ -152,15 +152,24 @@ def accuracy_by_family(checks: list[RunCheck]) -> list[BandAccuracy]:
     out = []
     for held in (False, True):
         for fam in families:
-            group = [c for c in healthy if bool(c.setup.get("held_back")) == held
-                     and fam in ("all", c.family)]  # fmt: skip
+            group = [
+                c
+                for c in healthy
+                if bool(c.setup.get("held_back")) == held and fam in ("all", c.family)
+            ]
             if not group:
                 continue
             for band in BANDS:
                 per_run = [_band_errors(c.comparison, band) for c in group]
                 errs = np.concatenate(per_run) if per_run else np.array([])
-                out.append(BandAccuracy(
-                    fam, held, band, float(np.median(errs)) if errs.size else None,
-                    int(errs.size), sum(1 for e in per_run if e.size),
-                ))  # fmt: skip
+                out.append(
+                    BandAccuracy(
+                        fam,
+                        held,
+                        band,
+                        float(np.median(errs)) if errs.size else None,
+                        int(errs.size),
+                        sum(1 for e in per_run if e.size),
+                    )
+                )
     return out
