@@ -101,7 +101,12 @@ def show_table(s: CommSystem, op: str, table: CollectiveTable) -> None:
     out = Table(title=title, title_justify="left", title_style="bold")
     for col in ("size", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo",
                 "proto"):  # fmt: skip
-        out.add_column(col, justify="right" if col not in ("type", "algo", "proto") else "left")
+        # fold, never cut: a number must show in full on a narrow terminal
+        out.add_column(
+            col,
+            justify="right" if col not in ("type", "algo", "proto") else "left",
+            overflow="fold",
+        )
     for r in table.rows:
         out.add_row(
             human_size(r.size_bytes), str(max(r.size_bytes // DTYPE_BYTES, 0)), "float",
