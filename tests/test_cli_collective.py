@@ -83,9 +83,13 @@ def test_grade_bad_file(tmp_path):
 
 
 def test_validate_json():
-    out = json.loads(run("validate", "--json").stdout)
-    assert len(out) == 11 and all(r["grade_ok"] for r in out)
+    data = json.loads(run("validate", "--json").stdout)
+    out = data["runs"]
+    assert len(out) == 20 and all(r["grade_ok"] for r in out)
     assert all("predicted_busbw_GBps" in p for r in out for p in r["points"])
+    assert {r["family"] for r in out} == {"infiniband", "roce", "tcp", "srd"}
+    held = {(a["family"], a["band"]): a for a in data["accuracy"] if a["held_back"]}
+    assert held[("all", "busbw >= 64 MiB")]["runs"] == 5
 
 
 def test_calibrate_writes_a_usable_fabric(tmp_path):

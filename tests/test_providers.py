@@ -20,10 +20,24 @@ from fabricplan.catalog.providers import (
 from fabricplan.cli.app import app
 from test_cli import run
 
-ROCE = ["hot-aisle", "nscale", "tensorwave"]
-FIELDS = {"id", "name", "fabric", "ib_availability", "gbps_per_gpu_low", "gbps_per_gpu_high",
-          "speed_text", "availability", "topology", "topology_documented", "ib_price_note",
-          "source", "as_of"}  # fmt: skip
+ROCE = ["hot-aisle", "nscale", "tensorwave", "oci"]
+HYPERSCALERS = ["aws", "gcp", "azure", "oci"]
+FIELDS = {
+    "id",
+    "name",
+    "fabric",
+    "ib_availability",
+    "gbps_per_gpu_low",
+    "gbps_per_gpu_high",
+    "speed_text",
+    "availability",
+    "topology",
+    "topology_documented",
+    "ib_price_note",
+    "source",
+    "as_of",
+    "nodes",
+}
 
 
 def invoke(*args: str):
@@ -37,10 +51,40 @@ def providers() -> dict[str, Provider]:
     return {p.id: p for p in load_providers()}
 
 
-def test_catalog_has_the_seeds_17_rows(providers):
-    assert len(providers) == 17
-    assert all(p.source == "seed 002: provider comparison table" for p in providers.values())
-    assert all(p.as_of == "undated (seed 002)" for p in providers.values())
+def test_catalog_has_the_seeds_17_rows_and_the_hyperscalers(providers):
+    assert len(providers) == 21
+    seed = [p for p in providers.values() if p.id not in HYPERSCALERS]
+    assert len(seed) == 17 and not any(p.nodes for p in seed)
+    assert all(p.source == "seed 002: provider comparison table" for p in seed)
+    assert all(p.as_of == "undated (seed 002)" for p in seed)
+    assert [p.id for p in providers.values()][-4:] == HYPERSCALERS
+
+
+def test_every_node_type_names_catalog_ids(providers, cat):
+    nodes = {n.id: n for p in providers.values() for n in p.nodes}
+    assert len(nodes) == 15
+    for n in nodes.values():
+        cat.fabric(n.fabric), cat.gpu(n.gpu)
+    assert nodes["p5.48xlarge"].fabric == "efa-gen2-100g" and nodes["p5.48xlarge"].nics == 32
+    assert nodes["a3-highgpu-8g"].gbps_per_gpu == 100
+    assert nodes["nd96isr-h100-v5"].fabric == "ib-ndr"
+
+
+def test_cli_predict_p5():
+    """32 EFA ports run as 8 NCCL devices of 4 x 12 GB/s; 2 nodes reach the NVLS-Tree cap."""
+    result = invoke("--predict", "p5.48xlarge", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["provider"] == "aws" and out["system"]["nics_per_node"] == 8
+    assert out["system"]["nic_GBps"] == pytest.approx(48.0)
+    big = out["rows"][-1]
+    assert big["algorithm"] == "NVLSTree" and big["busbw_GBps"] == pytest.approx(461, rel=0.01)
+    assert out["rows"][0]["time_us"] == pytest.approx(63.0, abs=0.5)
+
+
+def test_cli_predict_errors():
+    assert invoke("--predict", "nope").exit_code == 2
+    assert invoke("--nodes", "4").exit_code == 2
 
 
 @pytest.mark.parametrize(
@@ -123,7 +167,7 @@ def test_cli_json_roce():
 def test_cli_json_all():
     result = invoke("--json")
     out = json.loads(result.stdout)
-    assert len(out) == 17
+    assert len(out) == 21
     for r in out:
         assert set(r) == FIELDS | {"scorecard"}
         assert set(r["scorecard"]) == {k for k, _ in QUESTIONS}

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 AS_OF_PATTERN = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
-FabricFamily = Literal["infiniband", "roce", "tcp", "uec"]
+FabricFamily = Literal["infiniband", "roce", "tcp", "uec", "srd"]
 LinkLayer = Literal["infiniband", "ethernet"]
 FlowControl = Literal["credit", "pfc", "none"]
 Routing = Literal["adaptive", "ecmp", "flowlet", "packet-spray", "static"]
@@ -157,6 +157,13 @@ class Fabric(Entry):
     gpudirect_rdma: bool
     default_nic: str
     default_switch: str
+    # The NCCL network plugin that drives this fabric and what it does (None: NCCL's own IB
+    # verbs or socket transport).
+    net_plugin: str | None = None
+    # The per-step latency the plugin reports to NCCL (ncclNetProperties_t.latency, us): NCCL's
+    # tuner adds it to every network step when it picks an algorithm and protocol. It is what
+    # the plugin tells NCCL, not a measurement; NCCL's own IB and socket transports report 0.
+    plugin_latency_us: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> Fabric:

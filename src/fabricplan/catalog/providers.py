@@ -54,8 +54,30 @@ QUESTIONS: tuple[tuple[str, str], ...] = (
 )
 
 
+class NodeType(BaseModel):
+    """One rentable node: its GPUs, the scale-out NICs that carry GPU traffic, and the catalog
+    fabric they run, as the provider documents them (None: not documented)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    gpu: str  # catalog GPU id
+    gpus: int = Field(gt=0)
+    fabric: str  # catalog fabric id
+    nics: int = Field(gt=0, description="scale-out NIC ports per node carrying GPU traffic")
+    nic_gbps: float = Field(gt=0)
+    topology: str | None = None
+    source: str
+    as_of: str
+
+    @property
+    def gbps_per_gpu(self) -> float:
+        return self.nics * self.nic_gbps / self.gpus
+
+
 class Provider(BaseModel):
-    """One row of seed 002's table; None means the seed gives no value."""
+    """One row of seed 002's table, or a hyperscaler with its documented node types; None
+    means the source gives no value."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -72,6 +94,7 @@ class Provider(BaseModel):
     ib_price_note: str | None = None
     source: str
     as_of: str
+    nodes: tuple[NodeType, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> Provider:
@@ -121,6 +144,16 @@ def _load() -> tuple[Provider, ...]:
     if dup := sorted({i for i in ids if ids.count(i) > 1}):
         raise CatalogError(f"{res}: provider ids defined twice: {', '.join(dup)}")
     return tuple(out)
+
+
+def find_node(ps: Iterable[Provider], node_id: str) -> tuple[Provider, NodeType]:
+    """The provider and node type called ``node_id``; ValueError naming the known ones."""
+    pairs = [(p, n) for p in ps for n in p.nodes]
+    for p, n in pairs:
+        if n.id == node_id.strip().lower():
+            return p, n
+    known = ", ".join(n.id for _, n in pairs)
+    raise ValueError(f"unknown node type '{node_id}'; known: {known}")
 
 
 def load_providers() -> list[Provider]:

@@ -23,7 +23,7 @@ from fabricplan.cli.system_opts import (
     size_list,
     system_from,
 )  # fmt: skip
-from fabricplan.collectives import OPS, predict, resolve_op
+from fabricplan.collectives import OPS, CollectiveTable, CommSystem, predict, resolve_op
 from fabricplan.collectives.nccl_constants import MAX_CTAS
 
 # nccl-tests' default element type
@@ -89,7 +89,11 @@ def collective(
     if as_json:
         emit_json(table.to_dict())
         return
-    s = system
+    show_table(system, op, table)
+
+
+def show_table(s: CommSystem, op: str, table: CollectiveTable) -> None:
+    """Print a predicted nccl-tests table as nccl-tests lays it out."""
     title = (
         f"{op} on {s.nodes} x {s.gpus_per_node} {s.gpu} ({s.nranks} ranks), {s.fabric}, "
         f"{s.nics_per_node} NICs/node at {s.nic_GBps:.1f} GB/s, {s.switch_hops} switch hop(s)"
@@ -97,7 +101,12 @@ def collective(
     out = Table(title=title, title_justify="left", title_style="bold")
     for col in ("size", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo",
                 "proto"):  # fmt: skip
-        out.add_column(col, justify="right" if col not in ("type", "algo", "proto") else "left")
+        # fold, never cut: a number must show in full on a narrow terminal
+        out.add_column(
+            col,
+            justify="right" if col not in ("type", "algo", "proto") else "left",
+            overflow="fold",
+        )
     for r in table.rows:
         out.add_row(
             human_size(r.size_bytes), str(max(r.size_bytes // DTYPE_BYTES, 0)), "float",

@@ -28,7 +28,6 @@ from fabricplan.cli.system_opts import (
 )
 from fabricplan.nccltests.compare import compare
 from fabricplan.nccltests.grade import PASS_BW_RATIO, Grade, grade
-from fabricplan.validation import check_runs
 
 # Exit code when a run is graded `fail`: the command worked, the fabric did not.
 EXIT_GRADE_FAIL = 3
@@ -202,41 +201,6 @@ def validate_cmd(
             "--suite training, held-back and claims",
             as_json=as_json,
         )
-    checks = check_runs()
-    if as_json:
-        emit_json([c.to_dict() for c in checks])
-        return
-    table = Table(title="Published nccl-tests runs vs the collective model", title_justify="left",
-                  title_style="bold")  # fmt: skip
-    for col in ("file", "run", "health", "nodes", "busbw err >=64M", "time err <=64K",
-                "verdict", "expected", "findings"):  # fmt: skip
-        table.add_column(col, overflow="fold")
-    for c in checks:
-        d = c.to_dict()
-        pct = lambda v: "-" if v is None else f"{100 * v:.2f} %"  # noqa: E731
-        table.add_row(
-            d["file"][:3], d["run"] or "(only)", d["health"], str(d["nodes"]),
-            pct(d["busbw_median_abs_error"]), pct(d["time_median_abs_error"]), d["verdict"],
-            d["expected_verdict"] + ("" if d["grade_ok"] else " [red]MISMATCH[/]"),
-            ", ".join(d["findings"]),
-        )  # fmt: skip
-        if points:
-            for p in d["points"]:
-                err = p["measured_busbw_GBps"] / p["predicted_busbw_GBps"] - 1
-                table.add_row(
-                    "", human_size(p["size_bytes"]), "", "",
-                    f"{p['measured_busbw_GBps']:.1f} vs {p['predicted_busbw_GBps']:.1f} GB/s",
-                    f"{p['measured_time_us']:,.1f} vs {p['predicted_time_us']:,.1f} us",
-                    f"{100 * err:+.0f} %", p["algorithm"], "",
-                )  # fmt: skip
-    console.print(table)
-    healthy = [c for c in checks if c.setup["health"] == "healthy"]
-    bw_ok = sum(1 for c in healthy if c.busbw_error is not None and c.busbw_error <= 0.10)
-    t_ok = [c for c in healthy if c.time_error is not None]
-    console.print(
-        f"healthy runs with busbw median error <= 10 %: {bw_ok}/{len(healthy)}; "
-        f"with small-message time error <= 25 %: "
-        f"{sum(1 for c in t_ok if c.time_error <= 0.25)}/{len(t_ok)}; "
-        f"grades as expected: {sum(c.grade_ok for c in checks)}/{len(checks)}",
-        highlight=False,
-    )
+    from fabricplan.cli.validate_nccl import show_nccl_runs
+
+    show_nccl_runs(points, as_json)

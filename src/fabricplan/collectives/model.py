@@ -37,7 +37,8 @@ class SystemArrays:
     nic: np.ndarray  # GB/s per NIC
     nvl: np.ndarray  # GB/s per GPU scale-up, one direction
     nvls_ch: np.ndarray  # GB/s per NVLS channel
-    delta: np.ndarray  # us added per network step
+    delta: np.ndarray  # us added per network step (physical)
+    tuner_delta: np.ndarray  # us NCCL's tuner adds per network step (the plugin's figure)
     arch: np.ndarray  # NCCL compCap row
     nvls: np.ndarray  # bool
     sharp: np.ndarray  # bool
@@ -56,6 +57,7 @@ class SystemArrays:
             nvl=col(lambda s: s.nvlink_GBps),
             nvls_ch=col(lambda s: s.nvls_channel_GBps),
             delta=col(lambda s: s.net_step_delta_us),
+            tuner_delta=col(lambda s: s.tuner_step_delta_us),
             arch=col(lambda s: K.ARCH_INDEX[s.arch], int),
             nvls=col(lambda s: s.nvls, bool),
             sharp=col(lambda s: s.sharp, bool),
@@ -77,9 +79,13 @@ def _nsteps(op: str, n: np.ndarray) -> np.ndarray:
     return n  # broadcast, reduce
 
 
-def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def tables(
+    sa: SystemArrays, op: str, delta: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Latency (us), algorithm bandwidth (GB/s; 0 = not available) per (N, algo, proto), and
-    the runtime channel count (N,) used by the ring plateau rule."""
+    the runtime channel count (N,) used by the ring plateau rule. ``delta`` (us per network
+    step, (N,)) defaults to the physical one; NCCL's tuner sees ``sa.tuner_delta``."""
+    delta = sa.delta if delta is None else delta
     if op not in TABLE_OPS:
         raise ValueError(f"no NCCL table for {op}")
     n_sys = len(sa)
@@ -113,7 +119,15 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
     if ar:
         # Tree (double binary tree between nodes, chains inside): same channels as the ring.
-        tree = np.minimum(K.TREE_SIMPLE_FACTOR * bus_ring, nch * K.PER_CH_MAX_TREE_BW[arch, scale])
+        # With two nodes each tree sends half the data up and half down, so each direction of
+        # the network carries each byte once, not a ring's ~2x: the network side counts
+        # twice, as for NVLS-Tree below.
+        two_node = nodes <= K.NVLS_TREE_TWO_NODE_MAX_NODES
+        tree_nic = sa.nic * np.where(multi & two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
+        tree_ch = np.where(single, sa.nvl / k, np.minimum(tree_nic, nvl_share / nch))
+        tree = np.minimum(
+            K.TREE_SIMPLE_FACTOR * nch * tree_ch, nch * K.PER_CH_MAX_TREE_BW[arch, scale]
+        )
         bw[:, TREE, LL] = np.minimum(tree / K.TREE_LL_DIVISOR, llmax) * K.TREE_ALG_RATIO
         ll128 = tree * np.where(single, K.TREE_LL128_FACTOR_ONE_NODE, K.TREE_LL128_FACTOR_MULTINODE)
         ll128_cap = nch * K.PER_CH_MAX_TREE_LL128_BW[arch, scale]
@@ -126,7 +140,6 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
         nvls_ch = np.maximum(m, 1)
         intra = (sa.nvls_ch * K.NVLS_EFFICIENCY[arch] * (nvls_ch - 1) / nvls_ch
                  * K.NVLS_ALLREDUCE_PIPELINE)  # fmt: skip
-        two_node = nodes <= K.NVLS_TREE_TWO_NODE_MAX_NODES
         inter = sa.nic * np.where(two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
         per_ch = np.minimum(np.minimum(intra, inter), K.PER_CH_MAX_NVLS_TREE_BW[arch, scale])
         ok = multi & sa.nvls & (nvls_ch >= 2)
@@ -158,8 +171,8 @@ def tables(sa: SystemArrays, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     net = K.HW_LAT_US[K.HW_NET]
     ppn1 = (k == 1)[:, None, None]
     inter_lat = np.where(ppn1, net[TREE][None, None, :], net[None, :, :])
-    inter_lat = inter_lat + sa.delta[:, None, None]
-    inter_lat[:, :, SIMPLE] += sa.delta[:, None]  # NCCL adds the plugin latency twice (flush)
+    inter_lat = inter_lat + delta[:, None, None]
+    inter_lat[:, :, SIMPLE] += delta[:, None]  # NCCL adds the plugin latency twice (flush)
     base = K.BASE_LAT_US[None]
     log2n = np.floor(np.log2(np.maximum(nodes, 1)))[:, None]
 
@@ -235,14 +248,16 @@ def times(
     op: str,
     sizes: np.ndarray,
     slowdown: np.ndarray | float = 1.0,
+    delta: np.ndarray | None = None,
 ) -> np.ndarray:
     """Time (us) of every (algorithm, protocol) for each configuration and size.
 
     ``sizes`` has shape (N, S) (or broadcasts to it); the result is (N, S, A, P), with ``inf``
     where an algorithm/protocol is not available. ``slowdown`` (>= 1, scalar or (N, A)) stretches
-    the bandwidth term: this is where a congestion backend's factor enters.
+    the bandwidth term: this is where a congestion backend's factor enters. ``delta`` replaces
+    the physical per-step network latency (NCCL's tuner reads ``sa.tuner_delta``).
     """
-    lat, bw, nch_rt = tables(sa, op)
+    lat, bw, nch_rt = tables(sa, op, delta)
     sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
     s = sizes[:, :, None, None]
     eff_bw = np.broadcast_to(bw[:, None], (len(sa), sizes.shape[1], A, P)).copy()
@@ -274,8 +289,12 @@ def times(
     return np.where(eff_bw > 0, t, np.inf)
 
 
-def best(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The fastest (algorithm, protocol) per (N, S): time, algorithm index, protocol index."""
+def best(
+    t: np.ndarray, judged: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (algorithm, protocol) per (N, S) that is fastest by ``judged`` (NCCL's own estimate;
+    default ``t``): its time in ``t``, algorithm index, protocol index."""
     flat = t.reshape((*t.shape[:-2], A * P))
-    choice = np.argmin(flat, axis=-1)
+    by = flat if judged is None else judged.reshape(flat.shape)
+    choice = np.argmin(by, axis=-1)
     return np.take_along_axis(flat, choice[..., None], -1)[..., 0], choice // P, choice % P

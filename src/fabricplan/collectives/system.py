@@ -3,7 +3,10 @@
 Fabrics differ here through measured properties only: per-NIC goodput (bounded by the NIC's
 PCIe link) and the extra latency of each network step compared with InfiniBand NDR, the fabric
 NCCL's own latency constants were measured on. NCCL has a hook for exactly this: the network
-plugin reports a per-step latency (``latencyInter``) that the tuner adds to its constants.
+plugin reports a per-step latency (``latencyInter``) that the tuner adds to its constants when
+it picks an algorithm. What a plugin reports and what a step takes differ (aws-ofi-nccl reports
+75 us on p5; AWS's own cost model of the same network has 20 us), so the two are kept apart:
+NCCL's choice reads the reported figure, the predicted time the physical one.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ class CommSystem:
     p2p_latency_us: float  # one-way small-message RDMA latency across the fabric
     switch_hops: int
     sharp: bool = False  # in-network reduction (CollNet), InfiniBand only
+    # What NCCL's tuner adds to each network step when it picks an algorithm: the latency the
+    # network plugin reports (0 for NCCL's own IB and socket transports). The time is then
+    # the physical one, net_step_delta_us.
+    tuner_step_delta_us: float = 0.0
     min_ctas: int = 1  # NCCL_MIN_CTAS (NCCL's default 1)
     max_ctas: int = MAX_CTAS  # NCCL_MAX_CTAS
 
@@ -97,6 +104,12 @@ def build_system(
     sw_ns = sw.port_to_port_latency_ns.nominal
 
     nic_bw = nic.goodput_GBps(f.nic_goodput_GBps.nominal, g.node.pcie_gen)
+    if m > k:
+        # More ports than GPUs: NCCL drives one device per GPU that stripes over the ports
+        # behind the GPU's PCIe switch (aws-ofi-nccl's rails on p5: 32 ports, 8 devices of 4;
+        # NCCL merges the ports of a multi-port NIC the same way, NCCL_IB_MERGE_NICS).
+        nic_bw *= m / k
+        m = k
 
     eff = SCALEUP_EFFICIENCY[g.arch]
     nvlink = g.scaleup_unidir_GBps * eff
@@ -125,4 +138,5 @@ def build_system(
         p2p_latency_us=own,
         switch_hops=h,
         sharp=sharp and f.family == "infiniband",
+        tuner_step_delta_us=f.plugin_latency_us,
     )

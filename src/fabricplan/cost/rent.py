@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from fabricplan.cost.assumptions import CostAssumptions
 
 # How a fabric family's tier is named in a sentence.
-FAMILY_NAMES = {"infiniband": "InfiniBand", "roce": "RoCE", "tcp": "TCP-only", "uec": "UEC"}
+FAMILY_NAMES = {
+    "infiniband": "InfiniBand",
+    "roce": "RoCE",
+    "tcp": "TCP-only",
+    "uec": "UEC",
+    "srd": "EFA",
+}
 
 
 @dataclass(frozen=True)

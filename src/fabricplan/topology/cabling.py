@@ -31,6 +31,7 @@ OPTICS_POLICY: dict[str, Quality] = {
     "roce": "compatible",
     "uec": "compatible",
     "tcp": "compatible",
+    "srd": "compatible",  # AWS EFA is rented only; its gear is never priced
 }
 
 

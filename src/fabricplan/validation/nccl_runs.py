@@ -30,6 +30,7 @@ class RunCheck:
     grade: Grade
     busbw_error: float | None  # median |measured/predicted - 1|, sizes >= 64 MiB
     time_error: float | None  # the same for time, sizes <= 64 KiB
+    family: str = ""  # the fabric's family (infiniband, roce, tcp, srd, ...)
 
     @property
     def grade_ok(self) -> bool:
@@ -46,6 +47,8 @@ class RunCheck:
             "health": self.setup["health"],
             "nodes": self.setup["nodes"],
             "fabric": self.setup["fabric"],
+            "family": self.family,
+            "held_back": bool(self.setup.get("held_back")),
             "busbw_median_abs_error": self.busbw_error,
             "time_median_abs_error": self.time_error,
             "verdict": self.grade.verdict,
@@ -95,5 +98,78 @@ def check_runs(manifest: list[dict[str, Any]] | None = None) -> list[RunCheck]:
             setup, cmp, grade(runs[0], system, cmp),
             _median_abs_error(cmp.measured_busbw_GBps[large], cmp.expected_busbw_GBps[large]),
             _median_abs_error(cmp.measured_time_us[small], cmp.expected_time_us[small]),
+            system.family,
         ))  # fmt: skip
+    return out
+
+
+# The size bands the accuracy targets are stated in: busbw for large and mid sizes, time for
+# small messages (where busbw is ~0 and time is what a user waits for).
+MID_BYTES = (2**20, 32 * 2**20)
+BANDS = ("busbw >= 64 MiB", "busbw 1-32 MiB", "time <= 64 KiB")
+
+
+@dataclass(frozen=True)
+class BandAccuracy:
+    """Median |measured / predicted - 1| over every point of one fabric family's healthy runs
+    in one size band, pooled across runs."""
+
+    family: str
+    held_back: bool
+    band: str
+    median_abs_error: float | None
+    points: int
+    runs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "held_back": self.held_back,
+            "band": self.band,
+            "median_abs_error": self.median_abs_error,
+            "points": self.points,
+            "runs": self.runs,
+        }
+
+
+def _band_errors(c: Comparison, band: str) -> np.ndarray:
+    if band == BANDS[0]:
+        keep, m, p = c.sizes >= LARGE_BYTES, c.measured_busbw_GBps, c.expected_busbw_GBps
+    elif band == BANDS[1]:
+        keep = (c.sizes >= MID_BYTES[0]) & (c.sizes <= MID_BYTES[1])
+        m, p = c.measured_busbw_GBps, c.expected_busbw_GBps
+    else:
+        keep, m, p = c.sizes <= SMALL_BYTES, c.measured_time_us, c.expected_time_us
+    ok = keep & np.isfinite(m) & np.isfinite(p) & (p > 0)
+    return np.abs(m[ok] / p[ok] - 1)
+
+
+def accuracy_by_family(checks: list[RunCheck]) -> list[BandAccuracy]:
+    """Per fabric family (and "all"), training and held-back runs apart: the median error in
+    each size band over the healthy runs."""
+    healthy = [c for c in checks if c.setup["health"] == "healthy"]
+    families = [*sorted({c.family for c in healthy}), "all"]
+    out = []
+    for held in (False, True):
+        for fam in families:
+            group = [
+                c
+                for c in healthy
+                if bool(c.setup.get("held_back")) == held and fam in ("all", c.family)
+            ]
+            if not group:
+                continue
+            for band in BANDS:
+                per_run = [_band_errors(c.comparison, band) for c in group]
+                errs = np.concatenate(per_run) if per_run else np.array([])
+                out.append(
+                    BandAccuracy(
+                        fam,
+                        held,
+                        band,
+                        float(np.median(errs)) if errs.size else None,
+                        int(errs.size),
+                        sum(1 for e in per_run if e.size),
+                    )
+                )
     return out
