@@ -169,6 +169,10 @@ class Phases:
             self.p_out, self.p_in, self.p_w = pp.out, pp.into, pp.weight
             self.p_col = col_of[pp.flow]
             self.arrivals = PathArrivals(net, routed, col_of, pp)
+            # every (egress, ingress) port a pair can heat, numbered once: an event marks the
+            # hot ones instead of sorting its pairs again
+            key = pp.out.astype(np.int64) * net.lanes + pp.into
+            self.port_keys, self.p_port = np.unique(key, return_inverse=True)
         self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
         self.record = RunRecord()
 
@@ -193,8 +197,11 @@ class Phases:
         extra_cap = np.zeros(0)
         if hot.any():
             h = np.flatnonzero(hot[out])
-            key = out[h].astype(np.int64) * lanes + into[h]
-            ports, inv = np.unique(key, return_inverse=True)
+            pid = self.p_port[sel[h]]
+            marked = np.zeros(len(self.port_keys), bool)
+            marked[pid] = True
+            ports = self.port_keys[marked]  # sorted, as np.unique would give them
+            inv = (np.cumsum(marked) - 1)[pid]
             p_lane, p_from = ports // lanes, ports % lanes
             p_bring = np.bincount(inv, weights=bring[h], minlength=len(ports))
             n_ports = np.bincount(p_lane, minlength=lanes)
