@@ -15,6 +15,7 @@ from fabricplan.cli.system_opts import (
     GPU_OPT,
     HOPS_OPT,
     JSON_OPT,
+    MAX_FILE_OPT,
     NICS_OPT,
     NODES_OPT,
     RUN_OPT,
@@ -41,14 +42,16 @@ def calibrate_cmd(
     set_: list[str] | None = SET_OPT,
     run_index: list[int] | None = RUN_OPT,
     catalog: Path | None = CATALOG_OPT,
+    max_file_mb: int = MAX_FILE_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Fit NIC goodput and network latency to measured runs; use the result with --catalog."""
     cat = catalog_from(catalog, as_json)
     measured = measured_runs(
-        results, op=op, run_index=run_index, catalog=cat, as_json=as_json, gpu=gpu, nodes=nodes,
-        gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, fabric=fabric, hops=hops,
-        sharp=False, scenario=scenario, overrides=set_,
+        results, op=op, run_index=run_index, catalog=cat, as_json=as_json,
+        max_file_mb=max_file_mb, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=False, scenario=scenario,
+        overrides=set_,
     )  # fmt: skip
     # a single node never touches the fabric
     triples = [t for t in measured if t[1].nodes > 1]

@@ -13,7 +13,9 @@ from fabricplan.cli.catalog_opt import JSON_OPT as JSON_OPT
 from fabricplan.cli.output import fail
 from fabricplan.cli.scenario_cmd import load_or_fail
 from fabricplan.collectives import CommSystem, build_system, resolve_op
+from fabricplan.inputs import MIB
 from fabricplan.nccltests import ParseError, Run, parse_file
+from fabricplan.nccltests.parse import DEFAULT_MAX_LOG_BYTES
 from fabricplan.scenario import default_fabric
 
 GPU_OPT = typer.Option(None, "--gpu", help="GPU id (default h100, or the scenario's).")
@@ -33,6 +35,16 @@ SHARP_OPT = typer.Option(False, "--sharp", help="Enable in-network reduction (In
 SCENARIO_OPT = typer.Option(None, "--scenario", help="Take the cluster from a scenario file.")
 SET_OPT = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field.")
 RUN_OPT = typer.Option(None, "--run", min=1, help="Only run N of the file (1-based; repeatable).")
+# Most of a log a command reads, in MiB: the parser's default cap; at most 4 GiB, as far as a
+# log is worth streaming on a workstation (about 4 MB a second, 300 bytes a kept row).
+MAX_FILE_MB_LIMIT = 4096
+MAX_FILE_OPT = typer.Option(
+    DEFAULT_MAX_LOG_BYTES // MIB,
+    "--max-file-mb",
+    min=1,
+    max=MAX_FILE_MB_LIMIT,
+    help="Refuse a results file larger than this (MiB).",
+)
 
 
 def pick_runs(runs: list, wanted: list[int] | None, as_json: bool) -> list:
@@ -147,6 +159,7 @@ def measured_runs(
     run_index: list[int] | None,
     catalog: Catalog,
     as_json: bool,
+    max_file_mb: int = DEFAULT_MAX_LOG_BYTES // MIB,
     **system: Any,
 ) -> list[tuple[Run, CommSystem, str]]:
     """Parse RESULTS and pair each run with the system it ran on and its collective.
@@ -155,7 +168,8 @@ def measured_runs(
     neither, the rank count inferred from busbw/algbw and --gpus-per-node give the nodes.
     """
     try:
-        runs = pick_runs(parse_file(results), run_index, as_json)
+        parsed = parse_file(results, max_bytes=max_file_mb * MIB, raise_with="--max-file-mb")
+        runs = pick_runs(parsed, run_index, as_json)
         forced_op = resolve_op(op) if op else None
     except (ParseError, ValueError) as exc:
         fail(f"{results}: {exc}", as_json=as_json)
