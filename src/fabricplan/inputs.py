@@ -8,6 +8,7 @@ read stops at a stated size, so a hostile or broken file costs a refusal, not th
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -105,3 +106,53 @@ class CappedLines:
         if self._left < 0:
             raise InputTooLarge(self._message)
         return True
+
+
+def describe_error(err: Mapping[str, Any]) -> str:
+    """One validation error (a pydantic ``errors()`` item) in our words: what is allowed."""
+    kind, ctx = err["type"], err.get("ctx") or {}
+    match kind:
+        case "extra_forbidden":
+            return "unknown key"
+        case "missing":
+            return "required but missing"
+        case "literal_error":
+            return f"must be one of {ctx.get('expected', '')}"
+        case "greater_than":
+            return f"must be greater than {ctx['gt']}"
+        case "greater_than_equal":
+            return f"must be at least {ctx['ge']}"
+        case "less_than_equal":
+            return f"must be at most {ctx['le']}"
+        case "less_than":
+            return f"must be less than {ctx['lt']}"
+        case "int_parsing" | "int_type" | "int_from_float" | "int_parsing_size":
+            return "must be a whole number"
+        case "float_parsing" | "float_type":
+            return "must be a number"
+        case "finite_number":
+            return "must be a finite number"
+        case "bool_parsing" | "bool_type":
+            return "must be true or false"
+        case "string_type":
+            return "must be text"
+        case "string_too_short":
+            return (
+                "must not be empty"
+                if ctx.get("min_length") == 1
+                else (f"must be at least {ctx.get('min_length')} characters")
+            )
+        case "string_too_long":
+            return f"must be at most {ctx['max_length']} characters"
+        case "string_pattern_mismatch":
+            return f"must match the pattern {ctx.get('pattern', '')}"
+        case "model_type" | "dict_type" | "model_attributes_type":
+            return "must be a mapping of keys to values"
+        case "tuple_type" | "list_type":
+            return "must be a list"
+        case "too_short":
+            return f"must have at least {ctx.get('min_length')} item(s)"
+        case "value_error" | "assertion_error":
+            return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        case _:
+            return str(err["msg"])

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from fabricplan.catalog import Catalog, count_params, default_catalog
-from fabricplan.inputs import MIB, InputTooLarge, read_capped
+from fabricplan.inputs import MIB, InputTooLarge, describe_error, read_capped
 from fabricplan.scenario.checks import catalog_id_problems, check_scenario
 from fabricplan.scenario.errors import Problem, ScenarioError
 from fabricplan.scenario.models import Cluster, Scenario, Workload
@@ -91,46 +91,12 @@ def _range_text(loc: tuple[Any, ...]) -> str:
 
 
 def _message(err: Mapping[str, Any]) -> str:
-    kind, ctx = err["type"], err.get("ctx") or {}
-    match kind:
-        case "extra_forbidden":
-            return f"unknown key; allowed here: {', '.join(_allowed_keys(tuple(err['loc'][:-1])))}"
-        case "missing":
-            return "required but missing"
-        case "literal_error":
-            return f"must be one of {ctx.get('expected', '')}"
-        case "greater_than":
-            return f"must be greater than {ctx['gt']}"
-        case "greater_than_equal":
-            return f"must be at least {ctx['ge']}"
-        case "less_than_equal":
-            return f"must be at most {ctx['le']}"
-        case "less_than":
-            return f"must be less than {ctx['lt']}"
-        case "int_parsing" | "int_type" | "int_from_float":
-            return "must be a whole number"
-        case "float_parsing" | "float_type":
-            return "must be a number"
-        case "finite_number":
-            return "must be a finite number"
-        case "bool_parsing" | "bool_type":
-            return "must be true or false"
-        case "string_type":
-            return "must be text"
-        case "string_too_short":
-            return "must not be empty"
-        case "string_too_long":
-            return f"must be at most {ctx['max_length']} characters"
-        case "int_parsing_size":
-            return f"must be a whole number{_range_text(tuple(err['loc']))}"
-        case "model_type" | "dict_type" | "model_attributes_type":
-            return "must be a mapping of keys to values"
-        case "tuple_type" | "list_type":
-            return "must be a list"
-        case "value_error":
-            return str(err["msg"]).removeprefix("Value error, ")
-        case _:
-            return str(err["msg"])
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"unknown key; allowed here: {', '.join(_allowed_keys(tuple(err['loc'][:-1])))}"
+    if kind == "int_parsing_size":
+        return f"must be a whole number{_range_text(tuple(err['loc']))}"
+    return describe_error(err)
 
 
 def _structural_problems(exc: ValidationError) -> list[Problem]:
