@@ -64,8 +64,7 @@ def calibrate_cmd(
         )
     try:
         if out == STDOUT and as_json:
-            raise OutFileError("--out -: standard output carries the TOML; drop --json or name "
-                               "a file")  # fmt: skip
+            raise OutFileError("--out -: standard output carries the TOML; drop --json")
         if out != STDOUT:
             check_target(out, force=force)
     except OutFileError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,14 @@ from fabricplan.cli.system_opts import (
     SWITCH_OPT,
     parse_ratios,
     parse_size,
+)
+from fabricplan.congestion.budget import (
+    DEFAULT_MEMORY_BUDGET_GB,
+    DEFAULT_TIME_BUDGET_S,
+    MAX_MEMORY_BUDGET_GB,
+    MAX_TIME_BUDGET_S,
+    estimate_case,
+    over_budget,
 )
 from fabricplan.congestion.case import DEFAULT_JITTER_US, DEFAULT_QPS, MAX_SEEDS, Case
 from fabricplan.congestion.dcqcn import qualities
@@ -107,6 +116,16 @@ def congestion(
         "--congestion-control",
         help=f"{' | '.join(CONGESTION_CONTROLS)} (none: PFC only; default: preset).",
     ),
+    time_budget_s: float = typer.Option(
+        DEFAULT_TIME_BUDGET_S,
+        "--time-budget-s",
+        help="Refuse a case estimated to run longer (seconds).",
+    ),
+    memory_budget_gb: float = typer.Option(
+        DEFAULT_MEMORY_BUDGET_GB,
+        "--memory-budget-gb",
+        help="Refuse a case estimated to need more memory (GB).",
+    ),
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -154,6 +173,7 @@ def congestion(
             dragonfly=dragonfly_routing,
         )
         case.check()
+        _check_budgets(case, cat, time_budget_s, memory_budget_gb)
         result = _run_with_progress(case, cat, quiet=as_json)
     except (UnknownIdError, ValueError) as exc:  # CaseError, TopologyError: bad input too
         fail(str(exc), as_json=as_json)
@@ -208,6 +228,20 @@ def congestion(
             )
         )
     console.print("[dim]not modelled: " + "; ".join(out["not_modelled"]) + "[/]", highlight=False)
+
+
+def _check_budgets(case: Case, cat, time_budget_s: float, memory_budget_gb: float) -> None:
+    """Refuse, before any work, a case whose estimate is over a budget (ValueError)."""
+    budgets = (
+        ("--time-budget-s", time_budget_s, MAX_TIME_BUDGET_S),
+        ("--memory-budget-gb", memory_budget_gb, MAX_MEMORY_BUDGET_GB),
+    )
+    for flag, value, most in budgets:
+        if not (math.isfinite(value) and 0 < value <= most):
+            raise ValueError(f"{flag}: {value:g} is not allowed; above 0 and at most {most:,g}")
+    reason = over_budget(estimate_case(case, cat), time_budget_s, memory_budget_gb)
+    if reason:
+        raise ValueError(reason)
 
 
 def _run_with_progress(case: Case, cat, quiet: bool):
