@@ -108,6 +108,11 @@ class CappedLines:
         return True
 
 
+def _number(value: Any) -> str:
+    """A bound as a message writes it: 10,000,000, 0.5."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
 def describe_error(err: Mapping[str, Any]) -> str:
     """One validation error (a pydantic ``errors()`` item) in our words: what is allowed."""
     kind, ctx = err["type"], err.get("ctx") or {}
@@ -119,13 +124,13 @@ def describe_error(err: Mapping[str, Any]) -> str:
         case "literal_error":
             return f"must be one of {ctx.get('expected', '')}"
         case "greater_than":
-            return f"must be greater than {ctx['gt']}"
+            return f"must be greater than {_number(ctx['gt'])}"
         case "greater_than_equal":
-            return f"must be at least {ctx['ge']}"
+            return f"must be at least {_number(ctx['ge'])}"
         case "less_than_equal":
-            return f"must be at most {ctx['le']}"
+            return f"must be at most {_number(ctx['le'])}"
         case "less_than":
-            return f"must be less than {ctx['lt']}"
+            return f"must be less than {_number(ctx['lt'])}"
         case "int_parsing" | "int_type" | "int_from_float" | "int_parsing_size":
             return "must be a whole number"
         case "float_parsing" | "float_type":
