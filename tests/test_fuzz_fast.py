@@ -4,32 +4,15 @@ memory."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
-
-from fuzz.runner import TARGET_BYTES, TARGET_SECONDS, Report, lines, run_case, warm_up
-from fuzz.strategies import FAST_CASES, FuzzCase
+from fuzz.runner import TARGET_BYTES, TARGET_SECONDS, explore, lines
+from fuzz.strategies import FAST_CASES
 
 # Cases per `make test`: about 15 s on a shared 2-core machine.
 FAST_CASES_COUNT = 300
 
 
 def test_hostile_inputs_are_refused_cleanly_in_bounded_time_and_memory():
-    warm_up()
-    report = Report()
-
-    @seed(20251125)
-    @settings(
-        max_examples=FAST_CASES_COUNT,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(FAST_CASES)
-    def explore(case: FuzzCase) -> None:
-        report.add(run_case(case))
-
-    explore()
+    report = explore(FAST_CASES, FAST_CASES_COUNT, seed_value=20251125)
     summary = report.summary()
     assert summary["cases"] >= FAST_CASES_COUNT * 0.9
     assert not report.bad, "\n".join(lines(report))

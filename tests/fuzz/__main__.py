@@ -14,10 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests folder: `fuzz` package
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
-
-from fuzz.runner import Report, lines, run_case, warm_up
-from fuzz.strategies import CASES, FuzzCase
+from fuzz.runner import Report, explore, lines
+from fuzz.strategies import CASES
 
 # Cases between two progress lines.
 PROGRESS_EVERY = 250
@@ -29,20 +27,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the summary and misses here")
     args = parser.parse_args()
-    warm_up()
-    report = Report()
 
-    @seed(args.seed)
-    @settings(
-        max_examples=args.cases,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(CASES)
-    def explore(case: FuzzCase) -> None:
-        report.add(run_case(case))
+    def progress(report: Report) -> None:
         if len(report.outcomes) % PROGRESS_EVERY == 0:
             s = report.summary()
             print(
@@ -51,7 +37,7 @@ def main() -> int:
                 flush=True,
             )
 
-    explore()
+    report = explore(CASES, args.cases, args.seed, progress)
     for line in lines(report):
         print(line)
     if args.json:

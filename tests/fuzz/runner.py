@@ -16,9 +16,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
 from fuzz.strategies import FuzzCase
 
@@ -164,3 +167,32 @@ def lines(report: Report) -> Iterable[str]:
     for o in report.bad:
         yield f"BAD {o.kind} {o.seconds:.1f}s {o.peak_bytes / 2**20:.0f}MB {o.case.describe()}"
         yield "    " + o.stderr_tail.strip().replace("\n", "\n    ")
+
+
+def explore(
+    cases: st.SearchStrategy[FuzzCase],
+    count: int,
+    seed_value: int,
+    after_each: Callable[[Report], None] | None = None,
+) -> Report:
+    """Draw ``count`` cases (repeatably for ``seed_value``), run each, and report them all:
+    every case is recorded, none stops the run, and nothing is shrunk."""
+    warm_up()
+    report = Report()
+
+    @seed(seed_value)
+    @settings(
+        max_examples=count,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(cases)
+    def one(case: FuzzCase) -> None:
+        report.add(run_case(case))
+        if after_each is not None:
+            after_each(report)
+
+    one()
+    return report
