@@ -35,6 +35,7 @@ from fabricplan.congestion.settings import CONGESTION_CONTROLS, FlowSettings
 from fabricplan.congestion.simulate import run_case
 from fabricplan.congestion.traffic import PATTERNS, PLACEMENTS
 from fabricplan.scenario import default_fabric
+from fabricplan.scenario.models import MAX_GPUS
 from fabricplan.topology import DESIGNS
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def _kb(flag: str, what: str) -> float | None:
 
 def congestion(
     gpu: str = typer.Option("h100", "--gpu", help="GPU id."),
-    gpus: int = typer.Option(1024, "--gpus", min=2, help="GPUs in the job."),
+    gpus: int = typer.Option(1024, "--gpus", min=2, max=MAX_GPUS, help="GPUs in the job."),
     fabric: str | None = typer.Option(
         None, "--fabric", help="Fabric id (default: RoCE at the GPU's NIC speed)."
     ),
@@ -74,6 +75,8 @@ def congestion(
     cluster_gpus: int | None = typer.Option(
         None,
         "--cluster-gpus",
+        min=2,
+        max=MAX_GPUS,
         help="GPUs in the whole fabric (default: the job, x2 if fragmented).",
     ),
     background: float = typer.Option(
