@@ -4,7 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint unit install clean
+.PHONY: demo test lint unit fuzz install clean
+
+# Hostile-input cases for `make fuzz` (not part of `make test`, which runs a few hundred).
+FUZZ_CASES ?= 10000
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +31,9 @@ unit: $(STAMP)
 	$(BIN)/pytest
 
 test: lint unit
+
+fuzz: $(STAMP)
+	$(BIN)/python tests/fuzz --cases $(FUZZ_CASES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build dist

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -27,6 +27,7 @@ from fabricplan.catalog.models import (
     Transceiver,
 )
 from fabricplan.catalog.transformer import CATALOG_KINDS, Model
+from fabricplan.inputs import MIB, InputTooLarge, describe_error, read_capped, short_repr
 
 E = TypeVar("E", bound=Entry)
 
@@ -43,6 +44,9 @@ KIND_ALIASES: dict[str, str] = {
 
 
 MAX_IDS_IN_MESSAGE = 20  # beyond this an error message stops being readable
+# Largest catalog file read, in bytes: the packaged files are 9-13 KB each and an overlay from
+# `calibrate` is 1 KB; a few MB of TOML is not a catalog, and refusing it bounds what it costs.
+MAX_CATALOG_FILE_BYTES = 4 * MIB
 
 
 class CatalogError(ValueError):
@@ -148,17 +152,32 @@ def _packaged_files() -> list[Path]:
     return sorted(Path(str(p)) for p in data.iterdir() if p.name.endswith(".toml"))
 
 
-def _parse_file(path: Path) -> list[Entry]:
+def _read_toml(path: Path) -> dict[str, Any]:
+    """A catalog file's TOML, every failure a CatalogError in our words."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CatalogError(f"{path}: {exc}") from None
+        text = read_capped(path, MAX_CATALOG_FILE_BYTES, what="the file").decode("utf-8")
+        return tomllib.loads(text)
+    except InputTooLarge as exc:
+        raise CatalogError(f"{path}: {exc}; a catalog file is tens of KB") from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(f"{path}: not UTF-8 text (byte {exc.start + 1})") from None
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        # catalog entries nest two levels (a fabric's ranges); the reader gives up near 1,000
+        raise CatalogError(f"{path}: invalid TOML: nested too deeply for a catalog") from None
+
+
+def _parse_file(path: Path) -> list[Entry]:
+    raw = _read_toml(path)
     out: list[Entry] = []
     for kind, items in raw.items():
         cls = CATALOG_KINDS.get(kind)
         if cls is None or not isinstance(items, list):
             raise CatalogError(
-                f"{path}: top-level key '{kind}' must be one of "
+                f"{path}: top-level key {short_repr(kind)} must be one of "
                 f"{', '.join(CATALOG_KINDS)} as an array of tables ([[{kind}]])"
             )
         for i, item in enumerate(items):
@@ -167,10 +186,15 @@ def _parse_file(path: Path) -> list[Entry]:
             except ValidationError as exc:
                 label = item.get("id", f"#{i + 1}") if isinstance(item, dict) else f"#{i + 1}"
                 problems = "; ".join(
-                    f"{'.'.join(map(str, err['loc'])) or '(entry)'}: {err['msg']}"
+                    f"{'.'.join(map(str, err['loc'])) or '(entry)'}: {describe_error(err)}"
+                    + (
+                        ""
+                        if err["type"] == "missing" or not err["loc"]
+                        else f" (got {short_repr(err['input'])})"
+                    )
                     for err in exc.errors()
                 )
-                raise CatalogError(f"{path}: {kind} '{label}': {problems}") from None
+                raise CatalogError(f"{path}: {kind} {short_repr(label)}: {problems}") from None
     return out
 
 

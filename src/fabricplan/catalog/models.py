@@ -13,6 +13,8 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 AS_OF_PATTERN = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+# An entry id: lower-case letters, digits, dots and dashes, starting with a letter or digit.
+ID_PATTERN = r"^[a-z0-9][a-z0-9.\-]*$"
 
 FabricFamily = Literal["infiniband", "roce", "tcp", "uec", "srd"]
 LinkLayer = Literal["infiniband", "ethernet"]
@@ -37,7 +39,8 @@ def checked_date(value: str) -> str:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # TOML writes inf and nan; no catalog quantity is either
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Range(_Frozen):
@@ -124,7 +127,7 @@ class Entry(_Frozen):
 
     KIND: ClassVar[str] = "entry"
 
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    id: str = Field(pattern=ID_PATTERN)
     name: str
     source: str = Field(min_length=3)
     as_of: str
@@ -171,6 +174,13 @@ class Fabric(Entry):
             raise ValueError(f"default_routing {self.default_routing!r} not in routing")
         if self.nic_goodput_GBps.high > self.line_rate_gbps / 8:
             raise ValueError("nic_goodput_GBps.high exceeds the line rate")
+        # every transfer divides by the goodput and every message pays the latencies: a zero
+        # would make the models divide by zero or call a network free
+        for name in ("nic_goodput_GBps", "rdma_latency_us", "switch_latency_ns"):
+            if getattr(self, name).low <= 0:
+                raise ValueError(
+                    f"{name}.low must be greater than 0, got {getattr(self, name).low}"
+                )
         if (self.flow_control in ("credit", "pfc")) != self.lossless:
             raise ValueError("lossless must be true exactly when flow control is credit or pfc")
         return self
@@ -204,6 +214,8 @@ class Switch(Entry):
 
     @model_validator(mode="after")
     def _ports(self) -> Switch:
+        if self.port_to_port_latency_ns.low <= 0:
+            raise ValueError("port_to_port_latency_ns.low must be greater than 0")
         if self.max_ports < self.ports:
             raise ValueError(f"max_ports ({self.max_ports}) below ports ({self.ports})")
         if self.power_max_w < self.power_typical_w:

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
 
 from fabricplan.catalog import entries_to_toml
+from fabricplan.catalog.models import ID_PATTERN
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
-from fabricplan.cli.output import console, emit_json, fail, kv_table
+from fabricplan.cli.output import console, emit_json, err_console, fail, kv_table
 from fabricplan.cli.system_opts import (
     FABRIC_OPT,
     GPN_OPT,
     GPU_OPT,
     HOPS_OPT,
     JSON_OPT,
+    MAX_FILE_OPT,
     NICS_OPT,
     NODES_OPT,
     RUN_OPT,
@@ -26,7 +29,12 @@ from fabricplan.cli.system_opts import (
 
 def calibrate_cmd(
     results: Path = typer.Argument(..., metavar="RESULTS", help="nccl-tests output to fit."),
-    out: Path = typer.Option(..., "--out", help="Where to write the fabric definition (TOML)."),
+    out: str = typer.Option(
+        ...,
+        "--out",
+        help="Where to write the fabric definition (TOML); - for standard output.",
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
     new_id: str | None = typer.Option(
         None, "--id", help="Id of the new fabric (default FABRIC-calibrated)."
     ),
@@ -41,21 +49,39 @@ def calibrate_cmd(
     set_: list[str] | None = SET_OPT,
     run_index: list[int] | None = RUN_OPT,
     catalog: Path | None = CATALOG_OPT,
+    max_file_mb: int = MAX_FILE_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Fit NIC goodput and network latency to measured runs; use the result with --catalog."""
+    from fabricplan.cli.outfile import STDOUT, OutFileError, check_target, write_out
+    from fabricplan.inputs import short_repr
+
+    if new_id is not None and not re.match(ID_PATTERN, new_id):
+        fail(
+            f"--id {short_repr(new_id)}: an id is lower-case letters, digits, dots and dashes, "
+            "starting with a letter or digit (e.g. roce-400g-site-a)",
+            as_json=as_json,
+        )
+    try:
+        if out == STDOUT and as_json:
+            raise OutFileError("--out -: standard output carries the TOML; drop --json")
+        if out != STDOUT:
+            check_target(out, force=force)
+    except OutFileError as exc:
+        fail(str(exc), as_json=as_json)
     cat = catalog_from(catalog, as_json)
     measured = measured_runs(
-        results, op=op, run_index=run_index, catalog=cat, as_json=as_json, gpu=gpu, nodes=nodes,
-        gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, fabric=fabric, hops=hops,
-        sharp=False, scenario=scenario, overrides=set_,
+        results, op=op, run_index=run_index, catalog=cat, as_json=as_json,
+        max_file_mb=max_file_mb, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=False, scenario=scenario,
+        overrides=set_,
     )  # fmt: skip
     # a single node never touches the fabric
     triples = [t for t in measured if t[1].nodes > 1]
     if not triples:
         fail("no multi-node run to fit: the fabric is only used across nodes", as_json=as_json)
     base = cat.fabric(triples[0][1].fabric)
-    ident = new_id or f"{base.id}-calibrated"
+    ident = f"{base.id}-calibrated" if new_id is None else new_id
     from fabricplan.nccltests.calibrate import calibrate  # scipy.optimize: load only when fitting
 
     try:
@@ -64,14 +90,13 @@ def calibrate_cmd(
         )
     except ValueError as exc:
         fail(str(exc), as_json=as_json)
+    toml = entries_to_toml(
+        [fit.fabric], header=f"Written by fabricplan calibrate from {results.name}."
+    )
     try:
-        out.write_text(
-            entries_to_toml(
-                [fit.fabric], header=f"Written by fabricplan calibrate from {results.name}."
-            )
-        )
-    except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc}", as_json=as_json)
+        write_out(out, toml, force=force)
+    except OutFileError as exc:
+        fail(str(exc), as_json=as_json)
     summary = {
         "fabric": fit.fabric.id,
         "base": base.id,
@@ -86,7 +111,9 @@ def calibrate_cmd(
     if as_json:
         emit_json(summary)
         return
-    console.print(kv_table(f"Calibrated {base.id} -> {fit.fabric.id}", [
+    # with --out -, the TOML is standard output: the summary goes beside it, to the errors'
+    shown = err_console if out == STDOUT else console
+    shown.print(kv_table(f"Calibrated {base.id} -> {fit.fabric.id}", [
         ("NIC goodput", f"{fit.nic_GBps:.2f} GB/s" if fit.nic_identified
          else f"not identifiable from these sizes; kept {base.nic_goodput_GBps.nominal:g} GB/s"),
         ("network step latency", f"{fit.step_delta_us:+.2f} us vs InfiniBand NDR"

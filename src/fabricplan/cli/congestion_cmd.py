@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,14 @@ from fabricplan.cli.system_opts import (
     parse_ratios,
     parse_size,
 )
+from fabricplan.congestion.budget import (
+    DEFAULT_MEMORY_BUDGET_GB,
+    DEFAULT_TIME_BUDGET_S,
+    MAX_MEMORY_BUDGET_GB,
+    MAX_TIME_BUDGET_S,
+    estimate_case,
+    over_budget,
+)
 from fabricplan.congestion.case import DEFAULT_JITTER_US, DEFAULT_QPS, MAX_SEEDS, Case
 from fabricplan.congestion.dcqcn import qualities
 from fabricplan.congestion.flowfile import read_flows
@@ -26,6 +35,7 @@ from fabricplan.congestion.settings import CONGESTION_CONTROLS, FlowSettings
 from fabricplan.congestion.simulate import run_case
 from fabricplan.congestion.traffic import PATTERNS, PLACEMENTS
 from fabricplan.scenario import default_fabric
+from fabricplan.scenario.models import MAX_GPUS
 from fabricplan.topology import DESIGNS
 
 if TYPE_CHECKING:
@@ -44,7 +54,7 @@ def _kb(flag: str, what: str) -> float | None:
 
 def congestion(
     gpu: str = typer.Option("h100", "--gpu", help="GPU id."),
-    gpus: int = typer.Option(1024, "--gpus", min=2, help="GPUs in the job."),
+    gpus: int = typer.Option(1024, "--gpus", min=2, max=MAX_GPUS, help="GPUs in the job."),
     fabric: str | None = typer.Option(
         None, "--fabric", help="Fabric id (default: RoCE at the GPU's NIC speed)."
     ),
@@ -65,6 +75,8 @@ def congestion(
     cluster_gpus: int | None = typer.Option(
         None,
         "--cluster-gpus",
+        min=2,
+        max=MAX_GPUS,
         help="GPUs in the whole fabric (default: the job, x2 if fragmented).",
     ),
     background: float = typer.Option(
@@ -106,6 +118,16 @@ def congestion(
         None,
         "--congestion-control",
         help=f"{' | '.join(CONGESTION_CONTROLS)} (none: PFC only; default: preset).",
+    ),
+    time_budget_s: float = typer.Option(
+        DEFAULT_TIME_BUDGET_S,
+        "--time-budget-s",
+        help="Refuse a case estimated to run longer (seconds).",
+    ),
+    memory_budget_gb: float = typer.Option(
+        DEFAULT_MEMORY_BUDGET_GB,
+        "--memory-budget-gb",
+        help="Refuse a case estimated to need more memory (GB).",
     ),
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
@@ -154,6 +176,7 @@ def congestion(
             dragonfly=dragonfly_routing,
         )
         case.check()
+        _check_budgets(case, cat, time_budget_s, memory_budget_gb)
         result = _run_with_progress(case, cat, quiet=as_json)
     except (UnknownIdError, ValueError) as exc:  # CaseError, TopologyError: bad input too
         fail(str(exc), as_json=as_json)
@@ -208,6 +231,20 @@ def congestion(
             )
         )
     console.print("[dim]not modelled: " + "; ".join(out["not_modelled"]) + "[/]", highlight=False)
+
+
+def _check_budgets(case: Case, cat, time_budget_s: float, memory_budget_gb: float) -> None:
+    """Refuse, before any work, a case whose estimate is over a budget (ValueError)."""
+    budgets = (
+        ("--time-budget-s", time_budget_s, MAX_TIME_BUDGET_S),
+        ("--memory-budget-gb", memory_budget_gb, MAX_MEMORY_BUDGET_GB),
+    )
+    for flag, value, most in budgets:
+        if not (math.isfinite(value) and 0 < value <= most):
+            raise ValueError(f"{flag}: {value:g} is not allowed; above 0 and at most {most:,g}")
+    reason = over_budget(estimate_case(case, cat), time_budget_s, memory_budget_gb)
+    if reason:
+        raise ValueError(reason)
 
 
 def _run_with_progress(case: Case, cat, quiet: bool):

@@ -18,6 +18,7 @@ from fabricplan.cli.system_opts import (
     GPU_OPT,
     HOPS_OPT,
     JSON_OPT,
+    MAX_FILE_OPT,
     NICS_OPT,
     NODES_OPT,
     RUN_OPT,
@@ -82,6 +83,7 @@ def grade_cmd(
     set_: list[str] | None = SET_OPT,
     run_index: list[int] | None = RUN_OPT,
     catalog: Path | None = CATALOG_OPT,
+    max_file_mb: int = MAX_FILE_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Grade measured nccl-tests output against what the fabric should deliver.
@@ -90,7 +92,7 @@ def grade_cmd(
     """
     triples = measured_runs(
         results, op=op, run_index=run_index, catalog=catalog_from(catalog, as_json),
-        as_json=as_json, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
+        as_json=as_json, max_file_mb=max_file_mb, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
         nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=sharp, scenario=scenario,
         overrides=set_,
     )  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -13,26 +14,58 @@ from fabricplan.cli.catalog_opt import JSON_OPT as JSON_OPT
 from fabricplan.cli.output import fail
 from fabricplan.cli.scenario_cmd import load_or_fail
 from fabricplan.collectives import CommSystem, build_system, resolve_op
+from fabricplan.inputs import MIB, short_repr
 from fabricplan.nccltests import ParseError, Run, parse_file
+from fabricplan.nccltests.parse import DEFAULT_MAX_LOG_BYTES, MAX_SIZE_BYTES
 from fabricplan.scenario import default_fabric
+from fabricplan.scenario.models import MAX_GPUS
+from fabricplan.topology.layout import MAX_OVERSUBSCRIPTION
+
+# Ranges of the cluster flags, as the scenario file takes them: a node has at least one GPU, so
+# no job has more nodes than the largest cluster has GPUs; a node has at most 1,024 GPUs and 64
+# NICs (scenario.models). Switch hops: a three-tier Clos crosses 5, a dragonfly's Valiant route
+# about 7; 16 is beyond any fabric and catches typos.
+MAX_NODES = MAX_GPUS
+MAX_GPUS_PER_NODE = 1024
+MAX_NICS_PER_NODE = 64
+MAX_HOPS = 16
+# Sizes one table may list: 4,096 rows print in about 3 s (a table of 10,000 took 30); nccl-tests'
+# usual sweep (1 B to 16 GiB by doubling) is 35.
+MAX_SIZES = 4096
+# Largest step between sizes: beyond it a sweep has one or two sizes.
+MAX_FACTOR = 1024.0
 
 GPU_OPT = typer.Option(None, "--gpu", help="GPU id (default h100, or the scenario's).")
-NODES_OPT = typer.Option(None, "--nodes", min=1, help="Nodes in the job.")
-GPN_OPT = typer.Option(None, "--gpus-per-node", min=1, help="Default: the GPU's reference node.")
-NICS_OPT = typer.Option(None, "--nics-per-node", min=1, help="Default: the GPU's reference node.")
+NODES_OPT = typer.Option(None, "--nodes", min=1, max=MAX_NODES, help="Nodes in the job.")
+GPN_OPT = typer.Option(
+    None, "--gpus-per-node", min=1, max=MAX_GPUS_PER_NODE, help="Default: the GPU's reference node."
+)
+NICS_OPT = typer.Option(
+    None, "--nics-per-node", min=1, max=MAX_NICS_PER_NODE, help="Default: the GPU's reference node."
+)
 FABRIC_OPT = typer.Option(
     None,
     "--fabric",
     help="Fabric id (default: the scenario's first, else InfiniBand at the GPU's NIC speed).",
 )
 HOPS_OPT = typer.Option(
-    None, "--hops", min=1, help="Switch hops between nodes (default from radix)."
+    None, "--hops", min=1, max=MAX_HOPS, help="Switch hops between nodes (default from radix)."
 )
 SWITCH_OPT = typer.Option(None, "--switch", help="Switch id (default per fabric).")
 SHARP_OPT = typer.Option(False, "--sharp", help="Enable in-network reduction (InfiniBand SHARP).")
 SCENARIO_OPT = typer.Option(None, "--scenario", help="Take the cluster from a scenario file.")
 SET_OPT = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field.")
 RUN_OPT = typer.Option(None, "--run", min=1, help="Only run N of the file (1-based; repeatable).")
+# Most of a log a command reads, in MiB: the parser's default cap; at most 4 GiB, as far as a
+# log is worth streaming on a workstation (about 4 MB a second, 300 bytes a kept row).
+MAX_FILE_MB_LIMIT = 4096
+MAX_FILE_OPT = typer.Option(
+    DEFAULT_MAX_LOG_BYTES // MIB,
+    "--max-file-mb",
+    min=1,
+    max=MAX_FILE_MB_LIMIT,
+    help="Refuse a results file larger than this (MiB).",
+)
 
 
 def pick_runs(runs: list, wanted: list[int] | None, as_json: bool) -> list:
@@ -45,44 +78,69 @@ def pick_runs(runs: list, wanted: list[int] | None, as_json: bool) -> list:
 
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+# at most 20 digits before the point: 2**40 has 13
+_SIZE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
 
 def parse_size(text: str) -> int:
-    """'8', '1K', '64M', '16G' (binary units, as nccl-tests reads them) -> bytes."""
+    """'8', '1K', '64M', '16G' (binary units, as nccl-tests reads them) -> bytes, 1 B to 1 TiB."""
     m = _SIZE.match(text)
     if not m:
-        raise ValueError(f"'{text}' is not a size; use bytes or K, M, G, T (e.g. 64M)")
+        raise ValueError(f"{short_repr(text)} is not a size; use bytes or K, M, G, T (e.g. 64M)")
     value = float(m.group(1)) * _UNITS[m.group(2).upper()]
     if value < 1 or value != int(value):
-        raise ValueError(f"'{text}' is not a whole number of bytes >= 1")
+        raise ValueError(f"{short_repr(text)} is not a whole number of bytes >= 1")
+    if value > MAX_SIZE_BYTES:
+        raise ValueError(
+            f"{short_repr(text)} is over 1T ({MAX_SIZE_BYTES:,} bytes): more than any GPU holds"
+        )
     return int(value)
 
 
 def size_list(sizes: str | None, lo: str, hi: str, factor: float) -> list[int]:
+    """The sizes of ``--sizes``, or of the sweep ``--min``, ``--max``, ``--factor``; at most
+    MAX_SIZES of them."""
     if sizes:
-        return [parse_size(s) for s in sizes.split(",") if s.strip()]
+        items = [s for s in sizes.split(",") if s.strip()]
+        if len(items) > MAX_SIZES:
+            raise ValueError(f"--sizes lists {len(items):,} sizes; at most {MAX_SIZES:,}")
+        return [parse_size(s) for s in items]
     start, stop = parse_size(lo), parse_size(hi)
     if stop < start:
         raise ValueError(f"--max ({hi}) is below --min ({lo})")
-    if factor <= 1:
-        raise ValueError(f"--factor must be greater than 1, got {factor:g}")
+    if not (math.isfinite(factor) and 1 < factor <= MAX_FACTOR):
+        raise ValueError(f"--factor must be above 1 and at most {MAX_FACTOR:g}, got {factor:g}")
+    count = math.floor(math.log(stop / start) / math.log(factor) + 1e-9) + 1
+    if count > MAX_SIZES:
+        raise ValueError(
+            f"--min {lo} to --max {hi} by --factor {factor:g} makes {count:,} sizes; at most "
+            f"{MAX_SIZES:,} (raise --factor)"
+        )
     out, s = [], float(start)
-    while s <= stop and len(out) < 10_000:
+    while s <= stop:
         out.append(int(s))
         s *= factor
     return out
 
 
 def parse_ratios(text: str) -> tuple[float, float]:
-    """'2' -> leaf 2, spine 1; '2,1.5' -> leaf 2, spine 1.5."""
+    """'2' -> leaf 2, spine 1; '2,1.5' -> leaf 2, spine 1.5; each from 1 (non-blocking) to
+    MAX_OVERSUBSCRIPTION."""
     parts = [p.strip() for p in text.split(",")]
+    usage = f"--oversubscription {short_repr(text)}: give a number or LEAF,SPINE"
     try:
         values = [float(p) for p in parts if p]
     except ValueError:
-        raise ValueError(f"--oversubscription '{text}': give a number or LEAF,SPINE") from None
+        raise ValueError(usage) from None
     if not 1 <= len(values) <= 2:
-        raise ValueError(f"--oversubscription '{text}': give a number or LEAF,SPINE")
+        raise ValueError(usage)
+    for v in values:
+        if not (math.isfinite(v) and 1 <= v <= MAX_OVERSUBSCRIPTION):
+            raise ValueError(
+                f"--oversubscription {short_repr(text)}: each ratio must be from 1 "
+                f"(non-blocking) to {MAX_OVERSUBSCRIPTION:g}; below 1 would mean more uplinks "
+                "than node ports, which buys nothing"
+            )
     return values[0], values[1] if len(values) == 2 else 1.0
 
 
@@ -147,6 +205,7 @@ def measured_runs(
     run_index: list[int] | None,
     catalog: Catalog,
     as_json: bool,
+    max_file_mb: int = DEFAULT_MAX_LOG_BYTES // MIB,
     **system: Any,
 ) -> list[tuple[Run, CommSystem, str]]:
     """Parse RESULTS and pair each run with the system it ran on and its collective.
@@ -155,7 +214,8 @@ def measured_runs(
     neither, the rank count inferred from busbw/algbw and --gpus-per-node give the nodes.
     """
     try:
-        runs = pick_runs(parse_file(results), run_index, as_json)
+        parsed = parse_file(results, max_bytes=max_file_mb * MIB, raise_with="--max-file-mb")
+        runs = pick_runs(parsed, run_index, as_json)
         forced_op = resolve_op(op) if op else None
     except (ParseError, ValueError) as exc:
         fail(f"{results}: {exc}", as_json=as_json)

@@ -21,6 +21,7 @@ from fabricplan.cli.system_opts import (
     parse_ratios,
 )
 from fabricplan.scenario import default_fabric
+from fabricplan.scenario.models import MAX_GPUS
 from fabricplan.topology import DESIGNS, FabricDesign, TopologyError, design_fabric
 from fabricplan.topology.cabling import DEFAULT_LENGTHS
 
@@ -40,7 +41,9 @@ def _lengths(items: list[str] | None) -> dict[str, float]:
 
 
 def topology(
-    gpus: int | None = typer.Option(None, "--gpus", min=1, help="GPUs in the cluster."),
+    gpus: int | None = typer.Option(
+        None, "--gpus", min=1, max=MAX_GPUS, help="GPUs in the cluster."
+    ),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU id (default h100)."),
     design: str | None = typer.Option(
         None, "--design", help=f"One of: {', '.join(DESIGNS)} (default rail-optimized)."
@@ -104,7 +107,8 @@ def topology(
             design_fabric(
                 gpus, design or "rail-optimized", f, gpu=gpu,
                 switch=switch or scenario_switch.get(f),
-                oversubscription=o_leaf or 1.0, spine_oversubscription=o_spine or 1.0,
+                oversubscription=1.0 if o_leaf is None else o_leaf,
+                spine_oversubscription=1.0 if o_spine is None else o_spine,
                 gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
                 cable_lengths=lengths,
                 optics=optics if compatible_optics is None else

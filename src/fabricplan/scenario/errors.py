@@ -6,13 +6,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fabricplan.inputs import MAX_SHOWN_CHARS, short_repr
+
 _NO_VALUE = object()
-_MAX_VALUE_CHARS = 60
 
 
 def show_value(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
+    """The value as a message quotes it: bounded in length, and in the work to make it (a value
+    built from YAML aliases may stand for billions of elements)."""
+    return short_repr(value)
+
+
+def _small_plain(value: Any) -> bool:
+    """A value JSON can carry as it is, and short enough to quote whole."""
+    if isinstance(value, float | bool | type(None)):
+        return True
+    if isinstance(value, int):
+        return abs(value) < 10**MAX_SHOWN_CHARS
+    return isinstance(value, str) and len(value) <= MAX_SHOWN_CHARS
 
 
 @dataclass(frozen=True)
@@ -35,7 +46,7 @@ class Problem:
         out: dict[str, Any] = {"field": self.field, "message": self.message}
         if self.has_value:
             v = self.value
-            out["value"] = v if isinstance(v, str | int | float | bool | type(None)) else repr(v)
+            out["value"] = v if _small_plain(v) else show_value(v)
         return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from fabricplan.catalog import Catalog, count_params, default_catalog
+from fabricplan.inputs import MIB, InputTooLarge, describe_error, read_capped
 from fabricplan.scenario.checks import catalog_id_problems, check_scenario
 from fabricplan.scenario.errors import Problem, ScenarioError
 from fabricplan.scenario.models import Cluster, Scenario, Workload
@@ -28,6 +29,9 @@ DEFAULT_TOKENS_PER_PARAM = 20
 # Llama 2 pre-training used a 4M-token global batch (Touvron et al., arXiv 2307.09288, Sec. 2.2).
 DEFAULT_BATCH_TOKENS = 4 * 2**20
 DEFAULT_MAX_SEQ_LEN = 8192
+# Largest scenario file read, in bytes. A scenario is a few KB of YAML (the examples are 1-3 KB);
+# a megabyte is not a scenario, and refusing it before parsing bounds what a bad file costs.
+MAX_SCENARIO_BYTES = 1 * MIB
 
 
 def _field_path(loc: Iterable[Any]) -> str:
@@ -61,43 +65,38 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     return list(model.model_fields) if model is not None else []
 
 
+def _field_info(loc: tuple[Any, ...]) -> Any:
+    """The pydantic FieldInfo of the scenario field at ``loc`` (None if there is none)."""
+    model: type[BaseModel] | None = Scenario
+    info = None
+    for part in loc:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            return None
+        info = model.model_fields[part]
+        model = _submodel(info.annotation)
+    return info
+
+
+def _range_text(loc: tuple[Any, ...]) -> str:
+    """' from 1 to 10,000,000' for a whole-number field with bounds, else ''."""
+    info = _field_info(loc)
+    bounds: dict[str, Any] = {}
+    for meta in getattr(info, "metadata", ()):
+        for name in ("gt", "ge", "lt", "le"):
+            if getattr(meta, name, None) is not None:
+                bounds[name] = getattr(meta, name)
+    low = bounds["gt"] + 1 if "gt" in bounds else bounds.get("ge", 0)
+    high = bounds["le"] if "le" in bounds else bounds.get("lt", 0) - 1
+    return f" from {low:,} to {high:,}" if "le" in bounds or "lt" in bounds else ""
+
+
 def _message(err: Mapping[str, Any]) -> str:
-    kind, ctx = err["type"], err.get("ctx") or {}
-    match kind:
-        case "extra_forbidden":
-            return f"unknown key; allowed here: {', '.join(_allowed_keys(tuple(err['loc'][:-1])))}"
-        case "missing":
-            return "required but missing"
-        case "literal_error":
-            return f"must be one of {ctx.get('expected', '')}"
-        case "greater_than":
-            return f"must be greater than {ctx['gt']}"
-        case "greater_than_equal":
-            return f"must be at least {ctx['ge']}"
-        case "less_than_equal":
-            return f"must be at most {ctx['le']}"
-        case "less_than":
-            return f"must be less than {ctx['lt']}"
-        case "int_parsing" | "int_type" | "int_from_float":
-            return "must be a whole number"
-        case "float_parsing" | "float_type":
-            return "must be a number"
-        case "finite_number":
-            return "must be a finite number"
-        case "bool_parsing" | "bool_type":
-            return "must be true or false"
-        case "string_type":
-            return "must be text"
-        case "string_too_short":
-            return "must not be empty"
-        case "model_type" | "dict_type" | "model_attributes_type":
-            return "must be a mapping of keys to values"
-        case "tuple_type" | "list_type":
-            return "must be a list"
-        case "value_error":
-            return str(err["msg"]).removeprefix("Value error, ")
-        case _:
-            return str(err["msg"])
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"unknown key; allowed here: {', '.join(_allowed_keys(tuple(err['loc'][:-1])))}"
+    if kind == "int_parsing_size":
+        return f"must be a whole number{_range_text(tuple(err['loc']))}"
+    return describe_error(err)
 
 
 def _structural_problems(exc: ValidationError) -> list[Problem]:
@@ -232,9 +231,15 @@ def load_scenario(
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        text = read_capped(path, MAX_SCENARIO_BYTES, what="the file").decode("utf-8")
+    except InputTooLarge as exc:
+        raise ScenarioError([Problem("", f"{exc}; a scenario is a few KB")], str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            [Problem("", f"cannot read file: not UTF-8 text (byte {exc.start + 1})")], str(path)
+        ) from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
         raise ScenarioError([Problem("", f"cannot read file: {reason}")], str(path)) from None
     try:
         data = parse_yaml(text)

@@ -23,6 +23,14 @@ Maturity = Literal["low", "medium", "high"]
 MATURITIES: tuple[str, ...] = get_args(Maturity)
 
 MAX_GPUS = 1_000_000  # beyond any announced cluster; catches typos such as an extra zero or two
+# Upper bounds of the workload's counts: each far beyond any published run, so they only catch
+# typos and junk, which would otherwise run into float overflow or hours of arithmetic.
+MAX_TOKENS = 1e17  # training tokens; Llama 3 405B used 1.56e13
+MAX_GLOBAL_BATCH = 10_000_000  # sequences per step; the largest published runs use a few thousand
+MAX_MICRO_BATCH = 65_536  # sequences per GPU per micro-step; memory caps real ones far lower
+MAX_SERVING_TOKENS = 10_000_000  # prompt or output tokens per request: the longest contexts
+MAX_CONCURRENCY = 1_000_000  # requests in flight per replica
+MAX_NAME_CHARS = 200  # a scenario's name is a label printed in titles
 
 
 class _Strict(BaseModel):
@@ -120,19 +128,23 @@ class Parallel(_Strict):
 class Serving(_Strict):
     """Inference load; only read when ``workload.kind`` is ``inference``."""
 
-    prompt_tokens: int = Field(default=1024, gt=0)
-    output_tokens: int = Field(default=256, gt=0)
-    concurrency: int = Field(default=64, gt=0, description="requests in flight per replica")
+    prompt_tokens: int = Field(default=1024, gt=0, le=MAX_SERVING_TOKENS)
+    output_tokens: int = Field(default=256, gt=0, le=MAX_SERVING_TOKENS)
+    concurrency: int = Field(
+        default=64, gt=0, le=MAX_CONCURRENCY, description="requests in flight per replica"
+    )
     disaggregated: bool = Field(default=False, description="prefill and decode on separate nodes")
 
 
 class Workload(_Strict):
     kind: Literal["training", "inference"] = "training"
     model: str
-    tokens: float | None = Field(default=None, gt=0, description="training tokens")
+    tokens: float | None = Field(default=None, gt=0, le=MAX_TOKENS, description="training tokens")
     seq_len: int | None = Field(default=None, gt=0, le=10_000_000)
-    global_batch: int | None = Field(default=None, gt=0, description="sequences per step")
-    micro_batch: int = Field(default=1, gt=0)
+    global_batch: int | None = Field(
+        default=None, gt=0, le=MAX_GLOBAL_BATCH, description="sequences per step"
+    )
+    micro_batch: int = Field(default=1, gt=0, le=MAX_MICRO_BATCH)
     parallel: Parallel = Parallel()
     precision: Literal["bf16", "fp8"] = "bf16"
     recompute: Literal["none", "selective", "full"] = "selective"
@@ -174,7 +186,7 @@ class Costs(_Strict):
 
 
 class Scenario(_Strict):
-    name: str = Field(default="scenario", min_length=1)
+    name: str = Field(default="scenario", min_length=1, max_length=MAX_NAME_CHARS)
     cluster: Cluster
     workload: Workload | None = None
     organization: Organization = Organization()

@@ -9,6 +9,11 @@ from typing import Any
 from fabricplan.scenario.errors import Problem, ScenarioError
 from fabricplan.scenario.yaml_io import YamlError, parse_yaml
 
+# Most keys a --set path may have. The deepest scenario field is three keys down
+# (cluster.topology.oversubscription); eight leaves room and stops a path a thousand keys deep
+# from building as many nested sections.
+MAX_KEY_DEPTH = 8
+
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Split ``a.b=value`` into its key path and a YAML-typed value (``8`` is a number,
@@ -17,6 +22,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     path = key.strip().split(".")
     if not sep or not all(part.strip() for part in path):
         raise ValueError("expected KEY=VALUE with a dotted key, e.g. cluster.gpus=1024")
+    if len(path) > MAX_KEY_DEPTH:
+        raise ValueError(
+            f"the key has {len(path)} parts; scenario keys have at most {MAX_KEY_DEPTH} "
+            "(e.g. cluster.topology.oversubscription)"
+        )
     try:
         value = parse_yaml(raw) if raw.strip() else ""
     except YamlError:

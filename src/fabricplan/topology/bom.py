@@ -185,10 +185,9 @@ def design_fabric(
                 "would mean more uplinks than node ports, which buys nothing"
             )
     if gpus % k_g:
-        raise TopologyError(
-            f"{gpus} GPUs is not a whole number of {k_g}-GPU nodes; "
-            f"use {gpus // k_g * k_g or k_g} or {(gpus // k_g + 1) * k_g}"
-        )
+        below, above = gpus // k_g * k_g, (gpus // k_g + 1) * k_g
+        near = f"{below} or {above}" if below else f"{above} or more"
+        raise TopologyError(f"{gpus} GPUs is not a whole number of {k_g}-GPU nodes; use {near}")
     if sw.link_layer != fab.link_layer:
         raise TopologyError(
             f"switch {sw.id} is {sw.link_layer}, fabric {fab.id} needs {fab.link_layer}; "
