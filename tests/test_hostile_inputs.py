@@ -163,6 +163,7 @@ def test_long_work_is_refused_before_it_starts_with_the_estimate():
         (["collective", "--nodes", "2", "--factor", "nan"], "--factor must be above 1"),
         (["topology", "--gpus", "64", "--oversubscription", "0"], "from 1 (non-blocking)"),
         (["topology", "--gpus", "1"], "use 8 or more"),
+        (["providers", "--predict", "p5.48xlarge", "--nodes", "99999999999"], "--nodes"),
     ],
 )
 def test_numeric_flags_are_checked_where_they_enter(args, expected):

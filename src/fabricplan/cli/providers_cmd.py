@@ -16,6 +16,7 @@ from fabricplan.catalog.providers import (
     scorecard,
 )
 from fabricplan.cli.output import console, emit_json, fail
+from fabricplan.cli.system_opts import MAX_NODES
 
 MARK = {"known": "[green]✓[/]", "partial": "[yellow]~[/]", "ask": "[red]?[/]"}
 
@@ -33,7 +34,7 @@ def providers_cmd(
     predict_node: str | None = typer.Option(
         None, "--predict", help="A node type (e.g. p5.48xlarge): its predicted nccl-tests table."
     ),
-    nodes: int = typer.Option(2, "--nodes", min=1, help="Nodes for --predict."),
+    nodes: int = typer.Option(2, "--nodes", min=1, max=MAX_NODES, help="Nodes for --predict."),
     op: str = typer.Option("all_reduce", "--op", help="Collective for --predict."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
