@@ -46,9 +46,9 @@ def _row_min(m: csr_matrix, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def _max_min_rounds(
     a: csr_matrix,
     capacity: np.ndarray,
-    active: np.ndarray | None = None,
-    cap: np.ndarray | None = None,
-    a_t: csr_matrix | None = None,
+    active: np.ndarray | None,
+    cap: np.ndarray | None,
+    a_t: csr_matrix | None,
 ) -> np.ndarray:
     """:func:`max_min_rates` in array code, for problems too small to repay the compiled
     kernel's start-up.
