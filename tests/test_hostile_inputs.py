@@ -170,6 +170,19 @@ def test_numeric_flags_are_checked_where_they_enter(args, expected):
     assert expected in refused(*args)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["collective", "--nodes", "99999999999"], "99,999,999,999 is outside the allowed range"),
+        (["congestion", "--seeds", "0"], "0 is outside the allowed range, 1 to 100,000"),
+        (["cost", "--gpus", "1", "--days", "1", "--loss", "2"], "2.0 is outside the allowed range"),
+    ],
+)
+def test_option_ranges_name_the_value_and_what_is_allowed(args, expected):
+    # in the tool's words: the library's own range check gives neither the value nor units
+    assert expected in " ".join(refused(*args).split())
+
+
 def test_calibrate_id_is_checked_in_our_words(files):
     for bad in ("", 'a"b'):
         msg = refused(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from fabricplan.cli import output
+from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import emit_json, fail, show_whole
@@ -35,7 +36,7 @@ def advise_cmd(
         "published training layout where it has one, else its fastest fitting plan (a few "
         "seconds).",
     ),
-    seed: int = typer.Option(0, "--seed", min=0, help="Monte Carlo seed."),
+    seed: int = typer.Option(0, "--seed", callback=within(0), help="Monte Carlo seed."),
     congestion: str | None = CONGESTION_OPT,
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.system_opts import (
@@ -51,10 +52,16 @@ def collective(
     algo: str | None = typer.Option(None, "--algo", help="Limit algorithms, like NCCL_ALGO."),
     proto: str | None = typer.Option(None, "--proto", help="Limit protocols, like NCCL_PROTO."),
     min_ctas: int | None = typer.Option(
-        None, "--min-ctas", min=1, max=MAX_CTAS, help="Like NCCL_MIN_CTAS: raises NVLS channels."
+        None,
+        "--min-ctas",
+        callback=within(1, MAX_CTAS),
+        help="Like NCCL_MIN_CTAS: raises NVLS channels.",
     ),
     max_ctas: int | None = typer.Option(
-        None, "--max-ctas", min=1, max=MAX_CTAS, help="Like NCCL_MAX_CTAS: caps NVLS channels."
+        None,
+        "--max-ctas",
+        callback=within(1, MAX_CTAS),
+        help="Like NCCL_MAX_CTAS: caps NVLS channels.",
     ),
     hops: int | None = HOPS_OPT,
     sharp: bool = SHARP_OPT,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from fabricplan.catalog import UnknownIdError
+from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, err_console, fail, kv_table, progress_bar
 from fabricplan.cli.system_opts import (
@@ -54,7 +55,7 @@ def _kb(flag: str, what: str) -> float | None:
 
 def congestion(
     gpu: str = typer.Option("h100", "--gpu", help="GPU id."),
-    gpus: int = typer.Option(1024, "--gpus", min=2, max=MAX_GPUS, help="GPUs in the job."),
+    gpus: int = typer.Option(1024, "--gpus", callback=within(2, MAX_GPUS), help="GPUs in the job."),
     fabric: str | None = typer.Option(
         None, "--fabric", help="Fabric id (default: RoCE at the GPU's NIC speed)."
     ),
@@ -70,13 +71,14 @@ def congestion(
     ),
     pattern: str = typer.Option("ring-allreduce", "--pattern", help=" | ".join(PATTERNS)),
     size: str = typer.Option("1G", "--size", help="Collective size in bytes (K/M/G suffixes)."),
-    seeds: int = typer.Option(10, "--seeds", min=1, max=MAX_SEEDS, help="Monte Carlo runs."),
+    seeds: int = typer.Option(
+        10, "--seeds", callback=within(1, MAX_SEEDS), help="Monte Carlo runs."
+    ),
     placement: str = typer.Option("contiguous", "--placement", help=" | ".join(PLACEMENTS)),
     cluster_gpus: int | None = typer.Option(
         None,
         "--cluster-gpus",
-        min=2,
-        max=MAX_GPUS,
+        callback=within(2, MAX_GPUS),
         help="GPUs in the whole fabric (default: the job, x2 if fragmented).",
     ),
     background: float = typer.Option(

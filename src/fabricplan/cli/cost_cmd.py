@@ -5,19 +5,31 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
+from fabricplan.cli.bounds import within
 from fabricplan.cli.output import console, emit_json
 from fabricplan.cli.scenario_cmd import JSON_OPT
 from fabricplan.cost import run_cost, usd
 
+# The run a user can ask about: a million GPUs, ten years.
+MAX_RUN_GPUS = 1_000_000
+MAX_RUN_DAYS = 3650.0
+
 
 def cost_cmd(
-    gpus: int = typer.Option(..., "--gpus", min=1, max=1_000_000, help="GPUs in the run."),
-    days: float = typer.Option(..., "--days", min=0.0, max=3650.0, help="Run length in days."),
+    gpus: int = typer.Option(
+        ..., "--gpus", callback=within(1, MAX_RUN_GPUS), help="GPUs in the run."
+    ),
+    days: float = typer.Option(
+        ..., "--days", callback=within(0.0, MAX_RUN_DAYS), help="Run length in days."
+    ),
     gpu_hour_price: float = typer.Option(
-        3.0, "--gpu-hour-price", min=0.0, max=1000.0, help="$ per GPU-hour (an assumption)."
+        3.0,
+        "--gpu-hour-price",
+        callback=within(0.0, 1000.0),
+        help="$ per GPU-hour (an assumption).",
     ),
     loss: float = typer.Option(
-        0.0, "--loss", min=0.0, max=1.0, help="Share of the GPU-hours lost to the network."
+        0.0, "--loss", callback=within(0.0, 1.0), help="Share of the GPU-hours lost to the network."
     ),
     as_json: bool = JSON_OPT,
 ) -> None:

@@ -15,6 +15,7 @@ from fabricplan.catalog.providers import (
     load_providers,
     scorecard,
 )
+from fabricplan.cli.bounds import within
 from fabricplan.cli.output import console, emit_json, fail
 from fabricplan.cli.system_opts import MAX_NODES
 
@@ -28,13 +29,15 @@ def providers_cmd(
     min_gpus: int | None = typer.Option(
         None,
         "--min-gpus",
-        min=1,
+        callback=within(1),
         help=f"GPUs needed; above {SINGLE_NODE_GPUS}, only providers listing multi-node clusters.",
     ),
     predict_node: str | None = typer.Option(
         None, "--predict", help="A node type (e.g. p5.48xlarge): its predicted nccl-tests table."
     ),
-    nodes: int = typer.Option(2, "--nodes", min=1, max=MAX_NODES, help="Nodes for --predict."),
+    nodes: int = typer.Option(
+        2, "--nodes", callback=within(1, MAX_NODES), help="Nodes for --predict."
+    ),
     op: str = typer.Option("all_reduce", "--op", help="Collective for --predict."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:

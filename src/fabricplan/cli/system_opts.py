@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from fabricplan.catalog import Catalog, UnknownIdError
+from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import JSON_OPT as JSON_OPT
 from fabricplan.cli.output import fail
 from fabricplan.cli.scenario_cmd import load_or_fail
@@ -36,12 +37,18 @@ MAX_SIZES = 4096
 MAX_FACTOR = 1024.0
 
 GPU_OPT = typer.Option(None, "--gpu", help="GPU id (default h100, or the scenario's).")
-NODES_OPT = typer.Option(None, "--nodes", min=1, max=MAX_NODES, help="Nodes in the job.")
+NODES_OPT = typer.Option(None, "--nodes", callback=within(1, MAX_NODES), help="Nodes in the job.")
 GPN_OPT = typer.Option(
-    None, "--gpus-per-node", min=1, max=MAX_GPUS_PER_NODE, help="Default: the GPU's reference node."
+    None,
+    "--gpus-per-node",
+    callback=within(1, MAX_GPUS_PER_NODE),
+    help="Default: the GPU's reference node.",
 )
 NICS_OPT = typer.Option(
-    None, "--nics-per-node", min=1, max=MAX_NICS_PER_NODE, help="Default: the GPU's reference node."
+    None,
+    "--nics-per-node",
+    callback=within(1, MAX_NICS_PER_NODE),
+    help="Default: the GPU's reference node.",
 )
 FABRIC_OPT = typer.Option(
     None,
@@ -49,21 +56,25 @@ FABRIC_OPT = typer.Option(
     help="Fabric id (default: the scenario's first, else InfiniBand at the GPU's NIC speed).",
 )
 HOPS_OPT = typer.Option(
-    None, "--hops", min=1, max=MAX_HOPS, help="Switch hops between nodes (default from radix)."
+    None,
+    "--hops",
+    callback=within(1, MAX_HOPS),
+    help="Switch hops between nodes (default from radix).",
 )
 SWITCH_OPT = typer.Option(None, "--switch", help="Switch id (default per fabric).")
 SHARP_OPT = typer.Option(False, "--sharp", help="Enable in-network reduction (InfiniBand SHARP).")
 SCENARIO_OPT = typer.Option(None, "--scenario", help="Take the cluster from a scenario file.")
 SET_OPT = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a scenario field.")
-RUN_OPT = typer.Option(None, "--run", min=1, help="Only run N of the file (1-based; repeatable).")
+RUN_OPT = typer.Option(
+    None, "--run", callback=within(1), help="Only run N of the file (1-based; repeatable)."
+)
 # Most of a log a command reads, in MiB: the parser's default cap; at most 4 GiB, as far as a
 # log is worth streaming on a workstation (about 4 MB a second, 300 bytes a kept row).
 MAX_FILE_MB_LIMIT = 4096
 MAX_FILE_OPT = typer.Option(
     DEFAULT_MAX_LOG_BYTES // MIB,
     "--max-file-mb",
-    min=1,
-    max=MAX_FILE_MB_LIMIT,
+    callback=within(1, MAX_FILE_MB_LIMIT),
     help="Refuse a results file larger than this (MiB).",
 )
 

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from fabricplan.catalog import UnknownIdError
+from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.output import console, emit_json, fail, kv_table
 from fabricplan.cli.scenario_cmd import load_or_fail
@@ -42,7 +43,7 @@ def _lengths(items: list[str] | None) -> dict[str, float]:
 
 def topology(
     gpus: int | None = typer.Option(
-        None, "--gpus", min=1, max=MAX_GPUS, help="GPUs in the cluster."
+        None, "--gpus", callback=within(1, MAX_GPUS), help="GPUs in the cluster."
     ),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU id (default h100)."),
     design: str | None = typer.Option(
