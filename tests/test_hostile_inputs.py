@@ -251,3 +251,25 @@ def test_any_text_row_parses_in_range_or_is_a_parse_error(tokens):
         return
     assert 0 <= result.size_bytes <= MAX_SIZE_BYTES
     assert all(v >= 0 for v in (result.time_us, result.algbw_GBps, result.busbw_GBps))
+
+
+def test_the_scenario_and_catalog_caps_can_be_raised_and_a_bad_raise_is_refused(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("name: big\n" + "#" * (2 * 1024 * 1024) + "\n" + SCENARIO)
+
+    def check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*ENTRY, "scenario", "check", str(big), "--json"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            env={**ENV, **env},
+        )
+
+    refused_by_default = check({})
+    assert refused_by_default.returncode == 2
+    assert "FABRICPLAN_MAX_FILE_MB" in refused_by_default.stdout
+    assert check({"FABRICPLAN_MAX_FILE_MB": "4"}).returncode == 0
+    bad = check({"FABRICPLAN_MAX_FILE_MB": "lots"})
+    assert bad.returncode == 2 and "'lots' is not allowed" in bad.stdout

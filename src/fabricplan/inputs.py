@@ -7,6 +7,7 @@ read stops at a stated size, so a hostile or broken file costs a refusal, not th
 
 from __future__ import annotations
 
+import os
 import reprlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,8 +35,38 @@ def short_repr(value: Any, limit: int = MAX_SHOWN_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class InputTooLarge(ValueError):
+class LimitError(ValueError):
+    """An input past one of the limits, or a limit asked for that cannot be; in our words."""
+
+
+class InputTooLarge(LimitError):
     """A file is over the size a command reads; the message names the cap and how to raise it."""
+
+
+# Scenario and catalog files are capped by default (see their loaders); this environment
+# variable, in MiB, raises (or lowers) both caps. nccl-tests logs have their own option,
+# --max-file-mb on grade and calibrate.
+MAX_FILE_MB_ENV = "FABRICPLAN_MAX_FILE_MB"
+# The most the variable may ask for: files beyond it are not scenarios or catalogs.
+MAX_FILE_MB_CEILING = 1024
+RAISE_FILE_CAP = f"the environment variable {MAX_FILE_MB_ENV} (MiB)"
+
+
+def file_cap(default_bytes: int) -> int:
+    """``default_bytes``, or the cap the environment asks for."""
+    raw = os.environ.get(MAX_FILE_MB_ENV, "").strip()
+    if not raw:
+        return default_bytes
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = float("nan")
+    if not 0 < mb <= MAX_FILE_MB_CEILING:
+        raise LimitError(
+            f"{MAX_FILE_MB_ENV}: {short_repr(raw)} is not allowed; a size in MiB above 0 and at "
+            f"most {MAX_FILE_MB_CEILING:,}"
+        )
+    return int(mb * MIB)
 
 
 def read_capped(path: str | Path, max_bytes: int, *, what: str, raise_with: str = "") -> bytes:

@@ -27,7 +27,16 @@ from fabricplan.catalog.models import (
     Transceiver,
 )
 from fabricplan.catalog.transformer import CATALOG_KINDS, Model
-from fabricplan.inputs import MIB, InputTooLarge, describe_error, read_capped, short_repr
+from fabricplan.inputs import (
+    MIB,
+    RAISE_FILE_CAP,
+    InputTooLarge,
+    LimitError,
+    describe_error,
+    file_cap,
+    read_capped,
+    short_repr,
+)
 
 E = TypeVar("E", bound=Entry)
 
@@ -152,13 +161,17 @@ def _packaged_files() -> list[Path]:
     return sorted(Path(str(p)) for p in data.iterdir() if p.name.endswith(".toml"))
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    """A catalog file's TOML, every failure a CatalogError in our words."""
+def _read_toml(path: Path, packaged: bool = False) -> dict[str, Any]:
+    """A catalog file's TOML, every failure a CatalogError in our words. Only overlays take
+    the user's file cap: the packaged files are ours."""
     try:
-        text = read_capped(path, MAX_CATALOG_FILE_BYTES, what="the file").decode("utf-8")
+        cap = MAX_CATALOG_FILE_BYTES if packaged else file_cap(MAX_CATALOG_FILE_BYTES)
+        text = read_capped(path, cap, what="the file", raise_with=RAISE_FILE_CAP).decode("utf-8")
         return tomllib.loads(text)
     except InputTooLarge as exc:
         raise CatalogError(f"{path}: {exc}; a catalog file is tens of KB") from None
+    except LimitError as exc:
+        raise CatalogError(str(exc)) from None
     except UnicodeDecodeError as exc:
         raise CatalogError(f"{path}: not UTF-8 text (byte {exc.start + 1})") from None
     except OSError as exc:
@@ -170,8 +183,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise CatalogError(f"{path}: invalid TOML: nested too deeply for a catalog") from None
 
 
-def _parse_file(path: Path) -> list[Entry]:
-    raw = _read_toml(path)
+def _parse_file(path: Path, packaged: bool = False) -> list[Entry]:
+    raw = _read_toml(path, packaged)
     out: list[Entry] = []
     for kind, items in raw.items():
         cls = CATALOG_KINDS.get(kind)
@@ -228,7 +241,7 @@ def load_catalog(extra: Iterable[str | Path] = (), *, packaged: bool = True) -> 
     by_kind: dict[str, dict[str, Entry]] = {k: {} for k in CATALOG_KINDS}
     owner: dict[str, tuple[str, Path]] = {}
     for path in files:
-        for entry in _parse_file(path):
+        for entry in _parse_file(path, packaged=path in base):
             if entry.id in owner:
                 prev_kind, prev_path = owner[entry.id]
                 if prev_kind != entry.KIND:

@@ -17,7 +17,15 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from fabricplan.catalog import Catalog, count_params, default_catalog
-from fabricplan.inputs import MIB, InputTooLarge, describe_error, read_capped
+from fabricplan.inputs import (
+    MIB,
+    RAISE_FILE_CAP,
+    InputTooLarge,
+    LimitError,
+    describe_error,
+    file_cap,
+    read_capped,
+)
 from fabricplan.scenario.checks import catalog_id_problems, check_scenario
 from fabricplan.scenario.errors import Problem, ScenarioError
 from fabricplan.scenario.models import Cluster, Scenario, Workload
@@ -231,9 +239,12 @@ def load_scenario(
     """
     path = Path(path)
     try:
-        text = read_capped(path, MAX_SCENARIO_BYTES, what="the file").decode("utf-8")
+        cap = file_cap(MAX_SCENARIO_BYTES)
+        text = read_capped(path, cap, what="the file", raise_with=RAISE_FILE_CAP).decode("utf-8")
     except InputTooLarge as exc:
         raise ScenarioError([Problem("", f"{exc}; a scenario is a few KB")], str(path)) from None
+    except LimitError as exc:
+        raise ScenarioError([Problem("", str(exc))], str(path)) from None
     except UnicodeDecodeError as exc:
         raise ScenarioError(
             [Problem("", f"cannot read file: not UTF-8 text (byte {exc.start + 1})")], str(path)
