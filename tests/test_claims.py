@@ -78,7 +78,7 @@ def test_premium_is_the_capex_ratio(money):
     ib, roce = _pair(CAT, 1024, "policy")
     c = money["ib-premium-15-30pct"]
     assert c.conditions["gpus"] == 1024 and c.conditions["premium_of"] == "network capex"
-    assert c.conditions["optics"] == "policy" and c.conditions["ib_switch_usd"] == 43_000
+    assert c.conditions["optics"] == "policy" and c.conditions["ib_switch_usd"] == 36_000
     assert c.computed["value"] == pytest.approx(ib.capex_network_usd / roce.capex_network_usd - 1)
     assert c.holds == in_range(c.computed["value"], 0.15, 0.30)
 
@@ -88,7 +88,7 @@ def test_premium_claims_are_tried_at_each_price_condition(money):
     price x three bases, at every size; the summary names the conditions where it holds."""
     c = money["ib-premium-15-30pct"]
     assert len(c.cases) == len(PREMIUM_SIZES) * 3 * 3 * 3
-    assert {x.conditions["ib_switch_usd"] for x in c.cases} == {36_000, 43_000, 50_000}
+    assert {x.conditions["ib_switch_usd"] for x in c.cases} == {32_870, 36_000, 50_000}
     # a dearer IB switch raises the premium, all else equal
     at = {
         (
@@ -100,10 +100,10 @@ def test_premium_claims_are_tried_at_each_price_condition(money):
         for x in c.cases
     }
     for gpus in PREMIUM_SIZES[1:]:
-        v = [at[gpus, "oem", "network capex", usd] for usd in (36_000, 43_000, 50_000)]
+        v = [at[gpus, "oem", "network capex", usd] for usd in (32_870, 36_000, 50_000)]
         assert v[0] < v[1] < v[2]
     # the policy buys NVIDIA optics for IB and multi-vendor ones for RoCE: a larger premium
-    assert at[1024, "policy", "network capex", 43_000] > at[1024, "oem", "network capex", 43_000]
+    assert at[1024, "policy", "network capex", 36_000] > at[1024, "oem", "network capex", 36_000]
     ok = [
         x
         for x in c.cases

@@ -37,18 +37,53 @@ def test_every_packaged_price_has_a_range_and_a_status():
 
 def test_the_quoted_ndr_switch_spans_the_reseller_and_the_nvidia_branded_figure():
     p = CAT.switch("qm9700").price
-    assert p.status == "quoted" and (p.low, p.usd, p.high) == (36_000, 43_000, 50_000)
-    assert {q.channel: q.usd for q in p.quotes} == {"reseller": 36_000, "analyst": 50_000}
-    assert all(q.as_of == "2024-08" for q in p.quotes)
+    assert p.status == "quoted" and (p.low, p.usd, p.high) == (32_870, 36_000, 50_000)
+    assert sorted((q.channel, q.usd, q.as_of) for q in p.quotes) == [
+        ("analyst", 50_000, "2024-08"),
+        ("reseller", 32_870, "2026-07"),
+        ("reseller", 36_000, "2024-08"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "part, low, usd, high",
+    [
+        ("cx7", 1_599, 1_894, 2_188),  # midpoint of two reseller listings
+        ("cx8", 1_779, 1_904, 2_519),  # median of three
+        ("xcvr-osfp-800g-dr8-compat", 699, 1_319, 2_275),
+        ("xcvr-qsfpdd-400g-dr4-compat", 449.9, 534, 749),
+        ("xcvr-osfp-800g-2xsr4-compat", 440, 879, 1_320),  # one listing: +/-50 %
+        ("sn5600", 26_000, 51_999, 78_000),
+    ],
+)
+def test_sourced_prices_are_the_median_of_their_listings(part, low, usd, high):
+    """Several listings: the nominal figure is their median (the midpoint of two) and the range
+    their span; one listing: the figure itself with the catalog's default +/-50 %."""
+    p = next(e for e in PRICED if e.id == part).price
+    assert p.status == "quoted" and (p.low, p.usd, p.high) == pytest.approx((low, usd, high))
+    usds = sorted(q.usd for q in p.quotes)
+    mid = len(usds) // 2
+    median = usds[mid] if len(usds) % 2 else (usds[mid - 1] + usds[mid]) / 2
+    assert p.usd == pytest.approx(median, abs=0.5)
+    if len(usds) > 1:
+        assert (p.low, p.high) == pytest.approx((usds[0], usds[-1]))
+    else:
+        assert (p.low, p.high) == pytest.approx((usd / 2, usd * 1.5), rel=2e-3)  # rounded
+    assert all("listing" in q.source or "list price" in q.source for q in p.quotes)
+
+
+def test_no_nvidia_optic_has_a_cited_price():
+    """Only third-party modules are listed publicly: every OEM cable and module is still an
+    assumption or has no public price."""
+    oem = [e for e in PRICED if getattr(e, "oem", False) and e.KIND in ("cable", "transceiver")]
+    assert oem and all(e.price.status != "quoted" for e in oem)
 
 
 def test_parts_without_a_public_price_are_labelled():
     none = {e.id for e in PRICED if not e.price.public}
     assert {
         "q3400",
-        "cx8",
         "arista-7060x6",
-        "sn5600",
         "xcvr-osfp-800g-dr8",
         "xcvr-osfp-1.6t-2xdr4",
     } <= none
@@ -122,7 +157,8 @@ def test_compatible_800g_optics_exist_and_a_fallback_is_named():
 
 def test_a_bill_names_its_unpriced_parts_and_its_range():
     d = design_fabric(2048, fabric="ib-xdr", catalog=CAT)
-    assert {"q3400", "cx8", "xcvr-osfp-800g-dr8", "xcvr-osfp-1.6t-2xdr4"} <= set(d.no_public_price)
+    assert {"q3400", "xcvr-osfp-800g-dr8", "xcvr-osfp-1.6t-2xdr4"} <= set(d.no_public_price)
+    assert "cx8" not in d.no_public_price
     low, high = d.cost_range_usd
     assert low < d.cost_usd["total"] < high
     sw = d.switch.price
@@ -178,3 +214,14 @@ def test_support_is_drawn_per_fabric_and_unpriced_parts_are_named(demo):
     roce = next(f for f in a.fabrics if f["fabric"] == "roce-400g")
     assert roce["network_prices"]["no_public_price"] == ["arista-7060x6"]
     assert roce["network_prices"]["optics"] == "compatible"
+
+
+def test_no_module_is_faster_than_its_cage():
+    """A 1.6T twin-port module needs a 1.6T cage (Quantum-X800), not an 800G one (SN5600), however
+    cheap it is per port."""
+    assert (CAT.switch("q3400").cage_gbps, CAT.switch("sn5600").cage_gbps) == (1600, 800)
+    assert CAT.switch("qm9700").cage_gbps == 800  # twin-port: 2 x 400G
+    eth = design_fabric(512, fabric="roce-800g", optics="compatible", catalog=CAT)
+    assert not any(t.startswith("xcvr-osfp-1.6t") for t in eth.transceivers)
+    xdr = design_fabric(512, fabric="ib-xdr", catalog=CAT)
+    assert "xcvr-osfp-1.6t-2xdr4" in xdr.transceivers

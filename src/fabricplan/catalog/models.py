@@ -210,6 +210,9 @@ class Switch(Entry):
     rack_units: int = Field(gt=0)
     form_factor: Literal["fixed", "chassis"]
     cage: str = Field(min_length=2, description="port cage form factor, e.g. OSFP, QSFP56")
+    ports_per_cage: int = Field(
+        default=1, gt=0, description="ports at port_speed_gbps per cage (twin-port OSFP: 2)"
+    )
     price: Price
 
     @model_validator(mode="after")
@@ -221,6 +224,11 @@ class Switch(Entry):
         if self.power_max_w < self.power_typical_w:
             raise ValueError("power_max_w below power_typical_w")
         return self
+
+    @property
+    def cage_gbps(self) -> float:
+        """What one cage carries: no module faster than this fits it."""
+        return self.port_speed_gbps * self.ports_per_cage
 
     @property
     def capacity_tbps(self) -> float:

@@ -92,14 +92,20 @@ class End:
     cage: str
     host: bool  # a NIC: single-port cages take single-port modules only
     max_module_ports: int = 2
+    max_module_gbps: float = float("inf")  # the cage's electrical lanes: 1.6T needs 1.6T cages
 
 
 def switch_end(switch: Switch) -> End:
-    return End(cage=switch.cage, host=False)
+    return End(cage=switch.cage, host=False, max_module_gbps=switch.cage_gbps)
 
 
 def nic_end(nic: Nic) -> End:
-    return End(cage=nic.cage, host=True, max_module_ports=nic.ports)
+    return End(
+        cage=nic.cage,
+        host=True,
+        max_module_ports=nic.ports,
+        max_module_gbps=nic.ports * nic.port_speed_gbps,
+    )
 
 
 def _wanted(
@@ -171,6 +177,7 @@ def _optical_options(
                 t for t in cat.entries("transceiver")
                 if isinstance(t, Transceiver) and t.fiber_mode == mode
                 and t.form_factor == end.cage and t.ports <= end.max_module_ports
+                and t.speed_gbps <= end.max_module_gbps
                 and _wanted(t, layer, rate, length, optics)
             ]  # fmt: skip
             ends.append(min(mods, key=lambda t: t.price.usd / t.ports, default=None))
