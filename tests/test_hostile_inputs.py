@@ -150,6 +150,8 @@ def test_long_work_is_refused_before_it_starts_with_the_estimate():
     assert "estimated at" in msg and "100,000 seeds" in msg and "--time-budget-s" in msg
     msg = refused("congestion", "--gpus", "131072", "--pattern", "tree-allreduce")
     assert "estimated" in msg
+    # many seeds of a tiny case: each seed's fixed cost is counted, not only its flows
+    assert "estimated at" in refused("congestion", "--gpus", "16", "--seeds", "53446")
     sizes = ",".join(["8"] * 10_000)
     assert "at most 4,096" in refused("collective", "--nodes", "2", "--sizes", sizes)
 

@@ -29,6 +29,10 @@ SEED_US_PER_FLOW: dict[str, tuple[float, int]] = {
     "permutation": (500.0, 8_192),
     "flows": (500.0, 8_192),
 }
+# Time every seed costs whatever its size, microseconds: routing, the event loop's set-up, flow
+# control and the latency probes of even a 16-GPU case (1.0-1.25 ms measured quiet, up to 1.45
+# ms with the machine's other core busy: 53,446 seeds of a 16-GPU ring took 60-77 s).
+SEED_OVERHEAD_US = 1_500.0
 # Beyond the measured count, the cost per flow grows as flows ** 0.25: all-to-all over 2,048
 # GPUs (522k flows) took ~25 s a seed, 5.5x the time of 1,024 GPUs for 4x the flows.
 SEED_FLOW_EXPONENT = 0.25
@@ -83,7 +87,7 @@ def estimate(
     growth = max(1.0, flows / measured_at) ** SEED_FLOW_EXPONENT
     return Estimate(
         setup_s=SETUP_US_PER_GPU * cluster_gpus * 1e-6,
-        per_seed_s=us * growth * flows * 1e-6,
+        per_seed_s=(SEED_OVERHEAD_US + us * growth * flows) * 1e-6,
         seeds=seeds,
         peak_bytes=BASE_BYTES + BYTES_PER_GPU * cluster_gpus + per_flow * flows,
     )
