@@ -77,7 +77,7 @@ def calibrate_cmd(
         overrides=set_,
     )  # fmt: skip
     # a single node never touches the fabric
-    triples = [t for t in measured if t[1].nodes > 1]
+    triples = [(m.run, m.system, m.op) for m in measured if m.system.nodes > 1]
     if not triples:
         fail("no multi-node run to fit: the fabric is only used across nodes", as_json=as_json)
     base = cat.fabric(triples[0][1].fabric)

@@ -97,9 +97,17 @@ def grade_cmd(
         overrides=set_,
     )  # fmt: skip
     graded = []
-    for i, (run, system, run_op) in enumerate(triples, start=1):
-        g = grade(run, system, compare(run, system, run_op))
-        graded.append(_grade_dict(g, i, run.label or f"run {i} (line {run.first_line})"))
+    for i, (run, system, run_op, layout) in enumerate(triples, start=1):
+        g = grade(run, system, compare(run, system, run_op), layout_warnings=layout.warnings)
+        d = _grade_dict(g, i, run.label or f"run {i} (line {run.first_line})")
+        d["layout"] = {
+            "nodes": system.nodes,
+            "gpus_per_node": system.gpus_per_node,
+            "nics_per_node": system.nics_per_node,
+            "ranks": system.nranks,
+            "read_from": layout.source or "flags",
+        }
+        graded.append(d)
     worst = max(graded, key=lambda d: VERDICT_ORDER[d["verdict"]])["verdict"]
     if as_json:
         emit_json({

@@ -174,13 +174,17 @@ def _findings(
     return out
 
 
-def grade(run: Run, system: CommSystem, cmp: Comparison) -> Grade:
-    """Verdict (`pass` / `warn` / `fail`) and findings for one measured run."""
+def grade(
+    run: Run, system: CommSystem, cmp: Comparison, *, layout_warnings: list[str] | None = None
+) -> Grade:
+    """Verdict (`pass` / `warn` / `fail`) and findings for one measured run; a flag the log
+    contradicts (``layout_warnings``) is a warning, not a cause."""
     large = _large_mask(cmp.sizes)
     small = cmp.sizes <= SMALL_BYTES
     bw = _median(cmp.busbw_ratio[large])
     lat = _median(cmp.time_ratio[small]) if small.any() else None
-    findings = _findings(run, system, cmp, bw, lat)
+    findings = [Finding("flag_disagrees_with_log", "warn", w) for w in layout_warnings or []]
+    findings += _findings(run, system, cmp, bw, lat)
     verdict = "pass"
     if (bw is not None and bw < PASS_BW_RATIO) or (lat is not None and lat > PASS_LAT_RATIO):
         verdict = "warn"
