@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 from fabricplan.nccltests import parse
 from fabricplan.nccltests.layout import resolve_layout
@@ -98,3 +100,46 @@ def test_json_from_the_writer_is_graded_with_its_ranks_and_hosts(tmp_path):
     _, out = graded(tmp_path / "r.json")
     layout = out["runs"][0]["layout"]
     assert (layout["nodes"], layout["gpus_per_node"], layout["ranks"]) == (2, 8, 16)
+
+
+def test_calibrate_refuses_a_run_grade_finds_broken_unless_forced(tmp_path):
+    proc = run("calibrate", ROCE_1GPU, "--out", tmp_path / "a.toml", "--json")
+    assert proc.returncode == 2 and not (tmp_path / "a.toml").exists()
+    error = json.loads(proc.stdout)["error"]
+    assert "gdr_off" in error and "line 20: " in error and "--force" in error
+    proc = run("calibrate", ROCE_1GPU, "--out", tmp_path / "a.toml", "--force", "--json")
+    assert proc.returncode == 0, proc.stdout
+    fit = json.loads(proc.stdout)
+    assert 14 < fit["nic_goodput_GBps"] < 16  # the 15 GB/s the bounce through host memory gives
+    assert fit["nic_goodput_sigma_GBps"] < 1 and fit["at_bounds"] == []
+    assert fit["rms_log_error_after"] < fit["rms_log_error_before"]
+
+
+def test_rows_that_cannot_be_real_are_graded_fail_and_never_fitted(tmp_path):
+    zero = "\n".join(f"{2**s} {2**s // 4} float sum -1 0 0 0 0" for s in (30, 31))
+    (tmp_path / "zero.txt").write_text(zero + "\n")
+    code, out = graded(tmp_path / "zero.txt", "--nodes", "2")
+    assert code == 3 and out["findings"][0]["code"] == "impossible_rows"
+    assert (
+        "line 1 (1,073,741,824 B): a collective of 1,073,741,824 bytes took 0 us"
+        in (out["findings"][0]["message"])
+    )
+    for extra in ((), ("--force",)):
+        proc = run("calibrate", tmp_path / "zero.txt", "--nodes", "2", "--out", "-", *extra)
+        assert proc.returncode == 2 and "impossible_rows" in proc.stderr and not proc.stdout
+
+
+def test_a_fit_the_bounds_stop_is_reported(tmp_path):
+    # 2 nodes x 8 GPUs, Ring: 430 GB/s busbw asks for 54 GB/s a NIC, more than 400G carries
+    rows = [Row(2**s, 2**s // 4, 2**s / 229.33e3, 229.33, 430.0) for s in range(26, 34)]
+    text = writer_json(rows, processes=["a", "b"], ngpus=8, env=("NCCL_ALGO=Ring",))
+    (tmp_path / "fast.json").write_text(text)
+    proc = run("calibrate", tmp_path / "fast.json", "--out", tmp_path / "f.toml", "--json")
+    fit = json.loads(proc.stdout)
+    assert fit["nic_goodput_GBps"] == pytest.approx(50.0)
+    assert fit["at_bounds"] == [
+        "NIC goodput 50 GB/s is at its upper search bound (50 GB/s): the data ask for a value "
+        "beyond it"
+    ]
+    written = (tmp_path / "f.toml").read_text()
+    assert "typical = 50.0," in written and "at its upper search bound" in written

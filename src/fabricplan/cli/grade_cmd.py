@@ -61,7 +61,13 @@ def _grade_dict(g: Grade, index: int, label: str) -> dict[str, Any]:
         ],
         "worst": [int(c.sizes[i]) for i in g.worst()],
         "findings": [
-            {"run": index, "code": f.code, "severity": f.severity, "message": f.message}
+            {
+                "run": index,
+                "code": f.code,
+                "severity": f.severity,
+                "message": f.message,
+                "evidence": [str(q) for q in f.evidence],
+            }
             for f in g.findings
         ],
     }
@@ -151,6 +157,8 @@ def _print_grade(d: dict[str, Any]) -> None:
         console.print(
             f"  [{colour}]{f['severity']}[/] {f['code']}: {f['message']}", highlight=False
         )
+        for quote in f["evidence"]:
+            console.print(f"      {quote}", highlight=False, markup=False)
 
 
 SUITES = ("nccl-tests", "training", "held-back", "claims", "packet-level", "envelope")
