@@ -249,6 +249,12 @@ def measured_runs(
             reference_gpn=node.gpus_per_node,
             reference_nics=node.nics_per_node,
         )
+        if layout.ranks == 1:
+            fail(
+                f"{results}: {run.label or f'run at line {run.first_line}'} has 1 rank: "
+                "nccl-tests measured no communication, so there is nothing to compare",
+                as_json=as_json,
+            )
         shape = {
             "nodes": layout.nodes,
             "gpus_per_node": layout.gpus_per_node,
