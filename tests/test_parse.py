@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from fabricplan.nccltests import ParseError, parse, parse_file
 from fabricplan.nccltests.parse import parse_row
+from nccl_writer import Row, writer_json
 
 DATA = Path(__file__).resolve().parents[1] / "src/fabricplan/validation/data/nccl-tests"
 HEADER = """#                                                              out-of-place                       in-place
@@ -42,8 +43,10 @@ def test_real_files():
 
 
 def test_without_root_column_and_without_hash():
-    text = ("size count type redop time algbw busbw error time algbw busbw error\n"
-            "1024 256 float sum 25.1 0.04 0.08 0 25.0 0.04 0.08 0\n")  # fmt: skip
+    text = (
+        "size count type redop time algbw busbw error time algbw busbw error\n"
+        "1024 256 float sum 25.1 0.04 0.08 0 25.0 0.04 0.08 0\n"
+    )
     r = parse(text)[0].results[0]
     assert r.root is None and r.redop == "sum" and r.busbw_GBps == 0.08
 
@@ -65,32 +68,112 @@ def test_several_runs_and_metadata():
     text = (
         "# nThread 1 nGpus 1 minBytes 8\n#  Rank  0 Group  0 Pid 1 on a device 0 [0x1] H100\n"
         "#  Rank  1 Group  0 Pid 2 on b device 0 [0x1] H100\n"
-        + HEADER + ROWS + "# Avg bus bandwidth    : 148.6\n"
+        + HEADER
+        + ROWS
+        + "# Avg bus bandwidth    : 148.6\n"
         "x:1:2 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1\n"
         "# nThread 1 nGpus 1 minBytes 8\nhost:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB "
-        "[1]mlx5_1:1/IB ; OOB eth0\n" + HEADER + ROWS
-        + "# Collective test concluded: all_gather\n"
-    )  # fmt: skip
+        "[1]mlx5_1:1/IB ; OOB eth0\n" + HEADER + ROWS + "# Collective test concluded: all_gather\n"
+    )
     first, second = parse(text)
     assert first.nranks == 2 and first.hosts == {"a", "b"} and first.avg_busbw_GBps == 148.6
     assert first.gdr is True
     assert second.nics_in_use == 2 and second.transport == "ib" and second.op == "all_gather"
 
 
-def test_json_output():
-    doc = {
-        "version": 3, "args": ["./build/all_reduce_perf", "-b", "8"],
-        "env": ["NCCL_ALGO=Tree"], "nccl_version": 22602,
-        "devices": [{"rank": 0, "hostname": "a"}, {"rank": 1, "hostname": "b"}],
-        "results": [{"size": 1024, "count": 256, "type": "float", "redop": "sum", "root": -1,
-                     "out_of_place": {"time": 25.0, "alg_bw": 0.04, "bus_bw": 0.08, "nwrong": 0},
-                     "in_place": {"time": 24.0, "alg_bw": 0.04, "bus_bw": 0.08, "nwrong": 0}}],
-    }  # fmt: skip
-    run = parse(json.dumps(doc))[0]
-    assert run.op == "all_reduce" and run.nranks == 2 and run.env == {"NCCL_ALGO": "Tree"}
-    assert run.results[0].time_us == 25.0 and run.results[0].inplace_time_us == 24.0
-    with pytest.raises(ParseError, match="result 1"):
+ROW_1G = Row(2**30, 2**28, 2323.0, 462.22, 866.66, times_us=[2300.0, 2320.0, 2349.0])
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_json_as_each_writer_version_lays_it_out(version):
+    text = writer_json(
+        [Row(8, 2, 25.31, 0.0, 0.0), ROW_1G],
+        version=version,
+        env=("NCCL_ALGO=Ring", "HOME=/root"),
+        processes=["a", "a", "b", "b"],
+    )
+    run = parse(text)[0]
+    assert run.op == "all_reduce" and run.env == {"NCCL_ALGO": "Ring"}
+    assert run.nranks == 4 and run.hosts == {"a", "b"} and run.gpus_per_host() == 2
+    assert run.nccl_version == "2.26.2" and run.avg_busbw_GBps == 12.5
+    first, big = run.results
+    assert (first.size_bytes, first.root, first.redop, first.wrong) == (8, -1, "sum", 0)
+    assert (big.time_us, big.algbw_GBps, big.busbw_GBps) == (2323.0, 462.22, 866.66)
+    assert big.inplace_busbw_GBps == 866.66
+    # per-iteration timing is written from version 2: its spread, % of the mean
+    assert big.cv_pct == (pytest.approx(0.866, abs=1e-3) if version >= 2 else None)
+    assert run.evidence["NCCL_ALGO"][0].text == "NCCL_ALGO=Ring"
+
+
+def test_json_one_process_driving_eight_gpus_lists_one_device():
+    run = parse(writer_json([ROW_1G], processes=["solo"], ngpus=8))[0]
+    assert run.nranks == 8 and run.hosts == {"solo"} and run.gpus_per_host() == 8
+
+
+def test_json_null_out_of_place_reads_the_in_place_half():
+    rows = [Row(2**20, 2**18, 50.0, 20.97, 39.32, null_out_of_place=True), ROW_1G]
+    run = parse(writer_json(rows, check=False))[0]
+    assert run.results[0].time_us == 50.0 and run.results[0].wrong is None
+    assert run.results[0].inplace_time_us is None
+    # a record the writer closed before any figure (an early error) is not a measurement
+    doc = json.loads(writer_json([ROW_1G]))
+    doc["results"].append(
+        {
+            "size": 2**31,
+            "count": 2**29,
+            "type": "float",
+            "redop": "sum",
+            "root": "    -1",
+            "out_of_place": None,
+        }
+    )
+    assert len(parse(json.dumps(doc))[0].results) == 1
+
+
+def test_older_nccl_version_codes():
+    assert parse(writer_json([ROW_1G], nccl_version=2804))[0].nccl_version == "2.8.4"
+
+
+@pytest.mark.parametrize(
+    ("row", "match"),
+    [
+        (Row(2**30, 2**28, 2323.0, "nan", 866.66), "alg_bw should be a finite number >= 0"),
+        (Row(2**30, 2**28, 2323.0, 462.22, -1.0), "bus_bw should be a finite number >= 0"),
+        (Row(2**30, 2**28, "nan", 462.22, 866.66), "time should be a finite number >= 0"),
+    ],
+)
+def test_json_values_are_checked_as_in_text(row, match):
+    with pytest.raises(ParseError, match=f"JSON run 1, result 1: {match}"):
+        parse(writer_json([row]))
+    text_row = f"{row.size} {row.count} float sum -1 {row.time_us} {row.algbw} {row.busbw} 0"
+    with pytest.raises(ParseError, match=match.replace("_bw", "bw")):
+        parse(text_row)
+
+
+def test_json_without_results_names_the_run():
+    with pytest.raises(ParseError, match="result 1: expected size, count, type"):
+        parse(json.dumps({"results": [{"size": 1, "out_of_place": {"time": 2.0}}]}))
+    with pytest.raises(ParseError, match="JSON input has no results"):
         parse(json.dumps({"results": [{"size": 1}]}))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**40), st.floats(0.01, 1e7), st.floats(0, 1e4), st.floats(0, 1e4)
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from([1, 2, 3]),
+)
+def test_json_rows_round_trip(rows, version):
+    written = [Row(s, s // 4, round(t, 6), round(a, 6), round(b, 6)) for s, t, a, b in rows]
+    got = parse(writer_json(written, version=version))[0].results
+    assert [(r.size_bytes, r.time_us, r.algbw_GBps, r.busbw_GBps) for r in got] == [
+        (w.size, w.time_us, w.algbw, w.busbw) for w in written
+    ]
 
 
 @pytest.mark.parametrize(
@@ -118,10 +201,16 @@ def test_unreadable_file(tmp_path):
 
 numbers = st.floats(min_value=0, max_value=1e7, allow_nan=False).map(lambda x: round(x, 2))
 rows = st.tuples(
-    st.integers(0, 2**40), st.integers(0, 2**38), st.sampled_from(["float", "half", "bfloat16"]),
-    st.sampled_from(["sum", "max", "none", None]), st.one_of(st.none(), st.integers(-1, 63)),
-    numbers, numbers, numbers, st.one_of(st.just("N/A"), st.integers(0, 9)),
-)  # fmt: skip
+    st.integers(0, 2**40),
+    st.integers(0, 2**38),
+    st.sampled_from(["float", "half", "bfloat16"]),
+    st.sampled_from(["sum", "max", "none", None]),
+    st.one_of(st.none(), st.integers(-1, 63)),
+    numbers,
+    numbers,
+    numbers,
+    st.one_of(st.just("N/A"), st.integers(0, 9)),
+)
 
 
 def fmt_row(r) -> str:
@@ -131,9 +220,11 @@ def fmt_row(r) -> str:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(rows, min_size=1, max_size=8),
-       st.sampled_from(["", " 3: ", "[0,1]<stdout>:", "gpu-node-1: "]),
-       st.booleans())  # fmt: skip
+@given(
+    st.lists(rows, min_size=1, max_size=8),
+    st.sampled_from(["", " 3: ", "[0,1]<stdout>:", "gpu-node-1: "]),
+    st.booleans(),
+)
 def test_rows_round_trip(rs, prefix, with_header):
     body = (HEADER if with_header else "") + "\n".join(fmt_row(r) for r in rs)
     text = "\n".join(prefix + line for line in body.splitlines())

@@ -23,6 +23,7 @@ from fabricplan.cli.system_opts import (
     RUN_OPT,
     SCENARIO_OPT,
     SET_OPT,
+    Measured,
     measured_runs,
 )
 
@@ -34,7 +35,12 @@ def calibrate_cmd(
         "--out",
         help="Where to write the fabric definition (TOML); - for standard output.",
     ),
-    force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Replace --out if it exists, and fit runs grade finds broken (GPUDirect off, "
+        "TCP fallback, fewer NICs than the node has).",
+    ),
     new_id: str | None = typer.Option(
         None, "--id", help="Id of the new fabric (default FABRIC-calibrated)."
     ),
@@ -77,9 +83,11 @@ def calibrate_cmd(
         overrides=set_,
     )  # fmt: skip
     # a single node never touches the fabric
-    triples = [t for t in measured if t[1].nodes > 1]
-    if not triples:
+    multi = [m for m in measured if m.system.nodes > 1]
+    if not multi:
         fail("no multi-node run to fit: the fabric is only used across nodes", as_json=as_json)
+    _refuse_broken(multi, force=force, as_json=as_json)
+    triples = [(m.run, m.system, m.op) for m in multi]
     base = cat.fabric(triples[0][1].fabric)
     ident = f"{base.id}-calibrated" if new_id is None else new_id
     from fabricplan.nccltests.calibrate import calibrate  # scipy.optimize: load only when fitting
@@ -105,6 +113,9 @@ def calibrate_cmd(
         "nic_goodput_GBps": fit.nic_GBps if fit.nic_identified else None,
         "net_step_latency_delta_us": fit.step_delta_us if fit.latency_identified else None,
         "rdma_latency_us": fit.fabric.rdma_latency_us.nominal,
+        "nic_goodput_sigma_GBps": fit.nic_sigma_GBps,
+        "net_step_latency_delta_sigma_us": fit.step_delta_sigma_us,
+        "at_bounds": list(fit.at_bounds),
         "rms_log_error_before": fit.rms_log_error_before,
         "rms_log_error_after": fit.rms_log_error_after,
     }
@@ -114,11 +125,45 @@ def calibrate_cmd(
     # with --out -, the TOML is standard output: the summary goes beside it, to the errors'
     shown = err_console if out == STDOUT else console
     shown.print(kv_table(f"Calibrated {base.id} -> {fit.fabric.id}", [
-        ("NIC goodput", f"{fit.nic_GBps:.2f} GB/s" if fit.nic_identified
+        ("NIC goodput", f"{fit.nic_GBps:.2f}{_pm(fit.nic_sigma_GBps)} GB/s" if fit.nic_identified
          else f"not identifiable from these sizes; kept {base.nic_goodput_GBps.nominal:g} GB/s"),
-        ("network step latency", f"{fit.step_delta_us:+.2f} us vs InfiniBand NDR"
-         if fit.latency_identified else "not identifiable from these sizes; kept the catalog's"),
+        ("network step latency", f"{fit.step_delta_us:+.2f}{_pm(fit.step_delta_sigma_us)} us vs "
+         "InfiniBand NDR" if fit.latency_identified
+         else "not identifiable from these sizes; kept the catalog's"),
+        *(("at a bound", hit) for hit in fit.at_bounds),
         ("fit", f"{fit.points} sizes; rms log-time error {fit.rms_log_error_before:.3f} -> "
                 f"{fit.rms_log_error_after:.3f}"),
         ("written", f"{out}  (use: --catalog {out} --fabric {fit.fabric.id})"),
     ]))  # fmt: skip
+
+
+def _pm(sigma: float | None) -> str:
+    """' +/- 0.42' (one standard error), or nothing when there is none."""
+    return "" if sigma is None else f" +/- {sigma:.2g}"
+
+
+def _refuse_broken(measured: list[Measured], *, force: bool, as_json: bool) -> None:
+    """Refuse runs grade finds broken: rows that cannot be real always, and a setup that did
+    not measure the fabric (GPUDirect off, TCP fallback, NICs missing) unless --force."""
+    from fabricplan.nccltests.compare import compare
+    from fabricplan.nccltests.grade import SETUP_FAULTS, grade
+
+    problems, impossible = [], False
+    for i, m in enumerate(measured, start=1):
+        g = grade(m.run, m.system, compare(m.run, m.system, m.op))
+        for f in g.findings:
+            if f.code in SETUP_FAULTS:
+                impossible |= f.code == "impossible_rows"
+                quoted = "".join(f"\n    {q}" for q in f.evidence)
+                problems.append(
+                    f"run {i} ({m.run.label or f'line {m.run.first_line}'}): "
+                    f"{f.code}: {f.message}{quoted}"
+                )
+    if problems and (impossible or not force):
+        hint = (
+            ""
+            if impossible
+            else "\nA fabric fitted to these runs would describe the fault, not the fabric; "
+            "fix the setup, or pass --force to fit them anyway."
+        )
+        fail("grade finds the log broken:\n  " + "\n  ".join(problems) + hint, as_json=as_json)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -38,7 +39,7 @@ VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
 
 def _grade_dict(g: Grade, index: int, label: str) -> dict[str, Any]:
     c = g.comparison
-    ratio = c.busbw_ratio
+    ratio = c.speed_ratio
     return {
         "run": index,
         "label": label,
@@ -52,7 +53,7 @@ def _grade_dict(g: Grade, index: int, label: str) -> dict[str, Any]:
                 "size_bytes": int(c.sizes[i]),
                 "measured_busbw_GBps": float(c.measured_busbw_GBps[i]),
                 "expected_busbw_GBps": float(c.expected_busbw_GBps[i]),
-                "ratio": float(ratio[i]),
+                "ratio": float(ratio[i]) if np.isfinite(ratio[i]) else None,
                 "measured_time_us": float(c.measured_time_us[i]),
                 "expected_time_us": float(c.expected_time_us[i]),
                 "expected_algorithm": c.algorithm[i],
@@ -61,7 +62,13 @@ def _grade_dict(g: Grade, index: int, label: str) -> dict[str, Any]:
         ],
         "worst": [int(c.sizes[i]) for i in g.worst()],
         "findings": [
-            {"run": index, "code": f.code, "severity": f.severity, "message": f.message}
+            {
+                "run": index,
+                "code": f.code,
+                "severity": f.severity,
+                "message": f.message,
+                "evidence": [str(q) for q in f.evidence],
+            }
             for f in g.findings
         ],
     }
@@ -97,9 +104,17 @@ def grade_cmd(
         overrides=set_,
     )  # fmt: skip
     graded = []
-    for i, (run, system, run_op) in enumerate(triples, start=1):
-        g = grade(run, system, compare(run, system, run_op))
-        graded.append(_grade_dict(g, i, run.label or f"run {i} (line {run.first_line})"))
+    for i, (run, system, run_op, layout) in enumerate(triples, start=1):
+        g = grade(run, system, compare(run, system, run_op), layout_warnings=layout.warnings)
+        d = _grade_dict(g, i, run.label or f"run {i} (line {run.first_line})")
+        d["layout"] = {
+            "nodes": system.nodes,
+            "gpus_per_node": system.gpus_per_node,
+            "nics_per_node": system.nics_per_node,
+            "ranks": system.nranks,
+            "read_from": layout.source or "flags",
+        }
+        graded.append(d)
     worst = max(graded, key=lambda d: VERDICT_ORDER[d["verdict"]])["verdict"]
     if as_json:
         emit_json({
@@ -126,16 +141,17 @@ def _print_grade(d: dict[str, Any]) -> None:
         highlight=False,
     )
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("size", "busbw", "expected", "ratio", "time (us)", "expected", "algo"):
-        table.add_column(col, justify="left" if col == "algo" else "right")
+    for col in ("size", "busbw", "expected", "speed", "time (us)", "expected", "algo"):
+        table.add_column(col, justify="left" if col == "algo" else "right", no_wrap=True)
     worst = set(d["worst"])
     for r in d["rows"]:
-        mark = "red" if r["size_bytes"] in worst and r["ratio"] < PASS_BW_RATIO else ""
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        if r["size_bytes"] in worst and r["ratio"] is not None and r["ratio"] < PASS_BW_RATIO:
+            ratio = f"[red]{ratio}[/]"
         table.add_row(
-            human_size(r["size_bytes"]), f"{r['measured_busbw_GBps']:.1f}",
-            f"{r['expected_busbw_GBps']:.1f}", f"[{mark}]{r['ratio']:.2f}[/]" if mark
-            else f"{r['ratio']:.2f}", f"{r['measured_time_us']:,.1f}",
-            f"{r['expected_time_us']:,.1f}", r["expected_algorithm"],
+            human_size(r["size_bytes"]), _bandwidth(r["measured_busbw_GBps"]),
+            _bandwidth(r["expected_busbw_GBps"]), ratio, f"{r['measured_time_us']:,.2f}",
+            f"{r['expected_time_us']:,.2f}", r["expected_algorithm"],
         )  # fmt: skip
     console.print(table)
     for f in d["findings"]:
@@ -143,6 +159,14 @@ def _print_grade(d: dict[str, Any]) -> None:
         console.print(
             f"  [{colour}]{f['severity']}[/] {f['code']}: {f['message']}", highlight=False
         )
+        for quote in f["evidence"]:
+            console.print(f"      {quote}", highlight=False, markup=False)
+
+
+def _bandwidth(gbps: float) -> str:
+    """GB/s with the two decimals nccl-tests prints; three significant digits below 0.01, so
+    an 8-byte row's 0.0004 GB/s is not shown as 0."""
+    return f"{gbps:,.2f}" if gbps == 0 or gbps >= 0.01 else f"{gbps:.3g}"
 
 
 SUITES = ("nccl-tests", "training", "held-back", "claims", "packet-level", "envelope")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
 
@@ -17,6 +17,7 @@ from fabricplan.cli.scenario_cmd import load_or_fail
 from fabricplan.collectives import CommSystem, build_system, resolve_op
 from fabricplan.inputs import MIB, short_repr
 from fabricplan.nccltests import ParseError, Run, parse_file
+from fabricplan.nccltests.layout import Layout, resolve_layout
 from fabricplan.nccltests.parse import DEFAULT_MAX_LOG_BYTES, MAX_SIZE_BYTES
 from fabricplan.scenario import default_fabric
 from fabricplan.scenario.models import MAX_GPUS
@@ -209,6 +210,15 @@ def system_from(
         fail(str(exc), as_json=as_json)
 
 
+class Measured(NamedTuple):
+    """A run of RESULTS, the system it ran on, its collective and its shape from the log."""
+
+    run: Run
+    system: CommSystem
+    op: str
+    layout: Layout
+
+
 def measured_runs(
     results: Path,
     *,
@@ -218,11 +228,12 @@ def measured_runs(
     as_json: bool,
     max_file_mb: int = DEFAULT_MAX_LOG_BYTES // MIB,
     **system: Any,
-) -> list[tuple[Run, CommSystem, str]]:
+) -> list[Measured]:
     """Parse RESULTS and pair each run with the system it ran on and its collective.
 
-    The hosts a run's log lists beat --nodes (one file may hold runs of several sizes); with
-    neither, the rank count inferred from busbw/algbw and --gpus-per-node give the nodes.
+    Each run's ranks, nodes and GPUs per node come from its own log (one file may hold runs of
+    several sizes); --nodes, --gpus-per-node and --nics-per-node fill what it does not say, and
+    a disagreement is kept as a warning on the run's layout.
     """
     try:
         parsed = parse_file(results, max_bytes=max_file_mb * MIB, raise_with="--max-file-mb")
@@ -231,18 +242,35 @@ def measured_runs(
     except (ParseError, ValueError) as exc:
         fail(f"{results}: {exc}", as_json=as_json)
     out = []
-    gpn = system.get("gpus_per_node")  # the flag's: it infers nodes from a run's rank count
     scenario_nodes = None
     if system.get("scenario") is not None:  # read the scenario once, not once per run
         path, overrides = system["scenario"], system.get("overrides")
         system, scenario_nodes = _fill_from_scenario(system, path, overrides, catalog, as_json)
         system["scenario"] = None
+    try:
+        node = catalog.gpu(system.get("gpu") or "h100").node
+    except UnknownIdError as exc:
+        fail(str(exc), as_json=as_json)
     for run in runs:
-        nodes = run.nodes or system.get("nodes")
-        ranks = run.inferred_nranks()
-        if nodes is None and ranks and isinstance(gpn, int):
-            nodes = max(1, ranks // gpn)
-        nodes = nodes or scenario_nodes
-        s = system_from(**{**system, "nodes": nodes}, catalog=catalog, as_json=as_json)
-        out.append((run, s, forced_op or run.op or "all_reduce"))
+        layout = resolve_layout(
+            run,
+            nodes_flag=system.get("nodes") or scenario_nodes,
+            gpn_flag=system.get("gpus_per_node"),
+            nics_flag=system.get("nics_per_node"),
+            reference_gpn=node.gpus_per_node,
+            reference_nics=node.nics_per_node,
+        )
+        if layout.ranks == 1:
+            fail(
+                f"{results}: {run.label or f'run at line {run.first_line}'} has 1 rank: "
+                "nccl-tests measured no communication, so there is nothing to compare",
+                as_json=as_json,
+            )
+        shape = {
+            "nodes": layout.nodes,
+            "gpus_per_node": layout.gpus_per_node,
+            "nics_per_node": layout.nics_per_node,
+        }
+        s = system_from(**{**system, **shape}, catalog=catalog, as_json=as_json)
+        out.append(Measured(run, s, forced_op or run.op or "all_reduce", layout))
     return out

@@ -35,6 +35,8 @@ PROBE_LATENCY_MIN_US = 0.5
 MIN_GOODPUT_GBPS = 0.05
 MIN_LATENCY_US = 0.05
 MAX_STEP_DELTA_US = 200.0
+# Decimals of the goodput (GB/s) and latency (us) written: nccl-tests prints two.
+WRITTEN_DECIMALS = 2
 # The one-switch latency written to the catalog never drops below this (us).
 WRITTEN_LATENCY_FLOOR_US = 0.01
 # Robust loss: residuals in log-time beyond ~10 % count linearly, so one odd size cannot drag
@@ -51,7 +53,15 @@ class Fit:
     latency_identified: bool
     points: int
     rms_log_error_before: float
-    rms_log_error_after: float
+    rms_log_error_after: float  # the residual: rms of log(predicted / measured time)
+    nic_sigma_GBps: float | None = None  # one standard error of each fitted value (None: pinned,
+    step_delta_sigma_us: float | None = None  # or too few sizes to tell)
+    at_bounds: tuple[str, ...] = ()  # each fitted value the search bounds stopped
+
+
+# A fitted value within this fraction of the span of its bounds sits on the bound: the data
+# asked for more (or less) than the search allows.
+AT_BOUND_FRACTION = 1e-6
 
 
 Runs = list[tuple[Run, CommSystem, str]]
@@ -148,18 +158,25 @@ def calibrate(
     sol = least_squares(residual, x0, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE)
     nic, delta = float(sol.x[0]), float(sol.x[1])
     after = float(np.sqrt(np.mean(residual(sol.x) ** 2)))
+    free = [fit_nic, fit_lat]
+    sigma = _standard_errors(sol.jac, residual(sol.x), free)
+    at_bounds = _bound_hits(sol.x, lo, hi, free)
 
     def widen(r: Range, value: float, note: str) -> Range:
         return Range(low=min(r.low, value), high=max(r.high, value), typical=value,
                      sources=(*r.sources, note))  # fmt: skip
 
     g = base.nic_goodput_GBps
+    # written to the 0.01 GB/s (and us) nccl-tests prints: finer digits are noise
+    written_nic = round(min(nic, upper_nic), WRITTEN_DECIMALS)
     goodput = (
-        widen(g, min(nic, upper_nic), f"calibrated: {nic:.2f} GB/s ({source})") if fit_nic else g
+        widen(g, written_nic, f"calibrated: {written_nic:.2f} GB/s ({source})") if fit_nic else g
     )
     # the catalog figure is through one switch; the system adds its other hops on top
     hops_extra = system.p2p_latency_us - base.rdma_latency_us.nominal
-    latency_value = max(ref_lat + delta - hops_extra, WRITTEN_LATENCY_FLOOR_US)
+    latency_value = round(
+        max(ref_lat + delta - hops_extra, WRITTEN_LATENCY_FLOOR_US), WRITTEN_DECIMALS
+    )
     lat = base.rdma_latency_us
     latency = (
         widen(lat, latency_value, f"calibrated: {latency_value:.2f} us ({source})")
@@ -175,7 +192,61 @@ def calibrate(
         "as_of": date.today().isoformat(),
         "notes": (f"fit over {len(measured)} sizes; rms log-time error {before:.3f} -> {after:.3f}"
                   + ("" if fit_nic else "; goodput not identifiable from these sizes")
-                  + ("" if fit_lat else "; latency not identifiable from these sizes")),
+                  + ("" if fit_lat else "; latency not identifiable from these sizes")
+                  + "".join(f"; {hit}" for hit in at_bounds)),
     })  # fmt: skip
     Fabric.model_validate(fabric.model_dump())  # the definition must load back
-    return Fit(fabric, nic, fit_nic, delta, fit_lat, len(measured), before, after)
+    return Fit(
+        fabric,
+        nic,
+        fit_nic,
+        delta,
+        fit_lat,
+        len(measured),
+        before,
+        after,
+        sigma[0],
+        sigma[1],
+        at_bounds,
+    )
+
+
+_PARAMETERS = (("NIC goodput", "GB/s"), ("network step latency delta", "us"))
+
+
+def _bound_hits(
+    x: np.ndarray, lo: list[float], hi: list[float], free: list[bool]
+) -> tuple[str, ...]:
+    """Each free parameter the search stopped at a bound, in words."""
+    out = []
+    for i, (name, unit) in enumerate(_PARAMETERS):
+        span = AT_BOUND_FRACTION * (hi[i] - lo[i])
+        for side, bound in (("upper", hi[i]), ("lower", lo[i])):
+            if free[i] and abs(x[i] - bound) <= span:
+                out.append(
+                    f"{name} {x[i]:.4g} {unit} is at its {side} search bound "
+                    f"({bound:.4g} {unit}): the data ask for a value beyond it"
+                )
+                break
+    return tuple(out)
+
+
+def _standard_errors(
+    jac: np.ndarray, res: np.ndarray, free: list[bool]
+) -> tuple[float | None, float | None]:
+    """One standard error of each free parameter: the residual variance times (J^T J)^-1
+    over the free columns of the Jacobian at the solution (None when pinned, or when there are
+    no more sizes than free parameters)."""
+    cols = [i for i, f in enumerate(free) if f]
+    dof = res.size - len(cols)
+    out: list[float | None] = [None, None]
+    if not cols or dof <= 0:
+        return out[0], out[1]
+    j = jac[:, cols]
+    try:
+        cov = np.linalg.inv(j.T @ j) * float(res @ res) / dof
+    except np.linalg.LinAlgError:
+        return out[0], out[1]
+    for k, i in enumerate(cols):
+        out[i] = float(np.sqrt(cov[k, k])) if cov[k, k] >= 0 else None
+    return out[0], out[1]

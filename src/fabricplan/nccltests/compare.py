@@ -64,6 +64,15 @@ class Comparison:
             return self.measured_busbw_GBps / self.expected_busbw_GBps
 
     @property
+    def speed_ratio(self) -> np.ndarray:
+        """expected / measured time: the busbw ratio (1.0 = as predicted; below 1 = slower),
+        without the rounding of busbw nccl-tests prints (0.00 GB/s at 8 B); NaN where either
+        time is 0."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = self.expected_time_us / self.measured_time_us
+        return np.where(np.isfinite(ratio) & (self.measured_time_us > 0), ratio, np.nan)
+
+    @property
     def time_ratio(self) -> np.ndarray:
         """measured / expected time (1.0 = as predicted; above 1 = slower)."""
         return self.measured_time_us / self.expected_time_us

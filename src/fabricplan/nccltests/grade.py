@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabricplan.collectives import CommSystem
-from fabricplan.nccltests.compare import Comparison
-from fabricplan.nccltests.parse import Run
+from fabricplan.nccltests.compare import Comparison, env_selection
+from fabricplan.nccltests.parse import Quote, Run
+from fabricplan.nccltests.sanity import impossible_rows
 
 LARGE_BYTES = 64 * 2**20
 SMALL_BYTES = 64 * 2**10
@@ -27,6 +28,11 @@ WARN_BW_RATIO = 0.75
 # small-message time ratio at or below which a run passes / warns.
 PASS_LAT_RATIO = 1.5
 WARN_LAT_RATIO = 2.5
+# Findings that say the run did not measure the fabric as built: the verdict is `fail` whatever
+# the figures, and calibrate will not fit a fabric to such a run without --force.
+SETUP_FAULTS = ("impossible_rows", "gdr_off", "socket_transport", "fewer_nics")
+# Rows a finding names at most; the count says how many more.
+MAX_NAMED_ROWS = 3
 # a large-message busbw this far below the run's own best means bandwidth collapses as
 # messages grow: the signature of congestion (pause storms, hash collisions), not of a slow link
 DROP_FRACTION = 0.10
@@ -37,6 +43,11 @@ class Finding:
     code: str
     severity: str  # "fail", "warn" or "info"
     message: str
+    evidence: tuple[Quote, ...] = ()  # the log lines that show it
+
+
+def _quotes(run: Run, *kinds: str) -> tuple[Quote, ...]:
+    return tuple(q for kind in kinds for q in run.evidence.get(kind, []))
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,18 @@ def _findings(
     run: Run, system: CommSystem, cmp: Comparison, bw: float | None, lat: float | None
 ) -> list[Finding]:
     out: list[Finding] = []
+    if bad := impossible_rows(run):
+        more = f" (and {len(bad) - MAX_NAMED_ROWS} more)" if len(bad) > MAX_NAMED_ROWS else ""
+        out.append(
+            Finding(
+                "impossible_rows",
+                "fail",
+                f"{len(bad)} row(s) no GPU could have measured: "
+                + "; ".join(bad[:MAX_NAMED_ROWS])
+                + more
+                + ". The log was edited or cut; rerun nccl-tests.",
+            )
+        )
     if run.gdr is False:
         out.append(
             Finding(
@@ -77,6 +100,7 @@ def _findings(
                 "GPUDirect RDMA is off ('GDR 0' in the log): every transfer bounces through host "
                 "memory. Check that the nvidia-peermem (or dma-buf) module is loaded, and "
                 "NCCL_NET_GDR_LEVEL and ACS settings on the PCIe switches.",
+                _quotes(run, "gdr"),
             )
         )
     if run.transport == "socket" and system.transport == "rdma":
@@ -86,6 +110,7 @@ def _findings(
                 "fail",
                 "NCCL fell back to TCP sockets (NET/Socket in the log) on an RDMA fabric: the RDMA "
                 "devices were not found or usable (NCCL_IB_HCA, drivers, NCCL_NET).",
+                _quotes(run, "net"),
             )
         )
     if run.nics_in_use is not None and run.nics_in_use < system.nics_per_node:
@@ -96,6 +121,7 @@ def _findings(
                 f"NCCL uses {run.nics_in_use} NIC(s) per node but the node has "
                 f"{system.nics_per_node}: check NCCL_IB_HCA, link state (ibstat) and GPU-NIC "
                 "affinity.",
+                _quotes(run, "net", "NCCL_IB_HCA"),
             )
         )
     if cmp.forced_algorithms:
@@ -106,6 +132,19 @@ def _findings(
                 f"NCCL_ALGO limits NCCL to {', '.join(cmp.forced_algorithms)}; "
                 "expected figures are computed under the same limit. Default settings "
                 "would be faster where the model shows another algorithm winning.",
+                _quotes(run, "NCCL_ALGO"),
+            )
+        )
+    _, protocols = env_selection(run.env)
+    if protocols:
+        out.append(
+            Finding(
+                "protocol_forced",
+                "info",
+                f"NCCL_PROTO limits NCCL to {', '.join(protocols)}; expected figures are "
+                "computed under the same limit. Forcing Simple costs small messages their "
+                "latency, forcing LL or LL128 costs large ones their bandwidth.",
+                _quotes(run, "NCCL_PROTO"),
             )
         )
     large = _large_mask(cmp.sizes)
@@ -174,21 +213,23 @@ def _findings(
     return out
 
 
-def grade(run: Run, system: CommSystem, cmp: Comparison) -> Grade:
-    """Verdict (`pass` / `warn` / `fail`) and findings for one measured run."""
+def grade(
+    run: Run, system: CommSystem, cmp: Comparison, *, layout_warnings: list[str] | None = None
+) -> Grade:
+    """Verdict (`pass` / `warn` / `fail`) and findings for one measured run; a flag the log
+    contradicts (``layout_warnings``) is a warning, not a cause."""
     large = _large_mask(cmp.sizes)
     small = cmp.sizes <= SMALL_BYTES
     bw = _median(cmp.busbw_ratio[large])
     lat = _median(cmp.time_ratio[small]) if small.any() else None
-    findings = _findings(run, system, cmp, bw, lat)
+    shape = _quotes(run, "topology", "ranks")
+    findings = [Finding("flag_disagrees_with_log", "warn", w, shape) for w in layout_warnings or []]
+    findings += _findings(run, system, cmp, bw, lat)
     verdict = "pass"
     if (bw is not None and bw < PASS_BW_RATIO) or (lat is not None and lat > PASS_LAT_RATIO):
         verdict = "warn"
     if (bw is not None and bw < WARN_BW_RATIO) or (lat is not None and lat > WARN_LAT_RATIO):
         verdict = "fail"
-    if any(
-        f.severity == "fail" and f.code in ("gdr_off", "socket_transport", "fewer_nics")
-        for f in findings
-    ):
+    if any(f.severity == "fail" and f.code in SETUP_FAULTS for f in findings):
         verdict = "fail"
     return Grade(verdict, bw, lat, cmp, findings)

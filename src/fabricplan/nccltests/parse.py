@@ -3,8 +3,8 @@
 Handled: the classic table with ``#`` headers, with or without the ``root`` (and ``redop``)
 columns; ``#wrong`` as ``N/A``; output pasted without the leading ``#``; lines prefixed by Slurm
 (``0: ``), ``mpirun --tag-output`` (``[1,0]<stdout>:``) or pdsh (``host: ``); NCCL INFO lines mixed
-in; several runs in one file; and nccl-tests JSON (``-J``). Anything that looks like a result row
-but is not one raises :class:`ParseError` naming the line.
+in; several runs in one file; and nccl-tests JSON (``-J``, read by ``json_log``). Anything that
+looks like a result row but is not one raises :class:`ParseError` naming the line.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from fabricplan.collectives.busbw import OPS, resolve_op
 from fabricplan.inputs import MIB, InputTooLarge, open_capped
@@ -68,6 +68,24 @@ class Result:
     inplace_time_us: float | None = None
     inplace_algbw_GBps: float | None = None
     inplace_busbw_GBps: float | None = None
+    line: int = 0  # the row's line in a text log (0: JSON)
+    cv_pct: float | None = None  # spread of per-iteration times, % of their mean (-J with -I)
+
+
+# Log lines a finding may quote, per kind, and the characters kept of each: three show a
+# pattern (one line per rank would repeat it thousands of times), and a quote fits one line.
+MAX_QUOTES = 3
+MAX_QUOTE_CHARS = 160
+
+
+class Quote(NamedTuple):
+    """A line of the log that shows something about the run, and where it is."""
+
+    where: str  # "line 8", or "JSON env" for a -J file
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.text}"
 
 
 @dataclass
@@ -86,10 +104,32 @@ class Run:
     nics_in_use: int | None = None
     avg_busbw_GBps: float | None = None
     results: list[Result] = field(default_factory=list)
+    # what NCCL's own init line says ("nRanks 2 nNodes 2 localRanks 1"), when the log has it
+    header_nranks: int | None = None
+    header_nnodes: int | None = None
+    local_ranks: int | None = None
+    rank_hosts: dict[int, str] = field(default_factory=dict)  # from the "Rank N ... on HOST" lines
+    # lines that show the setup, by kind ("gdr", "net", "topology", "NCCL_ALGO", ...)
+    evidence: dict[str, list[Quote]] = field(default_factory=dict)
 
     @property
     def nodes(self) -> int | None:
         return len(self.hosts) or None
+
+    def quote(self, kind: str, where: str, text: str) -> None:
+        """Keep ``text`` as evidence of ``kind`` (the first MAX_QUOTES lines of each kind)."""
+        kept = self.evidence.setdefault(kind, [])
+        if len(kept) < MAX_QUOTES:
+            kept.append(Quote(where, text.strip()[:MAX_QUOTE_CHARS]))
+
+    def gpus_per_host(self) -> int | None:
+        """Most ranks the rank lines place on one host."""
+        if not self.rank_hosts:
+            return None
+        counts: dict[str, int] = {}
+        for host in self.rank_hosts.values():
+            counts[host] = counts.get(host, 0) + 1
+        return max(counts.values())
 
     def inferred_nranks(self) -> int | None:
         """Rank count from the log, else from busbw/algbw for all_reduce (= 2(n-1)/n)."""
@@ -125,6 +165,10 @@ _GDR_OLD = re.compile(r"GPU Direct RDMA (Enabled|Disabled)")
 _NET = re.compile(r"NET/(IB|Socket)\s*:\s*Using\s+(.*)")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*([\d.eE+-]+|nan|inf)")
 _VERSION = re.compile(r"NCCL version\s+([\w.+-]+)")
+# NCCL's init line: "comm 0x... rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0"
+# (2.19 on); older releases print only "rank 0 nranks 16 cudaDev 0 ... Init COMPLETE"
+_INIT = re.compile(r"\bnRanks\s+(\d{1,9})\s+nNodes\s+(\d{1,9})\s+localRanks\s+(\d{1,9})")
+_INIT_OLD = re.compile(r"\brank\s+\d+\s+nranks\s+(\d{1,9})\s+cudaDev\b")
 
 
 def _strip_prefix(line: str) -> str:
@@ -182,7 +226,7 @@ def _is_word(tok: str) -> bool:
     return bool(re.match(r"^[A-Za-z_][\w]*$", tok))
 
 
-def parse_row(content: str, lineno: int = 0) -> Result:
+def parse_row(content: str, lineno: int = 0, *, line: int = 0) -> Result:
     """One result row: size count type [redop] [root] time algbw busbw wrong [x4 in-place]."""
     tok = content.split()
     size, count = _whole(tok[0], "size", lineno, content), _whole(tok[1], "count", lineno, content)
@@ -211,7 +255,7 @@ def parse_row(content: str, lineno: int = 0) -> Result:
     if len(rest) == 8:
         ip = [_number(x, n, lineno, content) for x, n in zip(rest[4:7], names, strict=True)]
         _wrong(rest[7], lineno, content)
-    return Result(size, count, dtype, redop, root, t, alg, bus, wrong, *ip)
+    return Result(size, count, dtype, redop, root, t, alg, bus, wrong, *ip, line=line)
 
 
 def _check_counts(runs: int, rows: int) -> None:
@@ -259,10 +303,22 @@ class _Builder:
         if re.search(r"#?\s*nThread\s+\d+", line):
             self.new_run_if_started(lineno)
             run = self.cur
+        where = f"line {lineno}"
         if (m := _RANK.search(line)) and int(m.group(1)) < MAX_RANK:
             rank = int(m.group(1))
             run.nranks = max(run.nranks or 0, rank + 1)
             run.hosts.add(m.group(2))
+            run.rank_hosts[rank] = m.group(2)
+            run.quote("ranks", where, line)
+        if (m := _INIT.search(line)) and max(map(int, m.groups())) < MAX_RANK:
+            ranks, nodes, local = map(int, m.groups())
+            run.header_nranks = max(run.header_nranks or 0, ranks)
+            run.header_nnodes = max(run.header_nnodes or 0, nodes)
+            run.local_ranks = max(run.local_ranks or 0, local)
+            run.quote("topology", where, line)
+        elif (m := _INIT_OLD.search(line)) and int(m.group(1)) < MAX_RANK:
+            run.header_nranks = max(run.header_nranks or 0, int(m.group(1)))
+            run.quote("topology", where, line)
         if m := _CONCLUDED.search(line):
             target = run if run.results or not self.runs else self.runs[-1]
             target.op = resolve_op(m.group(1))
@@ -270,13 +326,18 @@ class _Builder:
             run.op = resolve_op(m.group(1))
         for m in _ENV.finditer(line):
             run.env[m.group(1)] = m.group(2)
+            run.quote(m.group(1), where, line)
         if m := _ENV_INFO.search(line):
             run.env[m.group(1)] = m.group(2).rstrip(".")
+            run.quote(m.group(1), where, line)
         if m := _GDR.search(line):
             run.gdr = (run.gdr is not False) and m.group(1) == "1"
+            run.quote("gdr", where, line)
         elif m := _GDR_OLD.search(line):
             run.gdr = (run.gdr is not False) and m.group(1) == "Enabled"
+            run.quote("gdr", where, line)
         if m := _NET.search(line):
+            run.quote("net", where, line)
             devices = m.group(2).split(";")[0]
             run.nics_in_use = max(run.nics_in_use or 0, len(re.findall(r"\[\d+\]", devices)))
             kind = m.group(1).lower()
@@ -312,7 +373,7 @@ def parse_lines(lines: Iterable[str]) -> list[Run]:
             continue
         if not line.lstrip().startswith("#") and _ROW_START.match(line):
             b.cur.first_line = b.cur.first_line or lineno
-            b.cur.results.append(parse_row(line.strip(), lineno))
+            b.cur.results.append(parse_row(line.strip(), lineno, line=lineno))
             rows += 1
             if rows > MAX_ROWS:
                 _check_counts(0, rows)
@@ -323,89 +384,6 @@ def parse_lines(lines: Iterable[str]) -> list[Run]:
         raise ParseError("no nccl-tests result rows found (expected lines like "
                          "'1048576  262144  float  sum  -1  ...')")  # fmt: skip
     return b.runs
-
-
-# Characters kept of a JSON run's type and redop labels (nccl-tests writes "float", "sum").
-MAX_LABEL_CHARS = 32
-
-
-def _json_whole(value: Any, what: str) -> int:
-    """A JSON count: a whole number, written as an integer, a float or text."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str):
-        raise ParseError(f"{what} should be a whole number")
-    return _whole(value, what, 0, "")
-
-
-def _json_number(value: Any, what: str) -> float:
-    """A JSON time or bandwidth: a finite number >= 0, written as a number or text."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ParseError(f"{what} should be a number")
-    return _number(str(value), what, 0, "")
-
-
-def _json_run(obj: dict[str, Any], index: int) -> Run:
-    try:
-        results = obj["results"]
-        if not isinstance(results, list):
-            raise TypeError
-    except (KeyError, TypeError):
-        raise ParseError(f"JSON run {index + 1}: no 'results' list") from None
-    run = Run(first_line=0, label=f"JSON run {index + 1}")
-    args = " ".join(map(str, obj.get("args") or []))
-    if m := _OP.search(args):
-        run.op = resolve_op(m.group(1))
-    for item in obj.get("env") or []:
-        if m := _ENV.search(str(item)):
-            run.env[m.group(1)] = m.group(2)
-    devices = obj.get("devices") or []
-    if isinstance(devices, list) and devices:
-        run.nranks = len(devices)
-        run.hosts = {str(d.get("hostname")) for d in devices if isinstance(d, dict)}
-    if obj.get("nccl_version") is not None:
-        run.nccl_version = str(obj["nccl_version"])
-    for i, r in enumerate(results):
-        where = f"JSON run {index + 1}, result {i + 1}: "
-        try:
-            oop, ip = r["out_of_place"], r.get("in_place") or {}
-            size, count = _json_whole(r["size"], "size"), _json_whole(r["count"], "count")
-            root = _json_whole(r["root"], "root") if r.get("root") is not None else None
-            wrong = oop.get("nwrong")
-            run.results.append(Result(
-                size, count, str(r["type"])[:MAX_LABEL_CHARS],
-                None if r.get("redop") is None else str(r["redop"])[:MAX_LABEL_CHARS], root,
-                _json_number(oop.get("time", oop.get("cpu_time")), "time"),
-                _json_number(oop["alg_bw"], "alg_bw"), _json_number(oop["bus_bw"], "bus_bw"),
-                None if wrong is None else _json_whole(wrong, "nwrong"),
-                _json_number(ip["time"], "time") if "time" in ip else None,
-                _json_number(ip["alg_bw"], "alg_bw") if "alg_bw" in ip else None,
-                _json_number(ip["bus_bw"], "bus_bw") if "bus_bw" in ip else None,
-            ))  # fmt: skip
-        except ParseError as exc:
-            raise ParseError(where + exc.reason) from None
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise ParseError(
-                f"{where}expected size, count, type and out_of_place {{time, alg_bw, bus_bw}}"
-            ) from None
-        _check_size(size, count, where)
-    return run
-
-
-def parse_json(data: Any) -> list[Run]:
-    """nccl-tests ``-J`` output: one object, or a list of them."""
-    objs = data if isinstance(data, list) else [data]
-    if not objs or not all(isinstance(o, dict) for o in objs):
-        raise ParseError("JSON input must be an nccl-tests result object or a list of them")
-    results = (o.get("results") for o in objs)
-    _check_counts(len(objs), sum(len(r) for r in results if isinstance(r, list)))
-    # a run without results (nccl-tests killed before its first size) is skipped, as in text
-    runs = [run for i, o in enumerate(objs) if (run := _json_run(o, i)).results]
-    if not runs:
-        raise ParseError("JSON input has no results")
-    return runs
 
 
 def _reject_constant(name: str) -> float:
@@ -441,6 +419,8 @@ def parse(text: str) -> list[Run]:
             except ParseError:
                 raise exc from None
         else:
+            from fabricplan.nccltests.json_log import parse_json  # it builds on this module
+
             return parse_json(data)
     return parse_text(text)
 
