@@ -97,8 +97,19 @@ def test_calibrate_writes_a_usable_fabric(tmp_path):
     f = next(DATA.glob("10_*"))
     one_gpu = ("--nodes", "2", "--gpus-per-node", "1", "--nics-per-node", "1")
     # GDR off: grade calls the log broken, --force fits it anyway
-    proc = run("calibrate", str(f), *one_gpu, "--fabric", "roce-400g", "--id", "roce-moc",
-               "--force", "--out", str(out), "--json")  # fmt: skip
+    proc = run(
+        "calibrate",
+        str(f),
+        *one_gpu,
+        "--fabric",
+        "roce-400g",
+        "--id",
+        "roce-moc",
+        "--force",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     fit = json.loads(proc.stdout)
     assert fit["fabric"] == "roce-moc"
