@@ -17,18 +17,21 @@ from fabricplan.congestion.case import FRAGMENTED_CLUSTER_FACTOR, Case
 
 # Time per flow per seed, microseconds, by pattern, and the flow count it was measured at: the
 # event loop's work grows with the flows and with how many of them finish at distinct times.
-# Measured: ring ~1 us at 16k flows (rings finish together), pipeline 3 at 8k, tree 6 at 131k,
-# all-to-all 35 at 130k, incast 70 at 4k, permutation 460 at 8k (3 tiers). A listed flow file is
-# priced as a permutation, the dearest.
+# The highest seen per flow (small fabrics cost more per flow): ring 3.1 us at 2k flows (1,024
+# GPUs; 1.9 at 16k-33k), pipeline 28 at 1k, tree 8.3 at 14k, all-to-all 31 at 130k, incast
+# 80 at 4k, permutation 680 at 1k (fat-tree). A listed flow file is priced as a permutation.
 SEED_US_PER_FLOW: dict[str, tuple[float, int]] = {
-    "ring-allreduce": (2.0, 16_384),
-    "pipeline": (4.0, 8_192),
-    "tree-allreduce": (8.0, 131_072),
+    "ring-allreduce": (3.2, 2_048),
+    "pipeline": (28.0, 1_016),
+    "tree-allreduce": (8.5, 131_072),
     "alltoall": (36.0, 130_048),
     "incast": (80.0, 4_096),
-    "permutation": (500.0, 8_192),
-    "flows": (500.0, 8_192),
+    "permutation": (700.0, 1_024),
+    "flows": (700.0, 1_024),
 }
+# A fixed cost per seed beyond the one every pattern has (below): an incast spends ~220 ms a
+# seed at 127 and at 449 senders alike (1,024 and 3,600 GPUs), whatever its flow count.
+PATTERN_SEED_US: dict[str, float] = {"incast": 250_000.0}
 # Time every seed costs whatever its size, microseconds: routing, the event loop's set-up, flow
 # control and the latency probes of even a 16-GPU case (1.0-1.25 ms measured quiet, up to 1.45
 # ms with the machine's other core busy: 53,446 seeds of a 16-GPU ring took 60-77 s).
@@ -87,7 +90,8 @@ def estimate(
     growth = max(1.0, flows / measured_at) ** SEED_FLOW_EXPONENT
     return Estimate(
         setup_s=SETUP_US_PER_GPU * cluster_gpus * 1e-6,
-        per_seed_s=(SEED_OVERHEAD_US + us * growth * flows) * 1e-6,
+        per_seed_s=(SEED_OVERHEAD_US + PATTERN_SEED_US.get(pattern, 0.0) + us * growth * flows)
+        * 1e-6,
         seeds=seeds,
         peak_bytes=BASE_BYTES + BYTES_PER_GPU * cluster_gpus + per_flow * flows,
     )
