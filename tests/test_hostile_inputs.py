@@ -274,4 +274,26 @@ def test_the_scenario_and_catalog_caps_can_be_raised_and_a_bad_raise_is_refused(
     assert "FABRICPLAN_MAX_FILE_MB" in refused_by_default.stdout
     assert check({"FABRICPLAN_MAX_FILE_MB": "4"}).returncode == 0
     bad = check({"FABRICPLAN_MAX_FILE_MB": "lots"})
-    assert bad.returncode == 2 and "'lots' is not allowed" in bad.stdout
+    assert bad.returncode == 2 and "'lots' is not allowed" in bad.stdout + bad.stderr
+
+
+def test_structural_limits_can_be_raised_and_a_bad_factor_is_refused():
+    deep = "cluster.topology.a.b.c.d.e.f.g=1"  # 9 keys: over the 8 a scenario path may have
+
+    def check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*ENTRY, "scenario", "check", "examples/16-gpu-finetune.yaml", "--set", deep],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            env={**ENV, **env},
+        )
+
+    default = check({})
+    assert default.returncode == 2 and "FABRICPLAN_LIMITS_SCALE" in default.stdout + default.stderr
+    raised = check({"FABRICPLAN_LIMITS_SCALE": "2"})
+    # the path is now allowed; the scenario then refuses the unknown field, in its own words
+    assert raised.returncode == 2 and "at most" not in raised.stdout + raised.stderr
+    bad = check({"FABRICPLAN_LIMITS_SCALE": "0.5"})
+    assert bad.returncode == 2 and "'0.5' is not allowed" in bad.stdout + bad.stderr

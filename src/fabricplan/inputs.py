@@ -52,6 +52,36 @@ MAX_FILE_MB_CEILING = 1024
 RAISE_FILE_CAP = f"the environment variable {MAX_FILE_MB_ENV} (MiB)"
 
 
+# The structural limits (YAML nesting and alias expansion, --set key paths, runs and rows in one
+# nccl-tests log) are sized many times over what real files need; this environment variable
+# multiplies them all, for the rare file that needs more.
+LIMITS_SCALE_ENV = "FABRICPLAN_LIMITS_SCALE"
+MAX_LIMITS_SCALE = 1000.0
+RAISE_LIMITS = f"raise it with the environment variable {LIMITS_SCALE_ENV} (a factor up to 1,000)"
+
+
+def limits_scale() -> float:
+    """The factor the environment asks the structural limits to be multiplied by (1 unset)."""
+    raw = os.environ.get(LIMITS_SCALE_ENV, "").strip()
+    if not raw:
+        return 1.0
+    try:
+        factor = float(raw)
+    except ValueError:
+        factor = float("nan")
+    if not 1.0 <= factor <= MAX_LIMITS_SCALE:
+        raise LimitError(
+            f"{LIMITS_SCALE_ENV}: {short_repr(raw)} is not allowed; a factor from 1 to "
+            f"{MAX_LIMITS_SCALE:,.0f}"
+        )
+    return factor
+
+
+def scaled(limit: int) -> int:
+    """``limit`` times :func:`limits_scale`."""
+    return int(limit * limits_scale())
+
+
 def file_cap(default_bytes: int) -> int:
     """``default_bytes``, or the cap the environment asks for."""
     raw = os.environ.get(MAX_FILE_MB_ENV, "").strip()

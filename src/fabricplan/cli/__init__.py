@@ -18,6 +18,16 @@ def main() -> None:
     # to walk (the memory returns to the system with the process). Together about a tenth of a
     # second of a command that runs in under one; nothing the command computes changes.
     gc.freeze()
+    from fabricplan.inputs import LimitError, file_cap, limits_scale
+
+    try:  # the limits the environment asks for, checked once before any input is read
+        limits_scale()
+        file_cap(0)
+    except LimitError as exc:
+        from fabricplan.cli.output import EXIT_BAD_INPUT, err_console
+
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(EXIT_BAD_INPUT)
     try:
         app(standalone_mode=True)
     except SystemExit:

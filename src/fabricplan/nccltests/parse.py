@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from fabricplan.collectives.busbw import OPS, resolve_op
-from fabricplan.inputs import MIB, InputTooLarge, open_capped
+from fabricplan.inputs import MIB, RAISE_LIMITS, InputTooLarge, open_capped, scaled
 
 # Largest log read by default, in bytes. One nccl-tests run prints a few KB (NCCL INFO lines
 # included, about 100 KB); a log that collects a few hundred runs stays well under this. Larger
@@ -259,12 +259,15 @@ def parse_row(content: str, lineno: int = 0, *, line: int = 0) -> Result:
 
 
 def _check_counts(runs: int, rows: int) -> None:
-    if runs > MAX_RUNS:
+    if runs > scaled(MAX_RUNS):
         raise ParseError(
-            f"more than {MAX_RUNS:,} runs in one file; split it, or grade a few runs at a time"
+            f"more than {scaled(MAX_RUNS):,} runs in one file; split it, grade a few runs at a "
+            f"time, or {RAISE_LIMITS}"
         )
-    if rows > MAX_ROWS:
-        raise ParseError(f"more than {MAX_ROWS:,} result rows in one file; split it")
+    if rows > scaled(MAX_ROWS):
+        raise ParseError(
+            f"more than {scaled(MAX_ROWS):,} result rows in one file; split it, or {RAISE_LIMITS}"
+        )
 
 
 class _Builder:
@@ -375,7 +378,7 @@ def parse_lines(lines: Iterable[str]) -> list[Run]:
             b.cur.first_line = b.cur.first_line or lineno
             b.cur.results.append(parse_row(line.strip(), lineno, line=lineno))
             rows += 1
-            if rows > MAX_ROWS:
+            if rows > MAX_ROWS:  # checked against the scaled limit there
                 _check_counts(0, rows)
             continue
         b.meta(line, lineno)

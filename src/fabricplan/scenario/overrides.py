@@ -6,6 +6,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
+from fabricplan.inputs import RAISE_LIMITS, scaled
 from fabricplan.scenario.errors import Problem, ScenarioError
 from fabricplan.scenario.yaml_io import YamlError, parse_yaml
 
@@ -22,10 +23,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     path = key.strip().split(".")
     if not sep or not all(part.strip() for part in path):
         raise ValueError("expected KEY=VALUE with a dotted key, e.g. cluster.gpus=1024")
-    if len(path) > MAX_KEY_DEPTH:
+    if len(path) > scaled(MAX_KEY_DEPTH):
         raise ValueError(
-            f"the key has {len(path)} parts; scenario keys have at most {MAX_KEY_DEPTH} "
-            "(e.g. cluster.topology.oversubscription)"
+            f"the key has {len(path)} parts; scenario keys have at most {scaled(MAX_KEY_DEPTH)} "
+            f"(e.g. cluster.topology.oversubscription); {RAISE_LIMITS}"
         )
     try:
         value = parse_yaml(raw) if raw.strip() else ""

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from fabricplan.inputs import RAISE_LIMITS, scaled
+
 # Deepest nesting of lists and mappings a document may have. A scenario is four levels deep
 # (cluster.topology.switch, within the document); 32 leaves room for any list a value takes.
 MAX_DEPTH = 32
@@ -45,9 +47,12 @@ class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth += 1
         try:
-            if self._depth > MAX_DEPTH:
+            if self._depth > scaled(MAX_DEPTH):
                 event = self.peek_event()
-                raise _limit_error(f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
+                raise _limit_error(
+                    f"nested more than {scaled(MAX_DEPTH)} levels deep; {RAISE_LIMITS}",
+                    event.start_mark,
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -73,13 +78,14 @@ def _check_expansion(root: yaml.Node) -> None:
             n += sum(size(child) for child in node.value)
         elif isinstance(node, yaml.MappingNode):
             n += sum(size(k) + size(v) for k, v in node.value)
-        sizes[id(node)] = n = min(n, MAX_NODES + 1)  # enough to know it is over
+        sizes[id(node)] = n = min(n, most + 1)  # enough to know it is over
         return n
 
-    if size(root) > MAX_NODES:
+    most = scaled(MAX_NODES)
+    if size(root) > most:
         raise _limit_error(
-            f"the document stands for more than {MAX_NODES:,} values once its aliases (*name) "
-            "are expanded; a scenario needs about a hundred",
+            f"the document stands for more than {most:,} values once its aliases (*name) "
+            f"are expanded; a scenario needs about a hundred ({RAISE_LIMITS})",
             root,
         )
 
