@@ -113,6 +113,13 @@ def read_capped(path: str | Path, max_bytes: int, *, what: str, raise_with: str 
     return data
 
 
+def read_user_text(path: str | Path, default_bytes: int) -> str:
+    """A scenario or catalog file the user gave, as UTF-8 text, under its cap (raised by
+    ``FABRICPLAN_MAX_FILE_MB``). Raises InputTooLarge, LimitError, UnicodeDecodeError, OSError."""
+    cap = file_cap(default_bytes)
+    return read_capped(path, cap, what="the file", raise_with=RAISE_FILE_CAP).decode("utf-8")
+
+
 def too_large_message(what: str, max_bytes: int, raise_with: str = "") -> str:
     how = f"; raise the limit with {raise_with}" if raise_with else ""
     return f"{what} is larger than {max_bytes / MIB:g} MiB, more than this command reads{how}"

@@ -29,12 +29,11 @@ from fabricplan.catalog.models import (
 from fabricplan.catalog.transformer import CATALOG_KINDS, Model
 from fabricplan.inputs import (
     MIB,
-    RAISE_FILE_CAP,
     InputTooLarge,
     LimitError,
     describe_error,
-    file_cap,
     read_capped,
+    read_user_text,
     short_repr,
 )
 
@@ -165,8 +164,10 @@ def _read_toml(path: Path, packaged: bool = False) -> dict[str, Any]:
     """A catalog file's TOML, every failure a CatalogError in our words. Only overlays take
     the user's file cap: the packaged files are ours."""
     try:
-        cap = MAX_CATALOG_FILE_BYTES if packaged else file_cap(MAX_CATALOG_FILE_BYTES)
-        text = read_capped(path, cap, what="the file", raise_with=RAISE_FILE_CAP).decode("utf-8")
+        if packaged:  # ours: its own cap, whatever the environment asks
+            text = read_capped(path, MAX_CATALOG_FILE_BYTES, what="the file").decode("utf-8")
+        else:
+            text = read_user_text(path, MAX_CATALOG_FILE_BYTES)
         return tomllib.loads(text)
     except InputTooLarge as exc:
         raise CatalogError(f"{path}: {exc}; a catalog file is tens of KB") from None

@@ -19,12 +19,10 @@ from pydantic import BaseModel, ValidationError
 from fabricplan.catalog import Catalog, count_params, default_catalog
 from fabricplan.inputs import (
     MIB,
-    RAISE_FILE_CAP,
     InputTooLarge,
     LimitError,
     describe_error,
-    file_cap,
-    read_capped,
+    read_user_text,
 )
 from fabricplan.scenario.checks import catalog_id_problems, check_scenario
 from fabricplan.scenario.errors import Problem, ScenarioError
@@ -239,8 +237,7 @@ def load_scenario(
     """
     path = Path(path)
     try:
-        cap = file_cap(MAX_SCENARIO_BYTES)
-        text = read_capped(path, cap, what="the file", raise_with=RAISE_FILE_CAP).decode("utf-8")
+        text = read_user_text(path, MAX_SCENARIO_BYTES)
     except InputTooLarge as exc:
         raise ScenarioError([Problem("", f"{exc}; a scenario is a few KB")], str(path)) from None
     except LimitError as exc:
