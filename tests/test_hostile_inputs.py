@@ -39,10 +39,18 @@ SCENARIO = (
 ONE_ROW = "#  size count type redop root time algbw busbw wrong\n8 2 float sum -1 10 1 1 0\n"
 
 
-def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a command (``env`` adds to the test environment) that must end quickly, cleanly."""
     start = time.perf_counter()
     proc = subprocess.run(
-        [*ENTRY, *args], capture_output=True, text=True, cwd=cwd, timeout=120, env=ENV
+        [*ENTRY, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={**ENV, **(env or {})},
     )
     assert time.perf_counter() - start < QUICK_S
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
@@ -260,14 +268,7 @@ def test_the_scenario_and_catalog_caps_can_be_raised_and_a_bad_raise_is_refused(
     big.write_text("name: big\n" + "#" * (2 * 1024 * 1024) + "\n" + SCENARIO)
 
     def check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*ENTRY, "scenario", "check", str(big), "--json"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-            env={**ENV, **env},
-        )
+        return run("scenario", "check", str(big), "--json", env=env)
 
     refused_by_default = check({})
     assert refused_by_default.returncode == 2
@@ -281,14 +282,7 @@ def test_structural_limits_can_be_raised_and_a_bad_factor_is_refused():
     deep = "cluster.topology.a.b.c.d.e.f.g=1"  # 9 keys: over the 8 a scenario path may have
 
     def check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*ENTRY, "scenario", "check", "examples/16-gpu-finetune.yaml", "--set", deep],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-            env={**ENV, **env},
-        )
+        return run("scenario", "check", "examples/16-gpu-finetune.yaml", "--set", deep, env=env)
 
     default = check({})
     assert default.returncode == 2 and "FABRICPLAN_LIMITS_SCALE" in default.stdout + default.stderr

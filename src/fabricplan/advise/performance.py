@@ -20,6 +20,7 @@ and bandwidth the factors multiply, not the factors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -144,7 +145,13 @@ def _bilinear(grid: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     )
 
 
-def _time(sc: Scenario, cat: Catalog, fabric: str, backend: NetworkBackend, adjust) -> float:
+def _time(
+    sc: Scenario,
+    cat: Catalog,
+    fabric: str,
+    backend: NetworkBackend,
+    adjust: Callable[[Hardware], Hardware] | None,
+) -> float:
     (r,) = evaluate_scenario(sc, cat, [fabric], backend=backend, adjust=adjust)
     v = r.values
     return float(v["step_time_s"] if v["kind"] == "training" else 1.0 / v["tokens_per_s"])
