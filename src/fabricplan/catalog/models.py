@@ -167,6 +167,12 @@ class Fabric(Entry):
     # tuner adds it to every network step when it picks an algorithm and protocol. It is what
     # the plugin tells NCCL, not a measurement; NCCL's own IB and socket transports report 0.
     plugin_latency_us: float = Field(default=0.0, ge=0)
+    # Flowlet routing (switch dynamic load balancing): the gap after which a flow's next packet
+    # may take another port, and the chance it does when a port with a shorter queue exists.
+    # Defaults: the default DLB policy of Juniper Apstra for its Broadcom-based AI fabrics
+    # (inactivity interval 256 us; a flow whose port is no longer the best is moved).
+    flowlet_timeout_us: float = Field(default=256.0, gt=0)
+    flowlet_move_share: float = Field(default=1.0, gt=0, le=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> Fabric:

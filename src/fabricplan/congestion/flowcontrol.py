@@ -175,6 +175,10 @@ class Phases:
             self.port_keys, self.p_port = np.unique(key, return_inverse=True)
         self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
         self.record = RunRecord()
+        # the last event's pauses (share of time, per lane) and queues (KB samples, per hot
+        # lane): what flowlet switching reacts to
+        self.last_pause = np.zeros(net.lanes)
+        self.last_queues: dict[int, tuple[float, ...]] = {}
 
     def __call__(self, running: np.ndarray, left: np.ndarray) -> np.ndarray:
         net, a = self.net, self.a
@@ -383,6 +387,7 @@ class Phases:
         queues: dict,
         eff: np.ndarray | None = None,
     ) -> None:
+        self.last_pause, self.last_queues = pause, queues
         cols = running & self.job
         job_lanes = (self.a @ cols.astype(float)) > 0
         self.record.paused.append(float(pause[job_lanes].mean()) if job_lanes.any() else 0.0)

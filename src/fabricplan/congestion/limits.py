@@ -9,7 +9,9 @@ COMMON = (
 )
 BY_FAMILY = {
     "roce": (
-        "flowlet routing moving a flow at a later gap, e.g. a PFC pause (errs slow)",
+        "flowlet routing where a NIC interleaves so many flows that every packet is a new "
+        "flowlet (an all-to-all): paths stay per flow, without per-packet moves and their "
+        "reordering (errs slow)",
         "DCQCN hyper-increase and NIC rate floors (recovery after deep cuts errs slow)",
         "selective retransmission (lossy RoCE recovers by go-back-N)",
         "PFC storms and deadlocks from misbehaving NICs",

@@ -15,8 +15,9 @@ Routing modes:
   port's use), so the flows of a collective, which start within microseconds, find their
   peers' first packets invisible and the ports tied: each takes a port at random, steered
   only by load that was already there (other tenants), and keeps it while it sends back to
-  back. Per flow, like ECMP, at the start. Moving a flow later, at a gap (a PFC pause longer
-  than the timeout), is not modelled: this errs slow where collisions pause flows;
+  back. Per flow, like ECMP, at the start; a flow that a PFC pause stops for longer than the
+  timeout moves later (:mod:`fabricplan.congestion.flowlet`, routed on from its switch with
+  ``start``);
 - ``adaptive``: load-aware choice per packet with reordering at the NIC (InfiniBand adaptive
   routing, Spectrum-X): each flow is cut into pieces routed in rounds, each piece taking the
   least-loaded candidate given the pieces before it;
@@ -216,6 +217,7 @@ class Network:
         max_entries: int | None = None,
         polarized: bool = False,
         dragonfly: str = "minimal",
+        start: np.ndarray | None = None,
     ) -> Routed:
         """Lanes of NIC-to-NIC flows ``src[i] -> dst[i]`` (NIC vertices), with weights.
 
@@ -224,13 +226,16 @@ class Network:
         splits a flow over every closer port at every hop, so its pieces multiply with the
         fabric's fan-out: past ``max_entries`` (lane, flow) pairs it raises
         :class:`RouteTooLarge`.
+
+        ``start`` (switch vertices): route each flow on from there instead of from its NIC, for
+        a flow that moves mid-path; the lanes up to that switch are the caller's.
         """
         if mode not in ROUTINGS:
             raise ValueError(f"unknown routing '{mode}'; known: {', '.join(ROUTINGS)}")
         src, dst = np.asarray(src), np.asarray(dst)
         n = len(src)
         sw0, out, _ = self.switch_table
-        s_leaf = self.leaf_of(src) - sw0
+        s_leaf = (self.leaf_of(src) if start is None else np.asarray(start)) - sw0
         d_leaf = self.leaf_of(dst) - sw0
         via = self.dragonfly_routes.via(s_leaf, d_leaf, dragonfly, rng, demand)
         targets, t_idx = np.unique(np.r_[d_leaf, via[via >= 0]], return_inverse=True)
@@ -247,14 +252,15 @@ class Network:
         # a detour (Valiant) heads for its intermediate router first, then for the destination
         tgt = np.where(t_via[flow] >= 0, t_via[flow], t_idx[flow])
         then = np.where(t_via[flow] >= 0, t_idx[flow], -1)
-        lanes_out = [self.uplink(src), self.downlink(dst)]
-        flows_out = [np.arange(n), np.arange(n)]
-        weights_out = [np.ones(n), np.ones(n)]
+        ends = [self.uplink(src), self.downlink(dst)] if start is None else [self.downlink(dst)]
+        lanes_out = ends
+        flows_out = [np.arange(n)] * len(ends)
+        weights_out = [np.ones(n)] * len(ends)
         load = np.zeros(self.lanes) if preload is None else np.asarray(preload, float).copy()
         # what a flowlet switch sees when the job's flows start: the standing load only
         standing = None if preload is None else load.copy()
         rate = np.ones(n) if demand is None else np.asarray(demand, float)
-        entries = 2 * n  # the NIC up- and downlinks above
+        entries = len(ends) * n  # the NIC up- and downlinks above
         rounds = (rng.integers(0, ADAPTIVE_ROUNDS, len(flow)) if mode == "adaptive"
                   else np.zeros(len(flow), np.int64))  # fmt: skip
         # the pieces of each round, in piece order (a stable sort keeps it within a round; on

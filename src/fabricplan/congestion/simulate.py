@@ -33,6 +33,7 @@ from fabricplan.congestion.case import (
 )
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases
+from fabricplan.congestion.flowlet import FlowletMoves, FlowletPolicy
 from fabricplan.congestion.limits import not_modelled
 from fabricplan.congestion.network import (
     Network,
@@ -79,6 +80,7 @@ class _Setup:
     fc: FlowControl
     switch_latency_ns: float
     probes: int
+    flowlet: FlowletPolicy | None  # flowlet routing that moves flows at pauses
     # the job alone, per placement (its nodes' bytes): the same on every seed that draws it
     alone: dict[bytes, JobAlone] = field(default_factory=dict)
 
@@ -114,30 +116,44 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     # what each sender pushes before congestion control reacts: its NIC share
     demand = np.concatenate([alone.nic_rates, tr.demand_GBps[n_job:]])
     routed = _route(st, tr, demand, rng)
-    a = _columns(net, routed, tr)
-    a_t = a.T.tocsr()  # for every max-min pass below
     cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
-    phases = Phases(
-        net,
-        routed,
-        tr.column,
-        a,
-        a_t,
-        demand,
-        cap,
-        tr.self_clocked,
-        job_col,
-        st.fc,
-        2 * st.sys.p2p_latency_us,
-    )
+
+    def phases_of(r: Routed) -> Phases:
+        a = _columns(net, r, tr)
+        return Phases(
+            net,
+            r,
+            tr.column,
+            a,
+            a.T.tocsr(),
+            demand,
+            cap,
+            tr.self_clocked,
+            job_col,
+            st.fc,
+            2 * st.sys.p2p_latency_us,
+        )
+
+    rates: Phases | FlowletMoves
+    if st.flowlet is None:
+        rates = phases_of(routed)
+    else:
+
+        def reroute(f: np.ndarray, at: np.ndarray, levels: np.ndarray) -> Routed:
+            return net.route(tr.src[f], tr.dst[f], "flowlet", rng, preload=levels, start=at)
+
+        rates = FlowletMoves(net, routed, tr.column, hop_job, phases_of, reroute, st.flowlet, rng)
     starts = np.zeros(tr.columns)
     if case.jitter_us > 0:
         ready = rng.exponential(case.jitter_us, graph.nodes)
         starts[:n_job] = _latest(ready, tr.column_nodes[:n_job])
     if case.flows is not None:
         starts[:n_job] += case.flows.start_us
-    done = complete(a, net.capacity, tr.column_bytes, starts, cap, a_t, rates=phases)
-    rec = phases.record
+    ph = rates.phases if isinstance(rates, FlowletMoves) else rates
+    done = complete(ph.a, net.capacity, tr.column_bytes, starts, cap, ph.a_t, rates=rates)
+    if isinstance(rates, FlowletMoves):
+        routed = rates.routed
+    rec = rates.record
     util = rec.utilisation if rec.utilisation is not None else np.zeros(net.lanes)
     lat = latency_under_load(
         net,
@@ -285,10 +301,20 @@ def run_case(case: Case, catalog: Catalog | None = None,
     graph = build_graph(design.layout, sys.nvlink_GBps, sys.nic_GBps)
     net = Network(graph, efficiency=sys.nic_GBps / (fab.line_rate_gbps / 8))
     qual = quality(case.roce_quality) if fab.family == "roce" else None
-    st = _Setup(case, nodes, sys, fab, net, routing,
-                FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes, case.flow),
-                design.switch.port_to_port_latency_ns.nominal,
-                max(PROBES_PER_CASE // case.seeds, PROBES_MIN))  # fmt: skip
+    fc = FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes, case.flow)
+    switch_ns = design.switch.port_to_port_latency_ns.nominal
+    st = _Setup(
+        case,
+        nodes,
+        sys,
+        fab,
+        net,
+        routing,
+        fc,
+        switch_ns,
+        max(PROBES_PER_CASE // case.seeds, PROBES_MIN),
+        _flowlet_policy(case, routing, fab, fc, switch_ns, sys),
+    )
     base_us, bus = _ideal_collective_us(case, sys)
     p2p = case.pattern in P2P_PATTERNS
 
@@ -332,6 +358,29 @@ def run_case(case: Case, catalog: Catalog | None = None,
         fct_us={"p50": fct[50], "p99": fct[99], "max": fct[100]},
         not_modelled=not_modelled(fab.family, case.design),
         layout={"tiers": design.layout.tiers, "switches": design.layout.switches},
+    )
+
+
+def _flowlet_policy(
+    case: Case, routing: str, fab: Fabric, fc: FlowControl, switch_ns: float, sys: CommSystem
+) -> FlowletPolicy | None:
+    """Flowlet moves at pauses: on PFC fabrics, up-down paths and one queue pair each."""
+    q = fc.quality
+    if routing != "flowlet" or q is None or not q.pfc or case.qps != 1:
+        return None
+    if case.design == "dragonfly":
+        return None
+    return FlowletPolicy.of(
+        fab.flowlet_timeout_us,
+        fab.flowlet_move_share,
+        q.pfc_xoff_kb,
+        q.pfc_xon_kb,
+        q.buffer_kb,
+        switch_ns / 1e3,
+        sys.nic_GBps,
+        2 * sys.p2p_latency_us,
+        go_back_n=fab.family == "roce",
+        paced=fc.dcqcn,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -133,6 +134,22 @@ def max_min_rates(
     )
 
 
+class Rerouting(Protocol):
+    """Rates that may change between a run's starts and finishes: flows that move to another
+    path at a time of their own (flowlet switching at a pause)."""
+
+    def __call__(self, running: np.ndarray, left: np.ndarray) -> np.ndarray: ...
+
+    def next_change_us(self, now_us: float) -> float:
+        """When the next move is due (inf: none), under the rates of the call just made at
+        ``now_us``."""
+        ...
+
+    def change(self, now_us: float) -> np.ndarray:
+        """Make the moves due by ``now_us``; the bytes each flow must send again."""
+        ...
+
+
 @dataclass(frozen=True)
 class Completion:
     finish_us: np.ndarray  # per flow (inf for flows without bytes, e.g. background)
@@ -147,14 +164,16 @@ def complete(
     start_us: np.ndarray | None = None,
     cap: np.ndarray | None = None,
     a_t: csr_matrix | None = None,
-    rates: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    rates: Callable[[np.ndarray, np.ndarray], np.ndarray] | Rerouting | None = None,
 ) -> Completion:
     """Finish time of every flow when rates are re-shared each time a flow starts or ends.
 
     Flows with ``size_bytes = inf`` never finish (background load that keeps its share).
     Rates are GB/s, so a byte takes 1e-3 / rate microseconds. ``a_t``: ``a``'s transpose in
     CSR, when the caller has it already. ``rates(running, bytes_left)``, when given, sets each
-    phase's rates instead of plain max-min sharing (flow control evaluated at every event).
+    phase's rates instead of plain max-min sharing (flow control evaluated at every event);
+    when it is also :class:`Rerouting`, its moves are events too, and a move's resent bytes
+    join the flow's bytes left.
     """
     n = a.shape[1]
     start = np.zeros(n) if start_us is None else np.array(start_us, float)
@@ -169,22 +188,31 @@ def complete(
     durations: list[float] = []
     a = a.tocsr()
     a_t = a.T.tocsr() if a_t is None else a_t
+    moves = rates if hasattr(rates, "next_change_us") else None
+    move_at = np.inf
     while (finite & ~done).any():
         running = (start <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF) & ~done
+        if moves is not None and move_at <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF:
+            left = left + np.where(running & finite, moves.change(now), 0.0)
         if rates is None:
             rate = max_min_rates(a, capacity, running, cap, a_t)
         else:
             rate = rates(running, left)
+        if moves is not None:
+            move_at = moves.next_change_us(now)
         events += 1
         with np.errstate(divide="ignore", invalid="ignore"):
             to_end = np.where(running & finite & (rate > 0), left / (rate * 1e3), np.inf)
         pending = start[(start > now) & ~done]
         next_start = pending.min() - now if len(pending) else np.inf
         first_end = to_end.min(initial=np.inf)
-        dt = min(first_end, next_start)
+        next_move = max(move_at - now, 0.0)
+        dt = min(first_end, next_start, next_move)
         if not np.isfinite(dt):
             break  # remaining flows can never move (zero capacity): they never finish
-        if dt == first_end:
+        if dt == next_move and dt < min(first_end, next_start):
+            ending = np.zeros(n, bool)
+        elif dt == first_end:
             ending = to_end <= dt + EVENT_MERGE * (now + dt - t0)
             dt = float(to_end[ending].max())
         else:

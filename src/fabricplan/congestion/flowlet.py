@@ -1,0 +1,297 @@
+"""Flowlet switching at pauses: a flow that PFC holds longer than the switch's flowlet timeout
+starts a new flowlet, which the switch may send out of a port with a shorter queue.
+
+A lossless egress port fed by more than it can send pauses its ingress ports in turn. A
+paused ingress resumes once its queue has drained from XOFF, plus what was still in flight
+when the pause went out (the PFC headroom: a round trip of the hop at line rate), down to
+XON, at that ingress's share of the port::
+
+    gap = (XOFF - XON + 2 x hop delay x line rate) / (line rate x (1 - paused share))
+
+Where the gap beats the flowlet timeout the next packet is a new flowlet, and the switch
+compares its ports by queue, quantised into a few levels: it moves the flow when another port
+is on a strictly lower level, to one of the lowest at random (htsim ``FatTreeSwitch::
+getNextHop``, per-flowlet adaptive routing; Broadcom dynamic load balancing in flowlet mode,
+as Juniper documents it: on inactivity expiry a flow is re-checked and moved if its port is no
+longer the best). A gap comes once per pause cycle (``gap / paused share``) and moves the flow
+with the fabric's move probability, so the wait is a geometric number of cycles.
+
+The move reorders the flow: what is still queued on the old path (up to XON at the paused
+ingress) arrives after the first packets on the new one, and a RoCE NIC's go-back-N resends
+from the first missing packet: XON plus a round trip of sending at line rate.
+
+Moves apply to fat-tree and rail paths (up, then down; a choice only on the way up) with one
+queue pair per connection; elsewhere flowlet routing keeps each flow's first path.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricplan.congestion.flowcontrol import Phases, RunRecord
+from fabricplan.congestion.network import Network, Routed
+from fabricplan.congestion.ports import port_pairs
+from fabricplan.topology.graph import LEAF
+
+# Queue levels a switch tells its ports apart by, as shares of a port's buffer: htsim's
+# compare_queuesize quantises at 5, 10 and 20 % of the queue; Broadcom DLB likewise bins port
+# quality into a few bands (Juniper's "quality delta" between bands).
+QUEUE_LEVELS = (0.05, 0.10, 0.20)
+# Moves due within this share of the elapsed time after the first due one are made together:
+# each batch re-routes and rebuilds the run's port tables, so batches bound the cost. A move
+# made early by at most this share errs fast.
+MOVE_MERGE = 0.05
+# A flow is held back when it gets less than this share below what its senders push.
+HELD = 1e-6
+# Groups a batch of moves is routed in, one after the other.
+MOVE_GROUPS = 16
+# Guard, not physics: a flow moves at most this often in a run. Each move resends at least
+# XON, so a flow past it has resent more than most flows carry; it keeps its last path.
+MAX_MOVES_PER_FLOW = 32
+
+
+@dataclass(frozen=True)
+class FlowletPolicy:
+    timeout_us: float  # gap after which the next packet is a new flowlet
+    move_share: float  # probability that a new flowlet is moved when a better port exists
+    headroom_kb: float  # XOFF - XON + a hop's round trip at line rate
+    buffer_kb: float  # per egress port: the queue the levels are shares of
+    xon_kb: float  # what waits at a paused ingress when it resumes
+    # per move, what go-back-N sends again (0: the NIC reorders), onto a new path that is free
+    # and onto one that is itself held back
+    resend_free_kb: float
+    resend_busy_kb: float
+    # senders paced by congestion control (DCQCN) leave gaps only where PFC pauses them;
+    # unpaced ones (PFC only) are stopped by PFC for all the time they are held back
+    paced: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        timeout_us: float,
+        move_share: float,
+        xoff_kb: float,
+        xon_kb: float,
+        buffer_kb: float,
+        hop_us: float,
+        nic_GBps: float,
+        rtt_us: float,
+        go_back_n: bool,
+        paced: bool = False,
+    ) -> FlowletPolicy:
+        """From the switch's settings and the PFC thresholds; ``hop_us``: one hop's delay."""
+        kb_per_us = nic_GBps * 1e3 / 1024  # line rate as KB per us
+        headroom = xoff_kb - xon_kb + 2 * hop_us * kb_per_us
+        # go-back-N resends what the old path still held (XON) and what went out on the new one
+        # before the receiver's NACK came back: a round trip at line rate on a free path; on a
+        # held one, what fills its first queue to XOFF before PFC stops the sender again
+        if not go_back_n:
+            return cls(timeout_us, move_share, headroom, buffer_kb, xon_kb, 0.0, 0.0, paced)
+        free = xon_kb + kb_per_us * rtt_us
+        busy = xon_kb + min(xoff_kb, kb_per_us * rtt_us)
+        return cls(timeout_us, move_share, headroom, buffer_kb, xon_kb, free, busy, paced)
+
+
+class FlowletMoves:
+    """:class:`Phases` of a run whose flowlet-routed flows may move at pauses (the
+    :class:`~fabricplan.congestion.waterfill.Rerouting` that ``complete`` takes)."""
+
+    def __init__(
+        self,
+        net: Network,
+        routed: Routed,
+        col_of: np.ndarray,
+        movable: np.ndarray,
+        build: Callable[[Routed], Phases],
+        reroute: Callable[[np.ndarray, np.ndarray, np.ndarray], Routed],
+        policy: FlowletPolicy,
+        rng: np.random.Generator,
+    ) -> None:
+        self.net, self.col_of, self.movable = net, col_of, movable
+        self.build, self.reroute, self.policy, self.rng = build, reroute, policy, rng
+        kind = net.graph.vertex_kind
+        self.tier = np.where(kind >= LEAF, kind, LEAF - 1)  # NICs and below: under the leaves
+        self.up_lane = self.tier[net.head] > self.tier[net.tail]
+        self.switch_ups = np.flatnonzero(self.up_lane & (self.tier[net.tail] >= LEAF))
+        self.into_nic = kind[net.head] < LEAF
+        self.due = np.full(len(movable), np.inf)
+        self.moved = np.zeros(len(movable), np.int64)  # moves per hop flow
+        self.at = np.full(len(movable), -1)  # the switch each due move happens at
+        self.moves = 0
+        self._use(routed, build(routed))
+
+    def _use(self, routed: Routed, phases: Phases) -> None:
+        self.routed, self.phases = routed, phases
+        pp = port_pairs(self.net, routed)
+        lane = routed.lane
+        up = self.up_lane[lane[pp.e_out]] & self.movable[pp.flow]
+        # per hop flow leaving a switch upwards: that switch, the lane it left by and came in on
+        self.p_flow, self.p_out, self.p_in = pp.flow[up], lane[pp.e_out[up]], lane[pp.e_in[up]]
+        self.p_switch = self.net.tail[self.p_out]
+
+    @property
+    def record(self) -> RunRecord:  # the Phases' own, carried over every rebuild
+        return self.phases.record
+
+    def __call__(self, running: np.ndarray, left: np.ndarray) -> np.ndarray:
+        rates = self.phases(running, left)
+        self.last_rates, self.last_running = np.where(running, rates, 0.0), running
+        return rates
+
+    def _state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per hop flow: held back by a queue a move could avoid (it gets less than its
+        senders push, so PFC stops its sender a share of the time). Per lane: its share of
+        time paused; the queue a switch sees on it (a hot port's own, else about XON for each
+        held flow it carries: what waits there while PFC holds the flow's sender); and the
+        deepest queue on the paths of the held flows it carries (where a flow moved onto it
+        would be held too)."""
+        net, r, ph = self.net, self.routed, self.phases
+        rate = self.last_rates[self.col_of]
+        held = self.last_running[self.col_of] & (rate < ph.push[self.col_of] * (1 - HELD))
+        load = np.bincount(r.lane, weights=r.weight * rate[r.flow], minlength=net.lanes)
+        on = held[r.flow]
+        n_held = np.bincount(r.lane[on], minlength=net.lanes)
+        # a lane that carries a held flow is paused for the share of time it does not send
+        # (paced senders: only for the share PFC pauses it)
+        cap = net.capacity
+        phi = np.where(
+            (n_held > 0) & (cap > 0), np.clip(1 - load / np.maximum(cap, 1e-300), 0, 1), 0
+        )
+        if self.policy.paced:
+            phi = np.minimum(phi, ph.last_pause)
+        queue = self.policy.xon_kb * n_held
+        hot = np.zeros(net.lanes, bool)
+        for lane, samples in ph.last_queues.items():
+            queue[lane] = float(np.mean(samples))
+            hot[lane] = True
+        level = self._level(queue)
+        # a move can free a flow only from a queue on the part of its path it changes: not from
+        # its receiver's own port, which every path ends in (an incast's receiving link)
+        avoidable = np.zeros(len(held), bool)
+        fixed = self.into_nic[r.lane]
+        avoidable[r.flow[hot[r.lane] & ~fixed & (level[r.lane] > 0)]] = True
+        held &= avoidable
+        worst = np.zeros(len(held))
+        np.maximum.at(worst, r.flow, level[r.lane])
+        behind = np.zeros(net.lanes)
+        np.maximum.at(behind, r.lane[on], worst[r.flow[on]])
+        return held, phi, queue, behind
+
+    def _level(self, queue_kb: np.ndarray) -> np.ndarray:
+        bounds = np.array(QUEUE_LEVELS) * self.policy.buffer_kb
+        return np.searchsorted(bounds, queue_kb, side="left").astype(float)
+
+    def next_change_us(self, now_us: float) -> float:
+        pol, net = self.policy, self.net
+        held, pause, queue, behind = self._state()
+        self.queue, self.behind = queue, behind
+        level = self._level(queue)
+        phi = np.where(held[self.p_flow], pause[self.p_in], 0.0)
+        eligible = np.zeros(len(self.due), bool)
+        if (phi > 0).any():
+            cap_b_us = net.capacity[self.p_in] * 1e3  # GB/s as bytes per us
+            with np.errstate(divide="ignore"):
+                gap = pol.headroom_kb * 1024 / (cap_b_us * (1 - phi))
+            best = np.full(net.graph.vertices, np.inf)
+            ups = self.switch_ups
+            np.minimum.at(best, net.tail[ups], level[ups])
+            can = (phi > 0) & (gap > pol.timeout_us) & (best[self.p_switch] < level[self.p_out])
+            eligible[self.p_flow[can]] = True
+            new = can & (self.due[self.p_flow] == np.inf)  # already waiting: keep its draw
+            new &= self.moved[self.p_flow] < MAX_MOVES_PER_FLOW
+            if new.any():
+                # the lowest switch first: a flow waits at one switch at a time
+                order = np.lexsort((self.tier[self.p_switch[new]], self.p_flow[new]))
+                f = self.p_flow[new][order]
+                first = np.r_[True, f[1:] != f[:-1]]
+                idx = np.flatnonzero(new)[order][first]
+                cycles = self.rng.geometric(pol.move_share, len(idx))
+                self.due[self.p_flow[idx]] = now_us + cycles * gap[idx] / phi[idx]
+                self.at[self.p_flow[idx]] = self.p_switch[idx]
+        self.due[~eligible] = np.inf  # its collision ended before the gap came
+        return float(self.due.min(initial=np.inf))
+
+    def change(self, now_us: float) -> np.ndarray:
+        """Move the flows due by ``now_us`` (and those due soon after: ``MOVE_MERGE``)."""
+        pol, net, r = self.policy, self.net, self.routed
+        due = np.flatnonzero(self.due <= now_us * (1 + MOVE_MERGE))
+        resend = np.zeros(int(self.col_of.max(initial=-1)) + 1)
+        if not len(due):
+            return resend
+        self.rng.shuffle(due)
+        self.due[due] = np.inf
+        at_of = np.full(len(self.due), -1)
+        at_of[due] = self.at[due]
+        self.at[due] = -1
+        # the port each due flow leaves its switch by now
+        at_pair = at_of[self.p_flow] == self.p_switch
+        current = np.full(len(self.due), -1)
+        current[self.p_flow[at_pair]] = self.p_out[at_pair]
+        # in groups, each seeing what the groups before it left and took: a switch compares
+        # its ports afresh at every flowlet, so the moves do not all pile onto one empty port,
+        # and a flow whose port has emptied meanwhile stays
+        queue = self.queue.copy()
+        ups = self.switch_ups
+        head_tier = self.tier[net.head[r.lane]]
+        is_up = self.up_lane[r.lane]
+        parts: list[Routed] = []
+        moved: list[np.ndarray] = []
+        leave = np.zeros(len(r.lane), bool)  # entries of moved flows past their switch
+        bounds = np.linspace(0, len(due), min(len(due), MOVE_GROUPS) + 1).astype(int)
+        for g0, g1 in itertools.pairwise(bounds.tolist()):
+            group = due[g0:g1]
+            level = self._level(queue)
+            best = np.full(net.graph.vertices, np.inf)
+            np.minimum.at(best, net.tail[ups], level[ups])
+            go = group[best[at_of[group]] < level[np.maximum(current[group], 0)]]
+            go = go[current[go] >= 0]
+            if not len(go):
+                continue
+            mine = np.isin(r.flow, go)
+            past = mine & ~(is_up & (head_tier <= self.tier[np.maximum(at_of[r.flow], 0)]))
+            np.subtract.at(queue, r.lane[past], pol.xon_kb)
+            queue = np.maximum(queue, 0.0)
+            part = self.reroute(go, at_of[go], self._level(queue))
+            # a flow whose best port is still its own stays where it is
+            first = np.isin(part.lane, ups) & (net.tail[part.lane] == at_of[go][part.flow])
+            same = np.zeros(len(go), bool)
+            same[part.flow[first]] = part.lane[first] == current[go][part.flow[first]]
+            stay = same[part.flow]
+            part = Routed(part.lane[~stay], part.flow[~stay], part.weight[~stay])
+            np.add.at(queue, part.lane, pol.xon_kb)
+            np.add.at(queue, r.lane[past & np.isin(r.flow, go[same])], pol.xon_kb)
+            keep_idx = np.flatnonzero(~same)
+            remap = np.full(len(go), -1)
+            remap[keep_idx] = np.arange(len(keep_idx))
+            go = go[keep_idx]
+            leave |= past & np.isin(r.flow, go)
+            parts.append(Routed(part.lane, go[remap[part.flow]], part.weight))
+            moved.append(go)
+        if not moved:
+            return resend
+        fresh = Routed(
+            np.concatenate([p.lane for p in parts]),
+            np.concatenate([p.flow for p in parts]),
+            np.concatenate([p.weight for p in parts]),
+        )
+        went = np.concatenate(moved)
+        routed = Routed(
+            np.concatenate([r.lane[~leave], fresh.lane]),
+            np.concatenate([r.flow[~leave], fresh.flow]),
+            np.concatenate([r.weight[~leave], fresh.weight]),
+        )
+        record = self.phases.record
+        phases = self.build(routed)
+        phases.record = record
+        self._use(routed, phases)
+        self.moves += len(went)
+        self.moved[went] += 1
+        worst = np.zeros(len(self.due))
+        np.maximum.at(worst, fresh.flow, self.behind[fresh.lane])
+        per_move = np.where(worst[went] > 0, pol.resend_busy_kb, pol.resend_free_kb) * 1024
+        np.add.at(resend, self.col_of[went], per_move)
+        return resend

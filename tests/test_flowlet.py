@@ -1,0 +1,163 @@
+"""Flowlet switching at PFC pauses: the gap, the moves and what they cost."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.sparse import csr_matrix
+
+from fabricplan.congestion.dcqcn import quality
+from fabricplan.congestion.flowcontrol import FlowControl, Phases
+from fabricplan.congestion.flowlet import MAX_MOVES_PER_FLOW, FlowletMoves, FlowletPolicy
+from fabricplan.congestion.network import Network, Routed
+from fabricplan.congestion.settings import FlowSettings
+from fabricplan.congestion.waterfill import complete
+from fabricplan.topology.clos import size_clos
+from fabricplan.topology.graph import LEAF, build_graph
+
+MTU = 9000
+XOFF_KB, XON_KB, BUFFER_KB = 15 * 9000 / 1024, 12 * 9000 / 1024, 200 * 9000 / 1024
+FC = FlowControl.of(
+    "pfc",
+    True,
+    quality("tuned"),
+    MTU,
+    FlowSettings(
+        pfc_xoff_kb=XOFF_KB, pfc_xon_kb=XON_KB, buffer_kb=BUFFER_KB, congestion_control="none"
+    ),
+)
+BYTES = 4e6
+
+
+def _fabric():
+    """16 NICs on a 2-tier fat-tree of 8-port switches: 4 a leaf, 4 uplinks a leaf."""
+    g = build_graph(size_clos("fat-tree", 16, 1, 1, 8, 400.0), 450.0, 50.0)
+    return g, Network(g, 1.0)
+
+
+def _policy(timeout_us: float, move_share: float = 1.0, nic: float = 50.0) -> FlowletPolicy:
+    return FlowletPolicy.of(
+        timeout_us, move_share, XOFF_KB, XON_KB, BUFFER_KB, 1.0, nic, 6.0, go_back_n=True
+    )
+
+
+def _run(timeout_us: float, seed: int = 0, nodes=(0, 1, 2, 3), to=(4, 5, 6, 7)):
+    """Flows from leaf 0 to leaf 1, all started on the same uplink (as flowlet switching sends
+    flows that start together: the ports look alike); the run with flowlet moves."""
+    g, net = _fabric()
+    src, dst = np.array([g.nic(i, 0) for i in nodes]), np.array([g.nic(i, 0) for i in to])
+    leaf = net.leaf_of(src[:1])[0]
+    ups = np.flatnonzero((net.tail == leaf) & (g.vertex_kind[net.head] >= LEAF))
+    pre = np.full(net.lanes, 0.0)
+    pre[ups] = 10.0
+    pre[ups[0]] = 0.0
+    rng = np.random.default_rng(seed)
+    routed = net.route(src, dst, "flowlet", rng, preload=pre)
+    n = len(src)
+    nic = float(net.capacity[net.uplink(src[:1])][0])
+
+    def build(r: Routed) -> Phases:
+        a = csr_matrix((r.weight, (r.lane, r.flow)), shape=(net.lanes, n))
+        return Phases(
+            net,
+            r,
+            np.arange(n),
+            a,
+            a.T.tocsr(),
+            np.full(n, nic),
+            np.full(n, np.inf),
+            np.zeros(n, bool),
+            np.ones(n, bool),
+            FC,
+            6.0,
+        )
+
+    def reroute(f, at, levels):
+        return net.route(src[f], dst[f], "flowlet", rng, preload=levels, start=at)
+
+    moves = FlowletMoves(
+        net, routed, np.arange(n), np.ones(n, bool), build, reroute, _policy(timeout_us), rng
+    )
+    a = moves.phases.a
+    done = complete(a, net.capacity, np.full(n, BYTES), rates=moves)
+    return done.finish_us, moves, nic, net, src, dst
+
+
+def test_the_gap_and_the_resend_follow_the_pfc_settings():
+    p = _policy(10.0, nic=50.0)
+    kb_us = 50.0 * 1e3 / 1024  # 50 GB/s in KB per us
+    # XOFF - XON plus a hop's round trip at line rate (the PFC headroom)
+    assert p.headroom_kb == pytest.approx(XOFF_KB - XON_KB + 2 * 1.0 * kb_us)
+    # go-back-N: XON left on the old path plus a round trip of new packets (free new path), or
+    # at most XOFF of them (a held one)
+    assert p.resend_free_kb == pytest.approx(XON_KB + 6.0 * kb_us)
+    assert p.resend_busy_kb == pytest.approx(XON_KB + XOFF_KB)
+    quiet = FlowletPolicy.of(10, 1, XOFF_KB, XON_KB, BUFFER_KB, 1.0, 50.0, 6.0, go_back_n=False)
+    assert quiet.resend_free_kb == quiet.resend_busy_kb == 0.0
+
+
+def test_a_four_way_collision_breaks_up_at_the_first_long_pause():
+    # 4 flows on one uplink: each sender is paused 3/4 of the time, in gaps of
+    # headroom / (rate / 4), about 10.4 us at 50 GB/s: above a 10 us timeout, so each flow
+    # may move at its first gap to an empty uplink
+    finish, moves, nic, *_ = _run(timeout_us=10.0)
+    alone_us = BYTES / (nic * 1e3)
+    assert moves.moves >= 3
+    assert finish.max() < 2 * alone_us  # not 4x: the collision ended early
+    # the movers resent what go-back-N loses, so they take longer than a flow alone would
+    assert finish.min() > alone_us
+
+
+def test_with_a_long_timeout_the_collision_stays():
+    finish, moves, nic, *_ = _run(timeout_us=256.0)
+    alone_us = BYTES / (nic * 1e3)
+    assert moves.moves == 0
+    assert finish.max() == pytest.approx(4 * alone_us, rel=0.02)
+
+
+def test_a_two_way_collision_pauses_too_briefly_to_move():
+    # 2 flows: gaps of headroom / (rate / 2), about 5.2 us, under the 10 us timeout
+    finish, moves, nic, *_ = _run(timeout_us=10.0, nodes=(0, 1), to=(4, 5))
+    assert moves.moves == 0
+    assert finish.max() == pytest.approx(2 * BYTES / (nic * 1e3), rel=0.02)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000))
+def test_moved_flows_still_run_from_their_sender_to_their_receiver(seed):
+    finish, moves, nic, net, src, dst = _run(timeout_us=10.0, seed=seed)
+    r = moves.routed
+    for f in range(len(src)):
+        lanes = r.lane[r.flow == f]
+        w = r.weight[r.flow == f]
+        assert w.sum() == pytest.approx(len(lanes))  # one queue pair: whole lanes
+        # a path: out of the sender's NIC, into the receiver's, and every switch it enters
+        # it leaves once
+        tails, heads = net.tail[lanes], net.head[lanes]
+        assert net.uplink(src[f : f + 1])[0] in lanes
+        assert net.downlink(dst[f : f + 1])[0] in lanes
+        assert sorted(np.setdiff1d(heads, [dst[f]]).tolist()) == sorted(
+            np.setdiff1d(tails, [src[f]]).tolist()
+        )
+    # no flow ends before it could have sent its bytes alone, and no flow moved past the guard
+    assert (finish >= BYTES / (nic * 1e3) * (1 - 1e-9)).all()
+    assert (moves.moved <= MAX_MOVES_PER_FLOW).all()
+
+
+def test_flowlet_moves_match_the_packet_level_reference_on_a_permutation():
+    # the reference's switches move flows at pauses over 10 us: a permutation's collisions of
+    # four break up, so its tail is about 1.5x the lone flow's, not ECMP's 2x
+    from fabricplan.validation import packet_level as P
+
+    perm = next(c for c in P.CASES if c.name == "perm128")
+    flowlet, ecmp = P.compare(perm, "flowlet"), P.compare(perm, "ecmp")
+    assert all(abs(e) <= P.TOLERANCE for e in flowlet.errors.values())
+    assert flowlet.predicted["p99"] < 0.85 * ecmp.predicted["p99"]
+    # an incast has no better path; the moves between its sender's equal ports reorder it,
+    # and go-back-N makes it slower than under ECMP
+    incast = next(c for c in P.CASES if c.name == "incast16")
+    assert (
+        P.compare(incast, "flowlet").predicted["p99"] > P.compare(incast, "ecmp").predicted["p99"]
+    )
