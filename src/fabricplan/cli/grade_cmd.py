@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from fabricplan.cli.system_opts import (
     measured_runs,
 )
 from fabricplan.nccltests.compare import compare
-from fabricplan.nccltests.grade import PASS_BW_RATIO, Grade, grade
+from fabricplan.nccltests.grade import PASS_BW_RATIO, Grade, across_runs, grade
 
 # Exit code when a run is graded `fail`: the command worked, the fabric did not.
 EXIT_GRADE_FAIL = 3
@@ -103,9 +104,17 @@ def grade_cmd(
         nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=sharp, scenario=scenario,
         overrides=set_,
     )  # fmt: skip
+    grades = [
+        (run, system, grade(run, system, compare(run, system, run_op), layout_warnings=lw.warnings))
+        for run, system, run_op, lw in triples
+    ]
+    # what only the runs side by side show (nodes added, repeated runs) joins the run it is about
+    for k, extra in across_runs(grades).items():
+        run, system, g = grades[k]
+        verdict = "warn" if g.verdict == "pass" else g.verdict
+        grades[k] = (run, system, replace(g, verdict=verdict, findings=g.findings + extra))
     graded = []
-    for i, (run, system, run_op, layout) in enumerate(triples, start=1):
-        g = grade(run, system, compare(run, system, run_op), layout_warnings=layout.warnings)
+    for i, ((run, system, g), (*_, layout)) in enumerate(zip(grades, triples, strict=True), 1):
         d = _grade_dict(g, i, run.label or f"run {i} (line {run.first_line})")
         d["layout"] = {
             "nodes": system.nodes,

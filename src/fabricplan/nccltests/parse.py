@@ -76,6 +76,8 @@ class Result:
 # pattern (one line per rank would repeat it thousands of times), and a quote fits one line.
 MAX_QUOTES = 3
 MAX_QUOTE_CHARS = 160
+# PCIe links kept per run: every NIC and GPU of a few thousand nodes
+MAX_PCI_LINKS = 65536
 
 
 class Quote(NamedTuple):
@@ -109,6 +111,9 @@ class Run:
     header_nnodes: int | None = None
     local_ranks: int | None = None
     rank_hosts: dict[int, str] = field(default_factory=dict)  # from the "Rank N ... on HOST" lines
+    # (host, NIC|GPU, device) -> the PCIe GB/s NCCL's topology dump shows for its link, and
+    # the line that shows it
+    pci_links: dict[tuple[str, str, str], tuple[float, Quote]] = field(default_factory=dict)
     # lines that show the setup, by kind ("gdr", "net", "topology", "NCCL_ALGO", ...)
     evidence: dict[str, list[Quote]] = field(default_factory=dict)
 
@@ -169,6 +174,9 @@ _VERSION = re.compile(r"NCCL version\s+([\w.+-]+)")
 # (2.19 on); older releases print only "rank 0 nranks 16 cudaDev 0 ... Init COMPLETE"
 _INIT = re.compile(r"\bnRanks\s+(\d{1,9})\s+nNodes\s+(\d{1,9})\s+localRanks\s+(\d{1,9})")
 _INIT_OLD = re.compile(r"\brank\s+\d+\s+nranks\s+(\d{1,9})\s+cudaDev\b")
+# NCCL's topology dump (NCCL_DEBUG=INFO): "host:pid:tid [5] NCCL INFO   + PCI[48.0] - NIC/0-67000",
+# the PCIe bandwidth (GB/s) NCCL reads for the link into a NIC or GPU
+_PCI = re.compile(r"^(\S+?):\d+:\d+\b.*?\+\s*PCI\[(\d{1,6}(?:\.\d{1,3})?)\]\s*-\s*(NIC|GPU)/(\S+)")
 
 
 def _strip_prefix(line: str) -> str:
@@ -347,6 +355,11 @@ class _Builder:
             run.transport = (
                 "socket" if kind == "socket" else ("roce" if "RoCE" in devices else "ib")
             )
+        if (m := _PCI.search(line)) and len(run.pci_links) < MAX_PCI_LINKS:
+            key = (m.group(1), m.group(3), m.group(4))
+            if key not in run.pci_links:
+                quote = Quote(where, line.strip()[:MAX_QUOTE_CHARS])
+                run.pci_links[key] = (float(m.group(2)), quote)
         if m := _VERSION.search(line):
             run.nccl_version = m.group(1)
         if m := _AVG.search(line):
