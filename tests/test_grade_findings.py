@@ -93,3 +93,39 @@ def test_a_nic_behind_a_narrow_pcie_link_is_found_and_quoted(tmp_path):
     wide = [t.replace("PCI[24.0]", "PCI[48.0]") for t in topo]
     _, ok = graded(_write(tmp_path, SECTION_A[:20] + wide + SECTION_A[20:], "ok.txt"))
     assert "pcie_links" not in [f["code"] for f in ok["findings"]]
+
+
+def _with_columns(lines: list[str], *, cv: float | None = None, stamp: bool = False) -> list[str]:
+    """The run's rows as nccl-tests prints them with -I (each half followed by i_min, i_max,
+    i_p99 and i_cv%) and/or -S (the time the row was written)."""
+    out = []
+    for line in lines:
+        tok = line.split()
+        if len(tok) == 13 and tok[0].isdigit():
+            if cv is not None:  # i_min, i_max, i_p99 at the half's time, then the spread
+                oop, ip = [tok[5]] * 3 + [f"{cv:.2f}"], [tok[9]] * 3 + [f"{cv:.2f}"]
+                tok = tok[:9] + oop + tok[9:13] + ip
+            if stamp:
+                tok += ["2026-11-25", "10:11:12"]
+            line = "  ".join(tok)
+        out.append(line)
+    return out
+
+
+def test_rows_with_per_iteration_columns_and_timestamps_read_as_plain_ones(tmp_path):
+    _, plain = graded(_write(tmp_path, SECTION_A, "plain.txt"))
+    _, both = graded(_write(tmp_path, _with_columns(SECTION_A, cv=2.0, stamp=True)))
+    _, stamped = graded(_write(tmp_path, _with_columns(SECTION_A, stamp=True), "s.txt"))
+    for out in (both, stamped):
+        assert [r["measured_busbw_GBps"] for r in out["rows"]] == [
+            r["measured_busbw_GBps"] for r in plain["rows"]
+        ]
+        assert out["verdict"] == plain["verdict"] == "pass"
+    assert "unstable" not in [f["code"] for f in both["findings"]]  # 2 % spread: steady
+
+
+def test_per_iteration_times_that_spread_show_an_unsteady_fabric(tmp_path):
+    _, out = graded(_write(tmp_path, _with_columns(SECTION_A, cv=25.0)))
+    f = next(f for f in out["findings"] if f["code"] == "unstable")
+    assert "per-iteration times spread by 25%" in f["message"]
+    assert f["evidence"][0].endswith("times spread 25 %")

@@ -230,13 +230,21 @@ def _check_size(size: int, count: int, where: str, lineno: int = 0, raw: str = "
         )
 
 
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_CLOCK = re.compile(r"^\d{2}:\d{2}:\d{2}$")
+
+
 def _is_word(tok: str) -> bool:
     return bool(re.match(r"^[A-Za-z_][\w]*$", tok))
 
 
 def parse_row(content: str, lineno: int = 0, *, line: int = 0) -> Result:
-    """One result row: size count type [redop] [root] time algbw busbw wrong [x4 in-place]."""
+    """One result row: size count type [redop] [root], then out-of-place and in-place each as
+    time algbw busbw #wrong, with -I (per-iteration timing) followed by i_min i_max i_p99 i_cv%,
+    and with -S a timestamp at the end (nccl-tests src/util.cu, writeResultHeader)."""
     tok = content.split()
+    if len(tok) > 2 and _DATE.match(tok[-2]) and _CLOCK.match(tok[-1]):
+        tok = tok[:-2]  # -S: the time the row was written
     size, count = _whole(tok[0], "size", lineno, content), _whole(tok[1], "count", lineno, content)
     _check_size(size, count, "", lineno, content)
     dtype = tok[2]
@@ -246,13 +254,18 @@ def parse_row(content: str, lineno: int = 0, *, line: int = 0) -> Result:
         redop, i = tok[i], i + 1
     rest = tok[i:]
     root = None
-    if len(rest) in (5, 9):
+    if len(rest) in (5, 9, 17):
         root = _whole(rest[0], "root", lineno, content)
         rest = rest[1:]
+    cv = None
+    if len(rest) == 16:  # -I: each half's four figures, then its per-iteration summary
+        cv = _number(rest[7], "i_cv%", lineno, content)
+        rest = rest[:4] + rest[8:12]
     if len(rest) not in (4, 8):
         raise ParseError(
-            f"expected time, algbw, busbw and #wrong (out-of-place, then in-place) after the type "
-            f"column, found {len(rest)} values",
+            f"expected time, algbw, busbw and #wrong (out-of-place, then in-place; with -I each "
+            f"followed by i_min, i_max, i_p99 and i_cv%) after the type column, found "
+            f"{len(rest)} values",
             lineno,
             content,
         )
@@ -263,7 +276,7 @@ def parse_row(content: str, lineno: int = 0, *, line: int = 0) -> Result:
     if len(rest) == 8:
         ip = [_number(x, n, lineno, content) for x, n in zip(rest[4:7], names, strict=True)]
         _wrong(rest[7], lineno, content)
-    return Result(size, count, dtype, redop, root, t, alg, bus, wrong, *ip, line=line)
+    return Result(size, count, dtype, redop, root, t, alg, bus, wrong, *ip, line=line, cv_pct=cv)
 
 
 def _check_counts(runs: int, rows: int) -> None:
