@@ -39,7 +39,7 @@ def _fabric():
 
 def _policy(timeout_us: float, move_share: float = 1.0, nic: float = 50.0) -> FlowletPolicy:
     return FlowletPolicy.of(
-        timeout_us, move_share, XOFF_KB, XON_KB, BUFFER_KB, 1.0, nic, 6.0, go_back_n=True
+        timeout_us, move_share, XOFF_KB, XON_KB, BUFFER_KB, 1.0, nic, 6.0, MTU, go_back_n=True
     )
 
 
@@ -90,12 +90,15 @@ def test_the_gap_and_the_resend_follow_the_pfc_settings():
     kb_us = 50.0 * 1e3 / 1024  # 50 GB/s in KB per us
     # XOFF - XON plus a hop's round trip at line rate (the PFC headroom)
     assert p.headroom_kb == pytest.approx(XOFF_KB - XON_KB + 2 * 1.0 * kb_us)
-    # go-back-N: XON left on the old path plus a round trip of new packets (free new path), or
-    # at most XOFF of them (a held one)
-    assert p.resend_free_kb == pytest.approx(XON_KB + 6.0 * kb_us)
-    assert p.resend_busy_kb == pytest.approx(XON_KB + XOFF_KB)
-    quiet = FlowletPolicy.of(10, 1, XOFF_KB, XON_KB, BUFFER_KB, 1.0, 50.0, 6.0, go_back_n=False)
-    assert quiet.resend_free_kb == quiet.resend_busy_kb == 0.0
+    # go-back-N: the flow's part of XON left on the old path, plus a round trip at its own
+    # rate on a free new path, or at most its part of XOFF on a held one
+    share, push = np.array([1.0, 1.0, 0.25]), np.array([50.0, 50.0, 1.0])
+    got = p.resend_kb(share, push, np.array([False, True, False]))
+    assert got == pytest.approx(
+        [XON_KB + 6.0 * kb_us, XON_KB + XOFF_KB, 0.25 * XON_KB + 6.0 * kb_us / 50]
+    )
+    quiet = FlowletPolicy.of(10, 1, XOFF_KB, XON_KB, BUFFER_KB, 1.0, 50.0, 6.0, MTU, False)
+    assert not quiet.resend_kb(np.ones(2), np.ones(2), np.zeros(2, bool)).any()
 
 
 def test_a_four_way_collision_breaks_up_at_the_first_long_pause():

@@ -1,24 +1,28 @@
-"""Flowlet switching at pauses: a flow that PFC holds longer than the switch's flowlet timeout
-starts a new flowlet, which the switch may send out of a port with a shorter queue.
+"""Flowlet switching at gaps: a flow whose packets stop for longer than the switch's flowlet
+timeout starts a new flowlet, which the switch may send out of a port with a shorter queue.
 
-A lossless egress port fed by more than it can send pauses its ingress ports in turn. A
-paused ingress resumes once its queue has drained from XOFF, plus what was still in flight
-when the pause went out (the PFC headroom: a round trip of the hop at line rate), down to
-XON, at that ingress's share of the port::
+Two things open such gaps. PFC: a lossless egress port fed by more than it can send pauses its
+ingress ports in turn, and a paused ingress resumes once its queue has drained from XOFF, plus
+what was still in flight when the pause went out (the PFC headroom: a round trip of the hop at
+line rate), down to XON, at that ingress's share of the port::
 
     gap = (XOFF - XON + 2 x hop delay x line rate) / (line rate x (1 - paused share))
 
-Where the gap beats the flowlet timeout the next packet is a new flowlet, and the switch
-compares its ports by queue, quantised into a few levels: it moves the flow when another port
-is on a strictly lower level, to one of the lowest at random (htsim ``FatTreeSwitch::
-getNextHop``, per-flowlet adaptive routing; Broadcom dynamic load balancing in flowlet mode,
-as Juniper documents it: on inactivity expiry a flow is re-checked and moved if its port is no
-longer the best). A gap comes once per pause cycle (``gap / paused share``) and moves the flow
-with the fabric's move probability, so the wait is a geometric number of cycles.
+and it recurs once per pause cycle, ``gap / paused share``. And a NIC that interleaves many
+flows sends each of them one packet every ``MTU / its rate``: past the timeout, every packet
+is a new flowlet.
 
-The move reorders the flow: what is still queued on the old path (up to XON at the paused
-ingress) arrives after the first packets on the new one, and a RoCE NIC's go-back-N resends
-from the first missing packet: XON plus a round trip of sending at line rate.
+At a new flowlet the switch compares its ports by queue, quantised into a few levels, and
+moves the flow when another port is on a strictly lower level, to one of the lowest at random
+(htsim ``FatTreeSwitch::getNextHop``, per-flowlet adaptive routing; Broadcom dynamic load
+balancing in flowlet mode, as Juniper documents it: on inactivity expiry a flow is re-checked
+and moved if its port is no longer the best), with the fabric's move probability, so the wait
+is a geometric number of chances.
+
+The move reorders the flow: what is still queued on the old path (its part of XON at the
+paused ingress) arrives after the first packets on the new one, and a RoCE NIC's go-back-N
+resends from the first missing packet, and everything it sent in the round trip before the
+receiver's NACK came back.
 
 Moves apply to fat-tree and rail paths (up, then down; a choice only on the way up) with one
 queue pair per connection; elsewhere flowlet routing keeps each flow's first path.
@@ -60,11 +64,11 @@ class FlowletPolicy:
     move_share: float  # probability that a new flowlet is moved when a better port exists
     headroom_kb: float  # XOFF - XON + a hop's round trip at line rate
     buffer_kb: float  # per egress port: the queue the levels are shares of
+    xoff_kb: float
     xon_kb: float  # what waits at a paused ingress when it resumes
-    # per move, what go-back-N sends again (0: the NIC reorders), onto a new path that is free
-    # and onto one that is itself held back
-    resend_free_kb: float
-    resend_busy_kb: float
+    rtt_us: float  # across the fabric: what go-back-N sends before the NACK comes back
+    mtu_bytes: int  # a packet: a flow's packets are this far apart at its rate
+    go_back_n: bool  # the NIC resends from the first missing packet (RoCE); else it reorders
     # senders paced by congestion control (DCQCN) leave gaps only where PFC pauses them;
     # unpaced ones (PFC only) are stopped by PFC for all the time they are held back
     paced: bool = False
@@ -80,20 +84,39 @@ class FlowletPolicy:
         hop_us: float,
         nic_GBps: float,
         rtt_us: float,
+        mtu_bytes: int,
         go_back_n: bool,
         paced: bool = False,
     ) -> FlowletPolicy:
         """From the switch's settings and the PFC thresholds; ``hop_us``: one hop's delay."""
-        kb_per_us = nic_GBps * 1e3 / 1024  # line rate as KB per us
-        headroom = xoff_kb - xon_kb + 2 * hop_us * kb_per_us
-        # go-back-N resends what the old path still held (XON) and what went out on the new one
-        # before the receiver's NACK came back: a round trip at line rate on a free path; on a
-        # held one, what fills its first queue to XOFF before PFC stops the sender again
-        if not go_back_n:
-            return cls(timeout_us, move_share, headroom, buffer_kb, xon_kb, 0.0, 0.0, paced)
-        free = xon_kb + kb_per_us * rtt_us
-        busy = xon_kb + min(xoff_kb, kb_per_us * rtt_us)
-        return cls(timeout_us, move_share, headroom, buffer_kb, xon_kb, free, busy, paced)
+        headroom = xoff_kb - xon_kb + 2 * hop_us * _kb_per_us(nic_GBps)
+        return cls(
+            timeout_us,
+            move_share,
+            headroom,
+            buffer_kb,
+            xoff_kb,
+            xon_kb,
+            rtt_us,
+            mtu_bytes,
+            go_back_n,
+            paced,
+        )
+
+    def resend_kb(self, share: np.ndarray, push_GBps: np.ndarray, busy: np.ndarray) -> np.ndarray:
+        """What go-back-N sends again after a move: the flow's part (``share``) of what its
+        paused ingress still held (XON), and what it sent on the new path before the
+        receiver's NACK came back: a round trip at its own rate on a free path; on a held one,
+        at most its part of XOFF before PFC stops it again."""
+        if not self.go_back_n:
+            return np.zeros(len(share))
+        sent = _kb_per_us(push_GBps) * self.rtt_us
+        sent = np.where(busy, np.minimum(sent, self.xoff_kb * share), sent)
+        return self.xon_kb * share + sent
+
+
+def _kb_per_us(GBps: float | np.ndarray) -> float | np.ndarray:
+    return GBps * 1e3 / 1024
 
 
 class FlowletMoves:
@@ -120,6 +143,7 @@ class FlowletMoves:
         self.into_nic = kind[net.head] < LEAF
         self.due = np.full(len(movable), np.inf)
         self.moved = np.zeros(len(movable), np.int64)  # moves per hop flow
+        self.share = np.ones(len(movable))  # its part of its ingress's traffic, when due
         self.at = np.full(len(movable), -1)  # the switch each due move happens at
         self.moves = 0
         self._use(routed, build(routed))
@@ -190,28 +214,38 @@ class FlowletMoves:
         held, pause, queue, behind = self._state()
         self.queue, self.behind = queue, behind
         level = self._level(queue)
-        phi = np.where(held[self.p_flow], pause[self.p_in], 0.0)
+        rate = self.last_rates[self.col_of]
+        on = held[self.p_flow]
+        phi = np.where(on, pause[self.p_in], 0.0)
+        r = self.routed
+        load = np.bincount(r.lane, r.weight * rate[r.flow], minlength=net.lanes)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # a PFC pause: the ingress drains its queue above XON at its share of the port
+            pause_gap = pol.headroom_kb * 1024 / (net.capacity[self.p_in] * 1e3 * (1 - phi))
+            # a NIC that interleaves many flows sends each one packet at a time, this far apart
+            spacing = pol.mtu_bytes / (rate[self.p_flow] * 1e3)
+            share = np.clip(rate[self.p_flow] / load[self.p_in], 0.0, 1.0)
+        by_pause = (phi > 0) & (pause_gap > pol.timeout_us)
+        by_packet = on & (spacing > pol.timeout_us)
+        # the time between chances to move: a pause cycle, or every packet
+        cycle = np.where(by_pause, pause_gap / np.maximum(phi, 1e-300), spacing)
+        best = np.full(net.graph.vertices, np.inf)
+        np.minimum.at(best, net.tail[self.switch_ups], level[self.switch_ups])
+        can = (by_pause | by_packet) & (best[self.p_switch] < level[self.p_out])
         eligible = np.zeros(len(self.due), bool)
-        if (phi > 0).any():
-            cap_b_us = net.capacity[self.p_in] * 1e3  # GB/s as bytes per us
-            with np.errstate(divide="ignore"):
-                gap = pol.headroom_kb * 1024 / (cap_b_us * (1 - phi))
-            best = np.full(net.graph.vertices, np.inf)
-            ups = self.switch_ups
-            np.minimum.at(best, net.tail[ups], level[ups])
-            can = (phi > 0) & (gap > pol.timeout_us) & (best[self.p_switch] < level[self.p_out])
-            eligible[self.p_flow[can]] = True
-            new = can & (self.due[self.p_flow] == np.inf)  # already waiting: keep its draw
-            new &= self.moved[self.p_flow] < MAX_MOVES_PER_FLOW
-            if new.any():
-                # the lowest switch first: a flow waits at one switch at a time
-                order = np.lexsort((self.tier[self.p_switch[new]], self.p_flow[new]))
-                f = self.p_flow[new][order]
-                first = np.r_[True, f[1:] != f[:-1]]
-                idx = np.flatnonzero(new)[order][first]
-                cycles = self.rng.geometric(pol.move_share, len(idx))
-                self.due[self.p_flow[idx]] = now_us + cycles * gap[idx] / phi[idx]
-                self.at[self.p_flow[idx]] = self.p_switch[idx]
+        eligible[self.p_flow[can]] = True
+        new = can & (self.due[self.p_flow] == np.inf)  # already waiting: keep its draw
+        new &= self.moved[self.p_flow] < MAX_MOVES_PER_FLOW
+        if new.any():
+            # the lowest switch first: a flow waits at one switch at a time
+            order = np.lexsort((self.tier[self.p_switch[new]], self.p_flow[new]))
+            f = self.p_flow[new][order]
+            first = np.r_[True, f[1:] != f[:-1]]
+            idx = np.flatnonzero(new)[order][first]
+            cycles = self.rng.geometric(pol.move_share, len(idx))
+            self.due[self.p_flow[idx]] = now_us + cycles * cycle[idx]
+            self.at[self.p_flow[idx]] = self.p_switch[idx]
+            self.share[self.p_flow[idx]] = share[idx]
         self.due[~eligible] = np.inf  # its collision ended before the gap came
         return float(self.due.min(initial=np.inf))
 
@@ -292,6 +326,7 @@ class FlowletMoves:
         self.moved[went] += 1
         worst = np.zeros(len(self.due))
         np.maximum.at(worst, fresh.flow, self.behind[fresh.lane])
-        per_move = np.where(worst[went] > 0, pol.resend_busy_kb, pol.resend_free_kb) * 1024
+        push = self.phases.push[self.col_of[went]]
+        per_move = pol.resend_kb(self.share[went], push, worst[went] > 0) * 1024
         np.add.at(resend, self.col_of[went], per_move)
         return resend

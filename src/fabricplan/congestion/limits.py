@@ -9,9 +9,9 @@ COMMON = (
 )
 BY_FAMILY = {
     "roce": (
-        "flowlet routing where a NIC interleaves so many flows that every packet is a new "
-        "flowlet (an all-to-all): paths stay per flow, without per-packet moves and their "
-        "reordering (errs slow)",
+        "the queue levels a flowlet switch compares, packet by packet: the model's are a fluid "
+        "estimate per port, so where every packet is a new flowlet (an all-to-all) it moves "
+        "fewer flows than a switch does (errs slow)",
         "DCQCN hyper-increase and NIC rate floors (recovery after deep cuts errs slow)",
         "selective retransmission (lossy RoCE recovers by go-back-N)",
         "PFC storms and deadlocks from misbehaving NICs",

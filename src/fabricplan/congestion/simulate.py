@@ -379,6 +379,7 @@ def _flowlet_policy(
         switch_ns / 1e3,
         sys.nic_GBps,
         2 * sys.p2p_latency_us,
+        fab.mtu_bytes,
         go_back_n=fab.family == "roce",
         paced=fc.dcqcn,
     )
