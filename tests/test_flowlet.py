@@ -164,3 +164,16 @@ def test_flowlet_moves_match_the_packet_level_reference_on_a_permutation():
     assert (
         P.compare(incast, "flowlet").predicted["p99"] > P.compare(incast, "ecmp").predicted["p99"]
     )
+
+
+def test_what_flowlet_routing_leaves_out_is_said_only_where_it_routes():
+    from fabricplan.congestion.case import Case
+    from fabricplan.congestion.simulate import run_case
+
+    said = {}
+    for routing in ("flowlet", "ecmp"):
+        case = Case(gpu="h100", gpus=64, fabric="roce-400g", routing=routing, seeds=1)
+        said[routing] = run_case(case).not_modelled
+    assert any("flowlet switch" in x for x in said["flowlet"])
+    assert not any("flowlet" in x for x in said["ecmp"])
+    assert said["flowlet"][1:] == said["ecmp"]

@@ -274,7 +274,9 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
             **{k: p.get(k) for k in SERVING_KEYS},
             "breakdown": p.get("breakdown", {}), "validation": p.get("validation"),
             "not_modelled": not_modelled_by(backend.name, cat.fabric(p["fabric"]).family,
-                                            sc.cluster.topology.design),
+                                            sc.cluster.topology.design,
+                                            sc.cluster.routing
+                                            or cat.fabric(p["fabric"]).default_routing),
         })  # fmt: skip
         if c.rent is not None:  # a rental has none of an owner's figures
             fabrics[-1].update(dict.fromkeys(OWNERSHIP_KEYS))

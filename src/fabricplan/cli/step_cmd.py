@@ -191,4 +191,6 @@ def step_cmd(
 def _limits(cat: Catalog, backend: str, fabric: str, sc: Scenario) -> list[str]:
     from fabricplan.congestion.limits import not_modelled_by
 
-    return not_modelled_by(backend, cat.fabric(fabric).family, sc.cluster.topology.design)
+    f = cat.fabric(fabric)
+    routing = sc.cluster.routing or f.default_routing
+    return not_modelled_by(backend, f.family, sc.cluster.topology.design, routing)

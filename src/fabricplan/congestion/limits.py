@@ -9,9 +9,6 @@ COMMON = (
 )
 BY_FAMILY = {
     "roce": (
-        "the queue levels a flowlet switch compares, packet by packet: the model's are a fluid "
-        "estimate per port, so where every packet is a new flowlet (an all-to-all) it moves "
-        "fewer flows than a switch does (errs slow)",
         "DCQCN hyper-increase and NIC rate floors (recovery after deep cuts errs slow)",
         "selective retransmission (lossy RoCE recovers by go-back-N)",
         "PFC storms and deadlocks from misbehaving NICs",
@@ -20,18 +17,27 @@ BY_FAMILY = {
     "infiniband": ("InfiniBand congestion control (FECN/BECN): hot spots back-pressure fully",),
     "ethernet": ("TCP's own congestion control dynamics (links are shared max-min fairly)",),
 }
+FLOWLET = (
+    "the queue levels a flowlet switch compares, packet by packet: the model's are a fluid "
+    "estimate per port, so where every packet is a new flowlet (an all-to-all) it moves fewer "
+    "flows than a switch does (errs slow)",
+)
 DRAGONFLY = ("non-minimal dragonfly routing (Valiant, UGAL): routes are minimal",)
 
 
-def not_modelled(family: str, design: str) -> list[str]:
-    """The mechanisms of this fabric family and design the simulation does not include."""
-    out = list(BY_FAMILY.get(family, BY_FAMILY["ethernet"])) + list(COMMON)
+def not_modelled(family: str, design: str, routing: str | None = None) -> list[str]:
+    """The mechanisms of this fabric family, design and routing the simulation does not
+    include."""
+    out = list(FLOWLET) if routing == "flowlet" else []
+    out += list(BY_FAMILY.get(family, BY_FAMILY["ethernet"])) + list(COMMON)
     if design == "dragonfly":
         out += DRAGONFLY
     return out
 
 
-def not_modelled_by(backend: str, family: str, design: str) -> list[str]:
+def not_modelled_by(
+    backend: str, family: str, design: str, routing: str | None = None
+) -> list[str]:
     """The same, for the workload layer's network backend (``none``, ``closed-form``,
     ``flow``)."""
     if backend == "none":
@@ -41,4 +47,4 @@ def not_modelled_by(backend: str, family: str, design: str) -> list[str]:
             "flow control (PFC, DCQCN, credits) and every routing but per-flow hashing: the "
             "closed form counts ECMP collisions only"
         ]
-    return not_modelled(family, design)
+    return not_modelled(family, design, routing)

@@ -356,7 +356,7 @@ def run_case(case: Case, catalog: Catalog | None = None,
         hottest_links=[_describe(net, lane, u) for lane, u in top],
         latency_us={f"p{q:g}": float(np.percentile(lat, q)) for q in (50, 99, 99.9)},
         fct_us={"p50": fct[50], "p99": fct[99], "max": fct[100]},
-        not_modelled=not_modelled(fab.family, case.design),
+        not_modelled=not_modelled(fab.family, case.design, routing),
         layout={"tiers": design.layout.tiers, "switches": design.layout.switches},
     )
 
