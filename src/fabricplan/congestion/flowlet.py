@@ -120,8 +120,10 @@ def _kb_per_us(GBps: float | np.ndarray) -> float | np.ndarray:
 
 
 class FlowletMoves:
-    """:class:`Phases` of a run whose flowlet-routed flows may move at pauses (the
-    :class:`~fabricplan.congestion.waterfill.Rerouting` that ``complete`` takes)."""
+    """:class:`Phases` of a run whose flowlet-routed flows may move at gaps (the
+    :class:`~fabricplan.congestion.waterfill.Rerouting` that ``complete`` takes): each call
+    shares the links, then ``next_change_us`` draws when the flows it finds held back by a
+    queue they could avoid next find a better port, and ``change`` moves them."""
 
     def __init__(
         self,
@@ -146,6 +148,9 @@ class FlowletMoves:
         self.share = np.ones(len(movable))  # its part of its ingress's traffic, when due
         self.at = np.full(len(movable), -1)  # the switch each due move happens at
         self.moves = 0
+        # the last event's rates and running columns, which the moves are judged on
+        columns = int(col_of.max(initial=-1)) + 1
+        self.last_rates, self.last_running = np.zeros(columns), np.zeros(columns, bool)
         self._use(routed, build(routed))
 
     def _use(self, routed: Routed, phases: Phases) -> None:
