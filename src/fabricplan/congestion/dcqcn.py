@@ -230,8 +230,9 @@ def fluids_of(
 ) -> list[Fluid]:
     """:func:`fluid_of` for many keys over the same step."""
     traces = prepare(keys, q, mtu)
-    out = []
-    for key in keys:
+    every = max(int(QUEUE_SAMPLE_US / FLUID_STEP_US), 1)
+    done: dict[tuple, Fluid] = {}  # keys repeat across a run's hot ports (they are rounded)
+    for key in dict.fromkeys(keys):
         tr = traces[key]
         steps = tr.cum.shape[1] - 1
         used = max(min(int(step_us / FLUID_STEP_US), steps), 1)
@@ -241,10 +242,9 @@ def fluids_of(
         rest = max(step_us - used * FLUID_STEP_US, 0.0) / step_us if step_us > 0 else 0.0
         pause, util = ((1 - rest) * whole + rest * last)[:2]
         drop = (1 - rest) * whole[2] / max(whole[3], 1e-12) + rest * last[2] / max(last[3], 1e-12)
-        every = max(int(QUEUE_SAMPLE_US / FLUID_STEP_US), 1)
         samples = tr.queue_kb[: max(used // every, 1)]
-        out.append(Fluid(float(pause), min(float(util), 1.0), float(drop), samples))
-    return out
+        done[key] = Fluid(float(pause), min(float(util), 1.0), float(drop), samples)
+    return [done[key] for key in keys]
 
 
 def dcqcn_fluid(
