@@ -213,10 +213,15 @@ rows = st.tuples(
 )
 
 
-def fmt_row(r) -> str:
+def fmt_row(r, cv: float | None = None, stamp: bool = False) -> str:
+    """A row as nccl-tests prints it; with ``cv`` the -I per-iteration columns (i_min, i_max,
+    i_p99, i_cv%) after each half, with ``stamp`` the -S timestamp at the end."""
     size, count, dtype, redop, root, t, a, b, w = r
     cols = [size, count, dtype] + ([redop] if redop else []) + ([root] if root is not None else [])
-    return "  ".join(map(str, [*cols, t, a, b, w, t, a, b, w]))
+    half = [t, a, b, w] + ([t, t, t, cv] if cv is not None else [])
+    return "  ".join(
+        map(str, [*cols, *half, *half] + (["2026-11-25", "09:30:00"] if stamp else []))
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -224,16 +229,20 @@ def fmt_row(r) -> str:
     st.lists(rows, min_size=1, max_size=8),
     st.sampled_from(["", " 3: ", "[0,1]<stdout>:", "gpu-node-1: "]),
     st.booleans(),
+    st.one_of(st.none(), numbers),
+    st.booleans(),
 )
-def test_rows_round_trip(rs, prefix, with_header):
-    body = (HEADER if with_header else "") + "\n".join(fmt_row(r) for r in rs)
+def test_rows_round_trip(rs, prefix, with_header, cv, stamp):
+    body = (HEADER if with_header else "") + "\n".join(fmt_row(r, cv, stamp) for r in rs)
     text = "\n".join(prefix + line for line in body.splitlines())
     results = parse(text)[0].results
     assert len(results) == len(rs)
     for got, r in zip(results, rs, strict=True):
         assert (got.size_bytes, got.count, got.dtype) == r[:3]
         assert (got.time_us, got.algbw_GBps, got.busbw_GBps) == r[5:8]
+        assert (got.inplace_time_us, got.inplace_busbw_GBps) == (r[5], r[7])
         assert got.wrong == (None if r[8] == "N/A" else r[8])
+        assert got.cv_pct == cv
 
 
 @settings(max_examples=300, deadline=None)
