@@ -471,3 +471,34 @@ def test_every_flow_is_routed_once_background_first(routing, monkeypatch):
     idle_nics = (512 - 128) // 8 * 8
     assert bg[0] == idle_nics  # one background flow per idle NIC
     assert job[0] == T.flow_count("ring-allreduce", 16, 8)  # the job's flows only
+
+
+def test_the_expected_slowdown_draws_seeds_until_it_is_steady(monkeypatch):
+    # a one-queue-pair ring on a RoCE fat-tree collides on some seeds and not others (1.0 or
+    # 1.5): seeds are added until the mean's standard error is FACTOR_STANDARD_ERROR; on
+    # rails every seed agrees and the case's own seeds are the answer
+    from fabricplan.congestion import backends
+
+    seen: list[np.ndarray] = []
+    real = backends.run_case
+
+    def counted(case, catalog=None, **kw):
+        out = real(case, catalog, **kw)
+        seen.append(out.network_slowdowns)
+        assert not out.latency_us  # a step needs the job's time, not probe latencies
+        return out
+
+    monkeypatch.setattr(backends, "run_case", counted)
+    fat = SimulatedCongestion(Case(fabric="roce-400g", design="fat-tree", seeds=5, jitter_us=0.0))
+    f = fat.factor(32, 8, 8, "ring-allreduce")
+    drawn = np.concatenate(seen)
+    assert len(drawn) > 5 and len(set(drawn.round(6))) > 1
+    assert f == pytest.approx(drawn.mean())
+    sem = drawn.std(ddof=1) / np.sqrt(len(drawn))
+    assert sem <= backends.FACTOR_STANDARD_ERROR or len(drawn) == backends.FACTOR_MAX_SEEDS
+    seen.clear()
+    rails = SimulatedCongestion(
+        Case(fabric="roce-400g", design="rail-optimized", seeds=5, jitter_us=0.0)
+    )
+    assert rails.factor(32, 8, 8, "ring-allreduce") == pytest.approx(seen[0].mean())
+    assert len(seen) == 1 and len(seen[0]) == 5

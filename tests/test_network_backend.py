@@ -110,9 +110,10 @@ def test_the_cache_keys_on_the_backend_and_the_network(monkeypatch):
     runs = []
     real = collective_backends.run_case
 
-    def counted(case, catalog=None):
-        runs.append(case)
-        return real(case, catalog)
+    def counted(case, catalog=None, **kw):
+        if case.seed == 0:  # a factor's first batch of seeds (more may follow, from other seeds)
+            runs.append(case)
+        return real(case, catalog, **kw)
 
     monkeypatch.setattr(collective_backends, "run_case", counted)
     network_factor.cache_clear()
@@ -165,17 +166,18 @@ def test_flow_is_the_congestion_flag_it_replaces():
 
 @pytest.mark.parametrize("gpus", [256, 512, 1024])
 def test_closed_form_is_within_a_few_percent_of_flow_on_a_ring(gpus: int):
-    """The collision law (an expectation) against the simulator's median of 5 seeds (a few
-    discrete values): congestion adds 6-12 % to these steps (the gradient reduction hides
-    behind the compute stream, its TP waits included, until congestion stretches it); the two
-    agree within 4 % (DP communication within 2 % at 512 GPUs, up to 11 % at 256 where 5 seeds
-    give 1.5 and the law 1.33)."""
+    """The collision law (an expectation) against the simulator's mean over seeds (drawn until
+    its standard error is 0.02): congestion adds 5-10 % to these steps (the gradient reduction
+    hides behind the compute stream, its TP waits included, until congestion stretches it);
+    the two agree within 2 % (DP communication within 2 % at 512 GPUs; 3 % at 256, 5 % at
+    1024). A median of 5 seeds, which flips between a collision's all and nothing, was 11 %
+    off at 256 GPUs."""
     hw, p = _ring_only(gpus)
     ideal = step(LLAMA8B, p, hw, backend=NO_CONGESTION).time[0]
     flow = step(LLAMA8B, p, hw, backend=FlowBackend())
     closed = step(LLAMA8B, p, hw, backend=ClosedFormBackend())
-    assert flow.time[0] > 1.08 * ideal and closed.time[0] > 1.05 * ideal
-    assert closed.time[0] == pytest.approx(flow.time[0], rel=0.04)
+    assert flow.time[0] > 1.04 * ideal and closed.time[0] > 1.04 * ideal
+    assert closed.time[0] == pytest.approx(flow.time[0], rel=0.02)
     if gpus == 512:
         assert closed.dp_comm_total[0] == pytest.approx(flow.dp_comm_total[0], rel=0.02)
 

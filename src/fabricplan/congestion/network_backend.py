@@ -27,7 +27,8 @@ from typing import ClassVar, Protocol
 from fabricplan.catalog import Catalog, default_catalog
 from fabricplan.congestion.settings import FlowSettings
 
-# Seeds of the simulation per (network, pattern, nodes): enough for a stable median.
+# Seeds of the simulation per (network, pattern, nodes) to start with: enough where they all
+# agree (rails); more are added while collisions make them disagree (SimulatedCongestion).
 CONGESTION_SEEDS = 5
 # Message size of that simulation: 256 MiB, a gradient bucket's order of magnitude, large enough
 # that the slowdown is the bandwidth regime's (it is applied to the bandwidth term).
@@ -108,7 +109,7 @@ class NetworkBackend(Protocol):
     models_flow_control: bool
 
     def factor(self, net: NetworkSpec, pattern: str, nodes: int) -> float:
-        """Median network slowdown (>= 1) of ``pattern`` ("ring-allreduce", "tree-allreduce",
+        """Expected network slowdown (>= 1) of ``pattern`` ("ring-allreduce", "tree-allreduce",
         "alltoall", "pipeline") over ``nodes`` whole nodes of ``net``."""
         ...
 
@@ -167,8 +168,8 @@ class ClosedFormBackend:
 
 @dataclass(frozen=True)
 class FlowBackend:
-    """Median network slowdown from the flow-level simulator over ``seeds`` hash seeds, without
-    start jitter, for a ``probe_bytes`` collective."""
+    """Mean network slowdown from the flow-level simulator over ``seeds`` hash seeds or more,
+    without start jitter, for a ``probe_bytes`` collective."""
 
     name: ClassVar[str] = "flow"
     models_flow_control: ClassVar[bool] = True

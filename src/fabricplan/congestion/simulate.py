@@ -155,17 +155,19 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
         routed = rates.routed
     rec = rates.record
     util = rec.utilisation if rec.utilisation is not None else np.zeros(net.lanes)
-    lat = latency_under_load(
-        net,
-        routed,
-        np.flatnonzero(hop_job),
-        util,
-        rec.queue_kb,
-        st.fabric,
-        st.switch_latency_ns,
-        rng,
-        st.probes,
-    )
+    lat = np.zeros(0)
+    if st.probes:
+        lat = latency_under_load(
+            net,
+            routed,
+            np.flatnonzero(hop_job),
+            util,
+            rec.queue_kb,
+            st.fabric,
+            st.switch_latency_ns,
+            rng,
+            st.probes,
+        )
     spans = np.array(done.durations_us[: len(rec.paused)])
     shares = np.array(rec.paused[: len(spans)])
     paused = float(spans @ shares / spans.sum()) if spans.sum() > 0 else 0.0
@@ -265,9 +267,14 @@ def _latest(ready: np.ndarray, nodes: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def run_case(case: Case, catalog: Catalog | None = None,
-             progress: Callable[[int], None] | None = None) -> CaseResult:  # fmt: skip
-    """Simulate ``case`` once per seed."""
+def run_case(
+    case: Case,
+    catalog: Catalog | None = None,
+    progress: Callable[[int], None] | None = None,
+    probes: bool = True,
+) -> CaseResult:
+    """Simulate ``case`` once per seed; ``probes=False`` leaves out the small-message latency
+    samples (``latency_us`` is then empty), which a caller after the job's time does not need."""
     case.check()
     cat = catalog or default_catalog()
     fab = cat.fabric(case.fabric)
@@ -312,7 +319,7 @@ def run_case(case: Case, catalog: Catalog | None = None,
         routing,
         fc,
         switch_ns,
-        max(PROBES_PER_CASE // case.seeds, PROBES_MIN),
+        max(PROBES_PER_CASE // case.seeds, PROBES_MIN) if probes else 0,
         _flowlet_policy(case, routing, fab, fc, switch_ns, sys),
     )
     base_us, bus = _ideal_collective_us(case, sys)
@@ -354,7 +361,9 @@ def run_case(case: Case, catalog: Catalog | None = None,
         paused_fraction=float(np.mean([r.paused_fraction for r in runs])),
         victim_flows=float(np.mean([r.victims for r in runs])),
         hottest_links=[_describe(net, lane, u) for lane, u in top],
-        latency_us={f"p{q:g}": float(np.percentile(lat, q)) for q in (50, 99, 99.9)},
+        latency_us={f"p{q:g}": float(np.percentile(lat, q)) for q in (50, 99, 99.9)}
+        if lat.size
+        else {},
         fct_us={"p50": fct[50], "p99": fct[99], "max": fct[100]},
         not_modelled=not_modelled(fab.family, case.design, routing),
         layout={"tiers": design.layout.tiers, "switches": design.layout.switches},

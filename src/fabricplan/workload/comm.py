@@ -107,7 +107,7 @@ def nccl_sm_share(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarra
 def congestion_factor(
     hw: Hardware, pattern: str, nodes: int, backend: NetworkBackend = DEFAULT_BACKEND
 ) -> float:
-    """Median network slowdown of ``pattern`` over ``nodes`` whole nodes of this cluster, as
+    """Expected network slowdown of ``pattern`` over ``nodes`` whole nodes of this cluster, as
     ``backend`` answers it (cached in :func:`network_factor`). A backend that cannot answer
     makes the plan a WorkloadError that says what would work."""
     if nodes < 2:
