@@ -30,7 +30,8 @@ from fabricplan.cli.system_opts import (
     measured_runs,
 )
 from fabricplan.nccltests.compare import compare
-from fabricplan.nccltests.grade import PASS_BW_RATIO, Grade, across_runs, grade
+from fabricplan.nccltests.findings import across_runs
+from fabricplan.nccltests.grade import PASS_BW_RATIO, Grade, grade
 
 # Exit code when a run is graded `fail`: the command worked, the fabric did not.
 EXIT_GRADE_FAIL = 3

@@ -36,7 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabricplan.congestion.flowcontrol import Phases, RunRecord
+from fabricplan.catalog import Fabric
+from fabricplan.collectives.system import CommSystem
+from fabricplan.congestion.case import Case
+from fabricplan.congestion.flowcontrol import FlowControl, Phases, RunRecord
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.congestion.ports import port_pairs
 from fabricplan.topology.graph import LEAF
@@ -171,13 +174,13 @@ class FlowletMoves:
         self.last_rates, self.last_running = np.where(running, rates, 0.0), running
         return rates
 
-    def _state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _state(self) -> tuple[np.ndarray, ...]:
         """Per hop flow: held back by a queue a move could avoid (it gets less than its
         senders push, so PFC stops its sender a share of the time). Per lane: its share of
         time paused; the queue a switch sees on it (a hot port's own, else about XON for each
         held flow it carries: what waits there while PFC holds the flow's sender); and the
         deepest queue on the paths of the held flows it carries (where a flow moved onto it
-        would be held too)."""
+        would be held too); and what it carries (GB/s)."""
         net, r, ph = self.net, self.routed, self.phases
         rate = self.last_rates[self.col_of]
         held = self.last_running[self.col_of] & (rate < ph.push[self.col_of] * (1 - HELD))
@@ -208,7 +211,7 @@ class FlowletMoves:
         np.maximum.at(worst, r.flow, level[r.lane])
         behind = np.zeros(net.lanes)
         np.maximum.at(behind, r.lane[on], worst[r.flow[on]])
-        return held, phi, queue, behind
+        return held, phi, queue, behind, load
 
     def _level(self, queue_kb: np.ndarray) -> np.ndarray:
         bounds = np.array(QUEUE_LEVELS) * self.policy.buffer_kb
@@ -216,14 +219,12 @@ class FlowletMoves:
 
     def next_change_us(self, now_us: float) -> float:
         pol, net = self.policy, self.net
-        held, pause, queue, behind = self._state()
+        held, pause, queue, behind, load = self._state()
         self.queue, self.behind = queue, behind
         level = self._level(queue)
         rate = self.last_rates[self.col_of]
         on = held[self.p_flow]
         phi = np.where(on, pause[self.p_in], 0.0)
-        r = self.routed
-        load = np.bincount(r.lane, r.weight * rate[r.flow], minlength=net.lanes)
         with np.errstate(divide="ignore", invalid="ignore"):
             # a PFC pause: the ingress drains its queue above XON at its share of the port
             pause_gap = pol.headroom_kb * 1024 / (net.capacity[self.p_in] * 1e3 * (1 - phi))
@@ -335,3 +336,28 @@ class FlowletMoves:
         per_move = pol.resend_kb(self.share[went], push, worst[went] > 0) * 1024
         np.add.at(resend, self.col_of[went], per_move)
         return resend
+
+
+def flowlet_policy(
+    case: Case, routing: str, fab: Fabric, fc: FlowControl, switch_ns: float, sys: CommSystem
+) -> FlowletPolicy | None:
+    """The moves a case's flowlet routing makes, or None where it makes none: moves need PFC,
+    up-down paths (not dragonfly) and one queue pair per connection."""
+    q = fc.quality
+    if routing != "flowlet" or q is None or not q.pfc or case.qps != 1:
+        return None
+    if case.design == "dragonfly":
+        return None
+    return FlowletPolicy.of(
+        fab.flowlet_timeout_us,
+        fab.flowlet_move_share,
+        q.pfc_xoff_kb,
+        q.pfc_xon_kb,
+        q.buffer_kb,
+        switch_ns / 1e3,
+        sys.nic_GBps,
+        2 * sys.p2p_latency_us,
+        fab.mtu_bytes,
+        go_back_n=fab.family == "roce",
+        paced=fc.dcqcn,
+    )

@@ -33,7 +33,7 @@ from fabricplan.congestion.case import (
 )
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases
-from fabricplan.congestion.flowlet import FlowletMoves, FlowletPolicy
+from fabricplan.congestion.flowlet import FlowletMoves, FlowletPolicy, flowlet_policy
 from fabricplan.congestion.limits import not_modelled
 from fabricplan.congestion.network import (
     Network,
@@ -320,7 +320,7 @@ def run_case(
         fc,
         switch_ns,
         max(PROBES_PER_CASE // case.seeds, PROBES_MIN) if probes else 0,
-        _flowlet_policy(case, routing, fab, fc, switch_ns, sys),
+        flowlet_policy(case, routing, fab, fc, switch_ns, sys),
     )
     base_us, bus = _ideal_collective_us(case, sys)
     p2p = case.pattern in P2P_PATTERNS
@@ -367,30 +367,6 @@ def run_case(
         fct_us={"p50": fct[50], "p99": fct[99], "max": fct[100]},
         not_modelled=not_modelled(fab.family, case.design, routing),
         layout={"tiers": design.layout.tiers, "switches": design.layout.switches},
-    )
-
-
-def _flowlet_policy(
-    case: Case, routing: str, fab: Fabric, fc: FlowControl, switch_ns: float, sys: CommSystem
-) -> FlowletPolicy | None:
-    """Flowlet moves at pauses: on PFC fabrics, up-down paths and one queue pair each."""
-    q = fc.quality
-    if routing != "flowlet" or q is None or not q.pfc or case.qps != 1:
-        return None
-    if case.design == "dragonfly":
-        return None
-    return FlowletPolicy.of(
-        fab.flowlet_timeout_us,
-        fab.flowlet_move_share,
-        q.pfc_xoff_kb,
-        q.pfc_xon_kb,
-        q.buffer_kb,
-        switch_ns / 1e3,
-        sys.nic_GBps,
-        2 * sys.p2p_latency_us,
-        fab.mtu_bytes,
-        go_back_n=fab.family == "roce",
-        paced=fc.dcqcn,
     )
 
 
