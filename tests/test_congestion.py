@@ -397,7 +397,8 @@ def test_packet_spray_default_routing_runs_as_spray():
     ecmp = run_case(Case(**one, routing="ecmp")).to_dict()
     assert r["routing"] == "spray"
     assert r["busbw_p50_GBps"] == pytest.approx(sprayed["busbw_p50_GBps"])
-    assert r["network_slowdown_p50"] == pytest.approx(1.0)  # even spreading: no collisions
+    # even spreading: no collisions, only the queues random per-packet choices leave (<1 %)
+    assert r["network_slowdown_p50"] == pytest.approx(1.0, abs=0.01)
     assert ecmp["network_slowdown_p50"] > 1.2  # hashing collides on the same fabric
 
 

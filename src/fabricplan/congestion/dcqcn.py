@@ -95,12 +95,14 @@ KEY_DIGITS = 2
 SMALL_COUNT = 16
 
 
-def _round(x: float, digits: int = KEY_DIGITS) -> float:
-    return float(f"{x:.{digits}g}")
+def _significant(x: np.ndarray, digits: int = KEY_DIGITS) -> np.ndarray:
+    """``x`` (positive) rounded to ``digits`` significant digits."""
+    scale = 10.0 ** (digits - 1 - np.floor(np.log10(x)))
+    return np.round(x * scale) / scale
 
 
-def _count(n: int) -> int:
-    return n if n <= SMALL_COUNT else int(_round(n))
+def _counts(n: np.ndarray) -> np.ndarray:
+    return np.where(n <= SMALL_COUNT, n, _significant(np.maximum(n, 1)))
 
 
 @dataclass(frozen=True)
@@ -118,91 +120,74 @@ TRACE_CACHE_MAX = 20_000  # traces kept (each ~130 KB at the default horizon)
 
 
 def _integrate(keys: list[tuple[int, float, float, int]], q: Quality, mtu: int) -> list[_Trace]:
-    """Integrate the DCQCN fluid model for each ``(n, c, r0, fan_in)`` at once (numpy over the
-    keys): ``n`` identical flows starting at ``r0`` GB/s into a link of ``c`` GB/s fed by
-    ``fan_in`` ports. Units inside: packets and microseconds."""
-    k = len(keys)
+    """Integrate the DCQCN fluid model for each ``(n, c, r0, fan_in)``: ``n`` identical flows
+    starting at ``r0`` GB/s into a link of ``c`` GB/s fed by ``fan_in`` ports (compiled:
+    :func:`fabricplan.congestion.kernels._dcqcn_fluid`). Units inside: packets and
+    microseconds."""
+    from fabricplan.congestion import kernels  # numba stays out of the CLI's start-up
+
     n = np.array([x[0] for x in keys], float)
     cap = np.array([x[1] for x in keys]) * 1e3 / mtu
     r_max = np.array([x[2] for x in keys]) * 1e3 / mtu
     fan = np.maximum(np.array([x[3] for x in keys], float), 1)
     pkt = mtu / 1024.0  # KB per packet
-    kmin, kmax = q.kmin_kb / pkt, q.kmax_kb / pkt
     pause_at = q.pfc_xoff_kb * fan / pkt  # each feeding port holds up to XOFF
-    limit = q.buffer_kb / pkt
-    b = q.byte_counter_kb / pkt
-    tau, tau_a, timer = q.cnp_interval_us, q.alpha_timer_us, q.rate_timer_us
     r_ai = q.rate_ai_mbps / 8 / mtu  # Mb/s -> packets/us
-    dt = FLUID_STEP_US
-    steps = max(int(FLUID_HORIZON_US / dt), 1)
-    lag = max(int(FEEDBACK_DELAY_US / dt), 1)
-    every = max(int(QUEUE_SAMPLE_US / dt), 1)
-    rc, rt, alpha, queue = r_max.copy(), r_max.copy(), np.ones(k), np.zeros(k)
-    hist_p = np.zeros((lag, k))
-    hist_r = np.repeat(rc[None, :], lag, axis=0)  # what the senders see, FEEDBACK_DELAY_US late
-    series = np.zeros((4, steps, k))
-    samples = []
-    f = q.fast_recovery
-    zeros = np.zeros(k)
-    for i in range(steps):
-        p_now = zeros
-        if q.ecn and (queue > kmin).any():
-            ramp = (queue - kmin) / (kmax - kmin) * q.pmax
-            p_now = np.where(queue > kmax, 1.0, np.where(queue > kmin, ramp, 0.0))
-        p, r = hist_p[i % lag].copy(), hist_r[i % lag].copy()
-        hist_p[i % lag], hist_r[i % lag] = p_now, rc
-        marked = p > 0
-        r_floor = np.maximum(r, MIN_RATE_PKT_US)
-        if marked.any():
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                lp = np.where(p >= 1, CERTAIN_MARK_LOG, np.log1p(-np.minimum(p, 1 - 1e-12)))
-                lp = np.where(marked, lp, 0.0)
-                cut = np.where(marked, -np.expm1(tau * r * lp), 0.0)  # P(a CNP in a window)
-                inc_b = np.where(marked, _per_packet(p, b * lp), 1.0 / b)
-                inc_t = np.where(marked, _per_packet(p, timer * r * lp), 1.0 / (timer * r_floor))
-                ai_b = np.where(marked, np.exp(f * b * lp) * inc_b, inc_b)
-                ai_t = np.where(marked, np.exp(f * timer * r * lp) * inc_t, inc_t)
-                mark = np.where(marked, -np.expm1(tau_a * r * lp), 0.0)
-        else:  # nothing marked: no cuts, timers and byte counters raise the rates
-            cut = mark = 0.0
-            inc_b = ai_b = 1.0 / b
-            inc_t = ai_t = 1.0 / (timer * r_floor)
-        d_alpha = q.g / tau_a * (mark - alpha)
-        d_rt = -(rt - rc) / tau * cut + r_ai * r * (ai_b + ai_t)
-        d_rc = -rc * alpha / (2 * tau) * cut + (rt - rc) / 2 * r * (inc_b + inc_t)
-        alpha = np.clip(alpha + d_alpha * dt, 0.0, 1.0)
-        rt = np.clip(rt + d_rt * dt, 0.0, r_max)
-        rc = np.minimum(np.maximum(rc + d_rc * dt, MIN_RATE_PKT_US), np.where(rt > 0, rt, r_max))
-        sent = n * rc
-        over = sent > cap
-        paused = np.zeros(k)
-        dropped = np.zeros(k)
-        if q.pfc:  # feeding ports held back this share of the time
-            hold = (queue >= pause_at) & over
-            paused = np.where(hold, 1.0 - cap / sent, 0.0)
-            arrive = np.where(hold, cap, sent)
-        else:
-            arrive = sent
-            dropped = np.where((queue >= limit) & over, 1.0 - cap / sent, 0.0)
-        out = np.where(queue > 0, cap, np.minimum(arrive, cap))
-        queue = np.maximum(queue + (arrive * (1 - dropped) - out) * dt, 0.0)
-        if not q.pfc:
-            queue = np.minimum(queue, limit)
-        series[:, i] = paused, out / cap, dropped * sent, sent
-        if i % every == 0:
-            samples.append(queue * pkt)
-    cum = np.concatenate([np.zeros((4, 1, k)), np.cumsum(series, axis=1)], axis=1)
-    queue_kb = np.array(samples).T
-    return [_Trace(cum[:, :, j], tuple(queue_kb[j].tolist())) for j in range(k)]
+    params = np.array(
+        [
+            q.kmin_kb / pkt,
+            q.kmax_kb / pkt,
+            q.pmax,
+            q.buffer_kb / pkt,
+            q.byte_counter_kb / pkt,
+            q.cnp_interval_us,
+            q.alpha_timer_us,
+            q.rate_timer_us,
+            r_ai,
+            q.g,
+            q.fast_recovery,
+            FLUID_STEP_US,
+            MIN_RATE_PKT_US,
+            CERTAIN_MARK_LOG,
+            EXP_LIMIT,
+            pkt,
+        ],
+        float,
+    )
+    sizes = np.array(
+        [
+            max(int(FLUID_HORIZON_US / FLUID_STEP_US), 1),
+            max(int(FEEDBACK_DELAY_US / FLUID_STEP_US), 1),
+            max(int(QUEUE_SAMPLE_US / FLUID_STEP_US), 1),
+        ],
+        np.int64,
+    )
+    flags = np.array([q.ecn, q.pfc], np.bool_)
+    cum, samples = kernels.dcqcn_fluid()(n, cap, r_max, pause_at, params, flags, sizes)
+    queue_kb = samples.T
+    return [_Trace(cum[:, :, j].copy(), tuple(queue_kb[j].tolist())) for j in range(len(keys))]
 
 
 def fluid_key(
     n: int, c_GBps: float, arriving_GBps: float, fan_in: int
 ) -> tuple[int, float, float, int]:
     """The (rounded) integration key of ``n`` flows bringing ``arriving`` into ``c``."""
-    n = _count(max(n, 1))
-    c = round(c_GBps, 3)
-    return n, c, round(c * _round(arriving_GBps / c) / n, 6), _count(max(fan_in, 1))
+    one = fluid_keys(
+        np.array([n]), np.array([c_GBps]), np.array([arriving_GBps]), np.array([fan_in])
+    )
+    return one[0]
+
+
+def fluid_keys(
+    n: np.ndarray, c_GBps: np.ndarray, arriving_GBps: np.ndarray, fan_in: np.ndarray
+) -> list[tuple[int, float, float, int]]:
+    """:func:`fluid_key` for many hot ports at once."""
+    n = _counts(np.maximum(np.asarray(n, float), 1))
+    c = np.round(np.asarray(c_GBps, float), 3)
+    r = np.round(c * _significant(np.asarray(arriving_GBps, float) / c) / n, 6)
+    f = _counts(np.maximum(np.asarray(fan_in, float), 1))
+    cols = (n.astype(int).tolist(), c.tolist(), r.tolist(), f.astype(int).tolist())
+    return list(zip(*cols, strict=True))
 
 
 def prepare(keys: list[tuple[int, float, float, int]], q: Quality, mtu: int) -> dict[tuple, _Trace]:

@@ -37,7 +37,7 @@ import numpy as np
 from scipy.sparse import csr_matrix, vstack
 
 from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
-from fabricplan.congestion.dcqcn import Quality, fluid_key, fluids_of, go_back_n_efficiency
+from fabricplan.congestion.dcqcn import Quality, fluid_keys, fluids_of
 from fabricplan.congestion.groupfill import group_fill
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.congestion.ports import PathArrivals, port_pairs
@@ -289,41 +289,41 @@ class Phases:
             n_flows = np.bincount(np.searchsorted(hot_lanes, p_lane), minlength=len(hot_lanes))
             fan_in = np.diff(np.r_[first, len(p_lane)])
             horizon = self._horizon(running, left)
-            fluids = {}
+            op = opened[hot_lanes]
+            eff = np.ones(len(hot_lanes))
+            ratio = arriving[hot_lanes] / cap[hot_lanes]
+            drop = 1.0 - 1.0 / ratio  # lossy, and no congestion control acting: overflow drops
+            lossy = np.ones(len(hot_lanes), bool)
             if fc.dcqcn:  # every open-loop hot port's fluid model, integrated in one batch
-                keys = {
-                    lane: fluid_key(int(n), float(cap[lane]), float(arriving[lane]), int(f))
-                    for lane, n, f in zip(
-                        hot_lanes.tolist(), n_flows.tolist(), fan_in.tolist(), strict=True
-                    )
-                    if opened[lane]
-                }
-                got = fluids_of(list(keys.values()), q, fc.mtu_bytes, horizon)
-                fluids = dict(zip(keys, got, strict=True))
-            for i, lane in enumerate(hot_lanes.tolist()):
-                ratio = arriving[lane] / cap[lane]
-                ports = slice(int(first[i]), int(first[i]) + int(fan_in[i]))
-                if fc.dcqcn and not opened[lane]:
-                    # windowed senders only: DCQCN holds the queue at its marking threshold
-                    # when that lies below the pause threshold; otherwise PFC acts first
-                    if q.kmin_kb < fc.threshold_kb:
-                        phi[ports] = 0.0
-                        continue
-                    if q.pfc:
-                        queues[lane] = ((q.pfc_xoff_kb + q.pfc_xon_kb) / 2 * int(fan_in[i]),)
-                        continue
-                if fc.dcqcn and opened[lane]:
-                    fl = fluids[lane]
-                    queues[lane] = fl.queue_kb
-                    eff, drop = fl.utilisation, fl.drop
-                    phi[ports] = np.where(over[ports], fl.pause, 0.0) if q.pfc else 0.0
-                else:  # lossy, and no congestion control acting: the overflow is dropped
-                    eff, drop = 1.0, 1.0 - 1.0 / ratio
-                    queues[lane] = (q.buffer_kb,)
-                if not q.pfc:
-                    window = cap[lane] * 1e3 * self.rtt_us / fc.mtu_bytes
-                    eff *= go_back_n_efficiency(drop, window)
-                mult[lane] = max(eff, MIN_GOODPUT_SHARE)
+                fl = self._fluids(hot_lanes[op], n_flows[op], fan_in[op], arriving, horizon)
+                pause_of = np.zeros(len(hot_lanes))
+                for i, f in zip(np.flatnonzero(op).tolist(), fl, strict=True):
+                    lane = int(hot_lanes[i])
+                    queues[lane] = f.queue_kb
+                    eff[i], drop[i], pause_of[i] = f.utilisation, f.drop, f.pause
+                phi = np.where(op[dense] & over, pause_of[dense], np.where(op[dense], 0.0, phi))
+                phi = phi if q.pfc else np.where(op[dense], 0.0, phi)
+                lossy = ~op
+                # windowed senders only: DCQCN holds the queue at its marking threshold when
+                # that lies below the pause threshold; otherwise PFC acts first
+                if q.kmin_kb < fc.threshold_kb:
+                    phi = np.where(op[dense], phi, 0.0)
+                    lossy[:] = False
+                elif q.pfc:
+                    for lane, f in zip(hot_lanes[~op].tolist(), fan_in[~op].tolist(), strict=True):
+                        queues[lane] = ((q.pfc_xoff_kb + q.pfc_xon_kb) / 2 * f,)
+                    lossy[:] = False
+                acted = op | lossy
+            else:
+                acted = lossy
+            for lane in hot_lanes[lossy].tolist():
+                queues[lane] = (q.buffer_kb,)
+            eff = np.where(lossy, 1.0, eff)
+            if not q.pfc:
+                window = cap[hot_lanes] * 1e3 * self.rtt_us / fc.mtu_bytes
+                d = np.where(acted, drop, 0.0)
+                eff = eff * (1 - d) / (1 + (np.maximum(window, 1.0) - 1) * d)
+            mult[hot_lanes[acted]] = np.maximum(eff[acted], MIN_GOODPUT_SHARE)
         else:
             held = fc.threshold_kb if q is None else (q.pfc_xoff_kb + q.pfc_xon_kb) / 2
             n_over = np.bincount(
@@ -334,6 +334,20 @@ class Phases:
         if fc.pauses:
             np.maximum.at(pause, p_from, phi)
         return share, pause, mult, queues
+
+    def _fluids(
+        self,
+        lanes: np.ndarray,
+        n_flows: np.ndarray,
+        fan_in: np.ndarray,
+        arriving: np.ndarray,
+        horizon: float,
+    ) -> list:
+        """The DCQCN fluid model at each of ``lanes`` (many hot ports share a rounded key)."""
+        fc, cap = self.fc, self.net.capacity
+        assert fc.quality is not None
+        keys = fluid_keys(n_flows, cap[lanes], arriving[lanes], fan_in)
+        return fluids_of(keys, fc.quality, fc.mtu_bytes, horizon)
 
     def _horizon(self, running: np.ndarray, left: np.ndarray) -> float:
         """The rest of the run at NIC speed (us): the step the fluid model averages over."""

@@ -22,13 +22,20 @@ FLOWLET = (
     "estimate per port, so where every packet is a new flowlet (an all-to-all) it moves fewer "
     "flows than a switch does (errs slow)",
 )
+SPRAY = (
+    "sprayers that cycle through a fixed set of path labels (their split over ports is itself "
+    "uneven, a bias that grows with the transfer) and queues where sprayed traffic from "
+    "several switches meets again downstream: per-packet queues are drawn at the ports where "
+    "flows split only (errs fast)",
+)
 DRAGONFLY = ("non-minimal dragonfly routing (Valiant, UGAL): routes are minimal",)
 
 
 def not_modelled(family: str, design: str, routing: str | None = None) -> list[str]:
     """The mechanisms of this fabric family, design and routing the simulation does not
     include."""
-    out = list(FLOWLET) if routing == "flowlet" else []
+    sprayed = routing in ("spray", "packet-spray")
+    out = list(FLOWLET) if routing == "flowlet" else list(SPRAY) if sprayed else []
     out += list(BY_FAMILY.get(family, BY_FAMILY["ethernet"])) + list(COMMON)
     if design == "dragonfly":
         out += DRAGONFLY

@@ -78,6 +78,19 @@ class PathArrivals:
         self.first = net.graph.vertex_kind[net.tail[routed.lane]] < LEAF
         self.pp = pp
         self.passes = _depth(len(routed.lane), pp.e_out, pp.e_in) + 1
+        self.levels: tuple[np.ndarray, ...] | None = None
+        if len(self.lane) >= kernels.COMPILED_MIN_SIZE:
+            level = lane_levels(len(self.cap), pp.into, pp.out)
+            if level is not None:
+                entry_level = level[self.lane]
+                pair_level = entry_level[pp.e_in]
+                bins = int(level.max(initial=0)) + 2
+                self.levels = (
+                    np.argsort(entry_level, kind="stable"),
+                    np.r_[0, np.cumsum(np.bincount(entry_level, minlength=bins - 1))],
+                    np.argsort(pair_level, kind="stable"),
+                    np.r_[0, np.cumsum(np.bincount(pair_level, minlength=bins - 1))],
+                )
 
     def brought(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:
         """GB/s each selected pair brings, for columns pushing ``push``."""
@@ -85,7 +98,8 @@ class PathArrivals:
         if len(self.lane) >= kernels.COMPILED_MIN_SIZE:
             senders = (self.lane, self.first, self.col, self.weight, np.asarray(push, float))
             pairs = (pp.e_in, pp.e_out, pp.weight, sel)
-            return kernels.brought()(*senders, self.cap, *pairs, self.passes)
+            levels = self.levels if self.levels is not None else NO_LEVELS
+            return kernels.brought()(*senders, self.cap, *pairs, self.passes, levels)
         # the same passes in array code (:func:`kernels._brought`), for small runs
         start = np.where(self.first, push[self.col] * self.weight, 0.0)
         e_out, e_in = pp.e_out[sel], pp.e_in[sel]
@@ -110,3 +124,24 @@ def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:
             return k - 1
         depth = nxt
     return int(depth.max(initial=0))
+
+
+NO_LEVELS = tuple(np.zeros(0, np.int64) for _ in range(4))  # lanes in loops: pass by pass
+# Lane chains longer than this are taken for loops (no up/down routing makes chains this
+# long: a 3-tier fat-tree's are 5 pairs); arrivals then settle pass by pass.
+MAX_LANE_CHAIN = 64
+
+
+def lane_levels(lanes: int, into: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+    """Each lane's level: the most port pairs on any chain of lanes feeding it (0: fed by no
+    other lane); None when lanes feed each other in a loop."""
+    edges = np.unique(into.astype(np.int64) * lanes + out)
+    src, dst = edges // lanes, edges % lanes
+    level = np.zeros(lanes, np.int64)
+    for _ in range(MAX_LANE_CHAIN + 1):
+        nxt = level.copy()
+        np.maximum.at(nxt, dst, level[src] + 1)
+        if np.array_equal(nxt, level):
+            return level
+        level = nxt
+    return None

@@ -40,6 +40,7 @@ from fabricplan.congestion.network import (
     Routed,
     RouteTooLarge,
 )
+from fabricplan.congestion.spraying import spray_drain_us
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
 from fabricplan.congestion.waterfill import complete
 from fabricplan.topology import build_graph, design_fabric
@@ -96,17 +97,30 @@ class _Seed:
     fct_us: np.ndarray  # per job column: its completion time after its own start
 
 
-def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
-    case, net, graph = st.case, st.net, st.net.graph
-    job = T.place(graph.nodes, st.nodes, case.placement, rng)
-    key = job.tobytes()
+def _stream(case: Case, seed: int, part: int) -> np.random.Generator:
+    """Seed ``seed``'s own random stream (``part`` 0: its traffic, 1: the rest of its run), so
+    a seed draws the same whichever process runs it and however many seeds the case has."""
+    return np.random.default_rng(np.random.SeedSequence(case.seed, spawn_key=(seed, part)))
+
+
+def _alone(st: _Setup, job: np.ndarray, seed: int) -> JobAlone:
+    """The job alone on ``job``'s nodes (computed once per placement unless traffic is random)."""
+    case, key = st.case, job.tobytes()
     random_traffic = case.pattern == "permutation" and case.shift is None
     if key not in st.alone or random_traffic:
         if case.placement != "contiguous" or random_traffic:  # a fresh draw: keep the last
             st.alone.clear()
         starts = case.flows.start_us if case.flows is not None else None
-        st.alone[key] = job_alone(net, _job_traffic(case, graph, job, rng), starts)
-    alone = st.alone[key]
+        traffic = _job_traffic(case, st.net.graph, job, _stream(case, seed, 0))
+        st.alone[key] = job_alone(st.net, traffic, starts)
+    return st.alone[key]
+
+
+def _run_seed(st: _Setup, seed: int) -> _Seed:
+    case, net, graph = st.case, st.net, st.net.graph
+    rng = _stream(case, seed, 1)
+    job = T.place(graph.nodes, st.nodes, case.placement, rng)
+    alone = _alone(st, job, seed)
     n_job = alone.traffic.columns
     tr = alone.traffic.plus(T.background(graph, job, case.background, st.sys.nic_GBps, rng))
     job_col = ~tr.background
@@ -172,8 +186,107 @@ def _run_seed(st: _Setup, rng: np.random.Generator) -> _Seed:
     shares = np.array(rec.paused[: len(spans)])
     paused = float(spans @ shares / spans.sum()) if spans.sum() > 0 else 0.0
     victims = 0 if rec.victims is None else int(np.count_nonzero(rec.victims))
-    fct = done.finish_us[:n_job] - starts[:n_job] + _path_latency_us(st, routed, tr)[:n_job]
-    return _Seed(t_ideal, float(done.finish_us[:n_job].max()), paused, victims, util, lat, fct)
+    finish = done.finish_us[:n_job] + _spray_drain_us(st, routed, tr, done.finish_us, starts, rng)
+    fct = finish - starts[:n_job] + _path_latency_us(st, routed, tr)[:n_job]
+    return _Seed(t_ideal, float(finish.max()), paused, victims, util, lat, fct)
+
+
+def _spray_drain_us(
+    st: _Setup,
+    routed: Routed,
+    tr: T.Traffic,
+    finish_us: np.ndarray,
+    starts: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray | float:
+    """Per job column, the queue random per-packet spraying leaves before its last packet
+    (:mod:`fabricplan.congestion.spraying`); 0 for other routings."""
+    if st.routing != "spray":
+        return 0.0
+    n_job = int(np.count_nonzero(~tr.background))
+    dur = finish_us - starts
+    span = float(dur[:n_job][np.isfinite(dur[:n_job])].max(initial=0.0))
+    dur = np.where(np.isfinite(dur), dur, span)  # background: as long as the job
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(
+            np.isfinite(tr.column_bytes) & (dur > 0),
+            tr.column_bytes / (dur * 1e3),
+            np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, 0.0),
+        )
+    drain = spray_drain_us(st.net, routed, tr.column, rate, dur, st.fc.mtu_bytes, rng)
+    return drain[:n_job]
+
+
+def _seed_result(st: _Setup, seed: int) -> tuple[_Seed, list[tuple[int, float]]]:
+    """One seed's run, with its hottest switch-to-switch links instead of every lane's load
+    (scalars travel between processes and pile up over seeds; lanes x seeds would not)."""
+    run = _run_seed(st, seed)
+    kinds, net = st.net.graph.vertex_kind, st.net
+    fabric_lanes = np.flatnonzero((kinds[net.tail] >= LEAF) & (kinds[net.head] >= LEAF))
+    util = run.utilisation
+    # ties (links at the same utilisation) in lane order, so runs repeat exactly
+    top = fabric_lanes[np.argsort(-util[fabric_lanes], kind="stable")[:HOTTEST_SHOWN]]
+    return replace(run, utilisation=np.empty(0)), [(int(i), float(util[i])) for i in top]
+
+
+# A case's seeds run in worker processes when it is estimated to take at least this long per
+# seed: below it, starting the workers costs more than they save.
+PARALLEL_MIN_SEED_S = 0.5
+_FORKED: _Setup | None = None  # the setup a forked worker inherits
+
+
+def _workers(case: Case, cat: Catalog, asked: int | None) -> int:
+    if asked is not None:
+        return max(1, min(asked, case.seeds))
+    import multiprocessing as mp
+    import os
+
+    from fabricplan.congestion.budget import estimate_case
+
+    if case.seeds < 2 or mp.current_process().daemon or not hasattr(os, "fork"):
+        return 1
+    if estimate_case(case, cat).per_seed_s < PARALLEL_MIN_SEED_S:
+        return 1
+    return max(1, min(case.seeds, len(os.sched_getaffinity(0))))
+
+
+def _forked_seed(seed: int) -> tuple[_Seed, list[tuple[int, float]]]:
+    assert _FORKED is not None, "set by _run_seeds before the workers fork"
+    return _seed_result(_FORKED, seed)
+
+
+def _run_seeds(
+    st: _Setup, seeds: int, workers: int, progress: Callable[[int], None] | None
+) -> list[tuple[_Seed, list[tuple[int, float]]]]:
+    """Every seed's result, in seed order; in ``workers`` forked processes when above one."""
+    if workers <= 1:
+        out = []
+        for seed in range(seeds):
+            out.append(_seed_result(st, seed))
+            if progress:
+                progress(1)
+        return out
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    global _FORKED
+    case = st.case
+    if case.placement == "contiguous" and not (
+        case.pattern == "permutation" and case.shift is None
+    ):
+        _alone(st, T.place(st.net.graph.nodes, st.nodes, "contiguous", _stream(case, 0, 1)), 0)
+    _FORKED = st  # forked workers share the setup (and the job alone) instead of pickling it
+    try:
+        got: dict[int, tuple[_Seed, list[tuple[int, float]]]] = {}
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            futures = {pool.submit(_forked_seed, seed): seed for seed in range(seeds)}
+            for fut in as_completed(futures):
+                got[futures[fut]] = fut.result()
+                if progress:
+                    progress(1)
+    finally:
+        _FORKED = None
+    return [got[seed] for seed in range(seeds)]
 
 
 def _path_latency_us(st: _Setup, routed: Routed, tr: T.Traffic) -> np.ndarray:
@@ -272,9 +385,12 @@ def run_case(
     catalog: Catalog | None = None,
     progress: Callable[[int], None] | None = None,
     probes: bool = True,
+    workers: int | None = None,
 ) -> CaseResult:
     """Simulate ``case`` once per seed; ``probes=False`` leaves out the small-message latency
-    samples (``latency_us`` is then empty), which a caller after the job's time does not need."""
+    samples (``latency_us`` is then empty), which a caller after the job's time does not need.
+    ``workers``: processes that run seeds side by side (None: this machine's cores when the
+    case is long enough to pay for them); the result is the same for any number."""
     case.check()
     cat = catalog or default_catalog()
     fab = cat.fabric(case.fabric)
@@ -325,20 +441,12 @@ def run_case(
     base_us, bus = _ideal_collective_us(case, sys)
     p2p = case.pattern in P2P_PATTERNS
 
-    rng = np.random.default_rng(case.seed)
-    kinds = graph.vertex_kind
-    fabric_lanes = np.flatnonzero((kinds[net.tail] >= LEAF) & (kinds[net.head] >= LEAF))
     runs: list[_Seed] = []
     hottest: dict[int, float] = {}
-    for _ in range(case.seeds):
-        run = _run_seed(st, rng)
-        util = run.utilisation
-        # ties (links at the same utilisation) in lane order, so runs repeat exactly
-        for lane in fabric_lanes[np.argsort(-util[fabric_lanes], kind="stable")[:HOTTEST_SHOWN]]:
-            hottest[int(lane)] = max(hottest.get(int(lane), 0.0), float(util[lane]))
-        runs.append(replace(run, utilisation=np.empty(0)))  # keep scalars, not lanes x seeds
-        if progress:
-            progress(1)
+    for run, top in _run_seeds(st, case.seeds, _workers(case, cat, workers), progress):
+        for lane, u in top:
+            hottest[lane] = max(hottest.get(lane, 0.0), u)
+        runs.append(run)
     # a point-to-point ideal includes the NIC-limited transfer (the receiving NIC sets the pace
     # of an incast: that is not congestion)
     ideal_us = base_us + runs[0].ideal_net_us if p2p else base_us
