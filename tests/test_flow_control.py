@@ -89,6 +89,33 @@ def test_incast_shares_the_receiver_per_ingress_port(fc):
 
 
 @pytest.mark.parametrize("fc", [PFC_ONLY, CREDIT], ids=["pfc", "credit"])
+def test_a_spine_serves_its_share_round_robin_between_the_leaves_feeding_it(fc):
+    # 3 local senders and 12 remote ones (3 leaves of 4): the receiver's leaf gives each of its
+    # ingress ports (3 NIC ports, the spine links used) an equal share; a spine held to that
+    # share serves the uplinks feeding it round-robin, and each leaf its hosts: a flow alone on
+    # its uplink gets that uplink's whole part, not a per-flow split of the spine's
+    g, net = _fabric()
+    src = np.array([g.nic(i, 0) for i in range(1, 16)])
+    dst = np.full(len(src), g.nic(0, 0))
+    into_leaf = net.leaf_of(dst[:1])[0]
+    for seed in range(4):
+        ph, _, r, nic = _phases(net, src, dst, fc, seed=seed)
+        rates = ph(np.ones(len(src), bool), np.full(len(src), 1e6))
+        down, up = {}, {}  # remote flow -> its spine's link into the receiver's leaf, its uplink
+        for lane, f in zip(r.lane.tolist(), r.flow.tolist(), strict=True):
+            if net.head[lane] == into_leaf and net.tail[lane] != src[f]:
+                down[f] = lane
+            elif net.tail[lane] == net.leaf_of(src[f : f + 1])[0]:
+                up[f] = lane
+        share = nic / (3 + len(set(down.values())))
+        for f, lane in down.items():
+            feeders = {up[x] for x in down if down[x] == lane}
+            mates = sum(1 for x in down if down[x] == lane and up[x] == up[f])
+            assert rates[f] == pytest.approx(share / len(feeders) / mates, rel=1e-6), seed
+        assert rates.sum() == pytest.approx(nic)
+
+
+@pytest.mark.parametrize("fc", [PFC_ONLY, CREDIT], ids=["pfc", "credit"])
 def test_an_incast_ends_at_the_receivers_rate(fc):
     # work-conserving: whatever the arbitration, the last byte of an N -> 1 incast of S bytes
     # each arrives at N S / C, because PFC keeps the receiving link full to the end
@@ -395,15 +422,10 @@ def test_congestion_refuses_a_bad_flow_file(tmp_path):
 
 def test_ecmp_permutation_and_incast_match_the_packet_level_reference():
     # recorded from a packet-level simulator on its own fabric, never used to set anything
-    for name in ("perm128", "perm1024", "ring1024", "incast16", "a2a64"):
+    for name in ("perm128", "perm1024", "ring1024", "incast16", "incast64", "a2a64"):
         case = next(c for c in P.CASES if c.name == name)
         c = P.compare(case, "ecmp")
         assert c.within, (name, c.errors)
-    # the 64-to-1 incast ends right, but its median flow ends 12-17 % late (likely: a spine port
-    # is shared per flow here, per ingress port, more unequally, in the packet simulator)
-    c = P.compare(next(c for c in P.CASES if c.name == "incast64"), "ecmp")
-    assert abs(c.errors["p99"]) < 0.02 and abs(c.errors["max"]) < 0.02
-    assert 0.05 < c.errors["p50"] < 0.25
 
 
 # --- rail-optimized fabrics at scale -------------------------------------------------------------

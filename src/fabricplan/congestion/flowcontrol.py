@@ -10,11 +10,13 @@ threshold), and applies the fabric's flow control there:
   the switch's arbiter serves the ingress ports that feed a hot egress round-robin, so each
   ingress port gets a max-min share of it and its flows split that share (per-port, not
   per-flow, fairness: senders on the receiver's own switch beat remote ones, the parking-lot
-  unfairness of lossless fabrics). An ingress port that brings more than its share fills its
-  buffer to the threshold and is paused (PFC XOFF) or runs out of credits for the share
-  ``1 - share/brought`` of the time. While it is paused, *every* flow on that link is held,
-  including victims bound elsewhere (head-of-line blocking). A paused link that can no longer
-  carry what is pushed into it pauses its own feeders in turn (congestion spreading).
+  unfairness of lossless fabrics). A switch whose port is held to its share serves that
+  share round-robin between its own ingress ports in turn, up the paths. An ingress port
+  that brings more than its share fills its buffer to the threshold and is paused (PFC XOFF)
+  or runs out of credits for the share ``1 - share/brought`` of the time. While it is
+  paused, *every* flow on that link is held, including victims bound elsewhere (head-of-line
+  blocking). A paused link that can no longer carry what is pushed into it pauses its own
+  feeders in turn (congestion spreading).
 - RoCE with DCQCN: rate cuts make sharing per flow; the DCQCN fluid model
   (:mod:`fabricplan.congestion.dcqcn`) gives the capacity the cuts leave idle and the share of
   time the queue sits above XOFF, during which the ports that overfeed it are paused.
@@ -52,6 +54,9 @@ from fabricplan.topology.graph import LEAF
 # passes every rate mismatch upstream, where switch buffers absorb the short-lived ones. (They
 # would bring the 64-to-1 incast's median from +9.4 % to +1.6 %; its tail is right either way.)
 SPREAD_LEVELS = 1
+# Switches whose arbitration is followed up a held port's paths: the hot port's own ingress
+# ports (1), the switch feeding each of them (2), and so on up to the senders.
+ARBITER_LEVELS = 4
 # Assumption: queue an InfiniBand port holds per VL before its credits run out (small per-port
 # buffers), the pause threshold of credit flow control.
 IB_PORT_BUFFER_KB = 64.0
@@ -238,9 +243,12 @@ class Phases:
                     running, h, inv, col, w, p_lane, p_from, p_bring, arriving, left, opened
                 )
                 if not self.fc.dcqcn and self.fc.pauses:
-                    # the arbiter's per-port shares bind the flows of each port
-                    extra = csr_matrix((w[h], (inv, col[h])), shape=(len(p_lane), a.shape[1]))
-                    extra_cap = share
+                    # the arbiter's per-port shares bind the flows of each port, and each
+                    # switch upstream shares what its port gets the same way
+                    rows, cols, weights, extra_cap = _arbitrated(
+                        self.net, h, inv, share, out, into, col, w, bring
+                    )
+                    extra = csr_matrix((weights, (rows, cols)), shape=(len(extra_cap), a.shape[1]))
                 pause = self._spread(pause, out, into, bring, cap)
         eff = cap * mult * (1 - pause)
         m, c = (a, eff) if extra is None else (vstack([a, extra]).tocsr(), np.r_[eff, extra_cap])
@@ -413,3 +421,57 @@ class Phases:
             c = self.net.capacity if eff is None else eff
             self.record.utilisation = np.divide(load, c, out=np.zeros_like(load), where=c > 0)
             self.record.queue_kb = queues
+
+
+def _arbitrated(
+    net: Network,
+    h: np.ndarray,
+    inv: np.ndarray,
+    share: np.ndarray,
+    out: np.ndarray,
+    into: np.ndarray,
+    col: np.ndarray,
+    w: np.ndarray,
+    bring: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (flow, weight, capacity) of the per-port arbitration constraints: each hot port's
+    ingress ports get ``share`` (rows ``inv`` over the pairs ``h``), and a switch whose port is
+    held to its share serves that share round-robin between its own ingress ports, level by
+    level up the paths (the spine of an incast serves the leaves feeding it, not their flows).
+
+    ``out``/``into``/``col``/``w``/``bring``: every selected pair (egress, ingress lane, column,
+    weight, GB/s brought)."""
+    rows, cols, weights, caps = [inv], [col[h]], [w[h]], [share]
+    n_rows = len(share)
+    lanes = net.lanes
+    from_switch = net.graph.vertex_kind[net.tail] >= LEAF
+    key = col.astype(np.int64) * lanes + out
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    # each member pair's row in the level above (numbered within that level) and its capacity
+    member, group, lane_in, cap_of = h, inv, into[h], share
+    for _ in range(ARBITER_LEVELS - 1):
+        # the pair that brought each member's flow into the switch before
+        q = col[member].astype(np.int64) * lanes + lane_in
+        lo = np.searchsorted(sorted_key, q, "left")
+        unsplit = np.searchsorted(sorted_key, q, "right") - lo == 1  # split paths: stop here
+        go = from_switch[lane_in] & unsplit
+        member, group, prev = member[go], group[go], order[lo[go]]
+        if not len(member):
+            break
+        # sub-groups: (row above, ingress port of the switch before), with what each brings
+        subs, sub = np.unique(group.astype(np.int64) * lanes + into[prev], return_inverse=True)
+        above, dense = np.unique(subs // lanes, return_inverse=True)
+        demand = np.bincount(sub, weights=bring[prev], minlength=len(subs))
+        sub_share = group_fill(dense, demand, cap_of[above])
+        # round-robin binds only where it holds a sub-group below what it brings
+        held = demand > sub_share * (1 + OVERLOAD_TOLERANCE)
+        if not held.any():
+            break
+        rows.append(n_rows + sub)
+        cols.append(col[member])
+        weights.append(w[member])
+        caps.append(np.where(held, sub_share, np.inf))
+        n_rows += len(subs)
+        group, lane_in, cap_of = sub, into[prev], sub_share
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(weights), np.concatenate(caps)
