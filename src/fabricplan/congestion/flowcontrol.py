@@ -178,6 +178,14 @@ class Phases:
             # hot ones instead of sorting its pairs again
             key = pp.out.astype(np.int64) * net.lanes + pp.into
             self.port_keys, self.p_port = np.unique(key, return_inverse=True)
+            # the pair that brought each pair's flow into the switch before (-1: it came from
+            # a NIC, or split over several): the arbiters upstream of a held port
+            key = self.p_col.astype(np.int64) * net.lanes + pp.out
+            order = np.argsort(key, kind="stable")
+            q = self.p_col.astype(np.int64) * net.lanes + pp.into
+            lo = np.searchsorted(key[order], q, "left")
+            one = np.searchsorted(key[order], q, "right") - lo == 1
+            self.p_upstream = np.where(one, order[np.minimum(lo, len(order) - 1)], -1)
         self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
         self.record = RunRecord()
         # the last event's pauses (share of time, per lane) and queues (KB samples, per hot
@@ -245,8 +253,8 @@ class Phases:
                 if not self.fc.dcqcn and self.fc.pauses:
                     # the arbiter's per-port shares bind the flows of each port, and each
                     # switch upstream shares what its port gets the same way
-                    rows, cols, weights, extra_cap = _arbitrated(
-                        self.net, h, inv, share, out, into, col, w, bring
+                    rows, cols, weights, extra_cap = self._arbitrated(
+                        sel, h, inv, share, into, col, w, bring
                     )
                     extra = csr_matrix((weights, (rows, cols)), shape=(len(extra_cap), a.shape[1]))
                 pause = self._spread(pause, out, into, bring, cap)
@@ -343,6 +351,65 @@ class Phases:
             np.maximum.at(pause, p_from, phi)
         return share, pause, mult, queues
 
+    def _arbitrated(
+        self,
+        sel: np.ndarray,
+        h: np.ndarray,
+        inv: np.ndarray,
+        share: np.ndarray,
+        into: np.ndarray,
+        col: np.ndarray,
+        w: np.ndarray,
+        bring: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows (flow, weight, capacity) of the per-port arbitration constraints: each hot port's
+        ingress ports get ``share`` (rows ``inv`` over the pairs ``h``), and a switch whose port is
+        held to its share serves that share round-robin between its own ingress ports, level by
+        level up the paths (the spine of an incast serves the leaves feeding it, not their flows).
+
+        ``sel``: the pairs of running flows; ``into``/``col``/``w``/``bring``: each selected pair's
+        ingress lane, column, weight and GB/s brought."""
+        rows, cols, weights, caps = [inv], [col[h]], [w[h]], [share]
+        n_rows = len(share)
+        lanes = self.net.lanes
+        at = np.full(len(self.p_out), -1)  # each pair's place among the selected ones
+        at[sel] = np.arange(len(sel))
+        # only a port's ingress held below what it brings is served round-robin upstream
+        held = np.bincount(inv, weights=bring[h], minlength=len(share)) > share * (
+            1 + OVERLOAD_TOLERANCE
+        )
+        # each member pair's row in the level above (numbered within that level) and its capacity
+        member, group, cap_of = h[held[inv]], inv[held[inv]], share
+        for _ in range(ARBITER_LEVELS - 1):
+            # the pair that brought each member's flow into the switch before
+            up = self.p_upstream[sel[member]]
+            go = up >= 0
+            member, group, prev = member[go], group[go], at[up[go]]
+            if not len(member):
+                break
+            # sub-groups: (row above, ingress port of the switch before), with what each brings
+            subs, sub = np.unique(group.astype(np.int64) * lanes + into[prev], return_inverse=True)
+            above, dense = np.unique(subs // lanes, return_inverse=True)
+            demand = np.bincount(sub, weights=bring[prev], minlength=len(subs))
+            sub_share = group_fill(dense, demand, cap_of[above])
+            # round-robin binds only where it holds a sub-group below what it brings
+            held = demand > sub_share * (1 + OVERLOAD_TOLERANCE)
+            if not held.any():
+                break
+            rows.append(n_rows + sub)
+            cols.append(col[member])
+            weights.append(w[member])
+            caps.append(np.where(held, sub_share, np.inf))
+            n_rows += len(subs)
+            # onwards only from the sub-groups held below what they bring
+            member, group, cap_of = member[held[sub]], sub[held[sub]], sub_share
+        return (
+            np.concatenate(rows),
+            np.concatenate(cols),
+            np.concatenate(weights),
+            np.concatenate(caps),
+        )
+
     def _fluids(
         self,
         lanes: np.ndarray,
@@ -421,57 +488,3 @@ class Phases:
             c = self.net.capacity if eff is None else eff
             self.record.utilisation = np.divide(load, c, out=np.zeros_like(load), where=c > 0)
             self.record.queue_kb = queues
-
-
-def _arbitrated(
-    net: Network,
-    h: np.ndarray,
-    inv: np.ndarray,
-    share: np.ndarray,
-    out: np.ndarray,
-    into: np.ndarray,
-    col: np.ndarray,
-    w: np.ndarray,
-    bring: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows (flow, weight, capacity) of the per-port arbitration constraints: each hot port's
-    ingress ports get ``share`` (rows ``inv`` over the pairs ``h``), and a switch whose port is
-    held to its share serves that share round-robin between its own ingress ports, level by
-    level up the paths (the spine of an incast serves the leaves feeding it, not their flows).
-
-    ``out``/``into``/``col``/``w``/``bring``: every selected pair (egress, ingress lane, column,
-    weight, GB/s brought)."""
-    rows, cols, weights, caps = [inv], [col[h]], [w[h]], [share]
-    n_rows = len(share)
-    lanes = net.lanes
-    from_switch = net.graph.vertex_kind[net.tail] >= LEAF
-    key = col.astype(np.int64) * lanes + out
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    # each member pair's row in the level above (numbered within that level) and its capacity
-    member, group, lane_in, cap_of = h, inv, into[h], share
-    for _ in range(ARBITER_LEVELS - 1):
-        # the pair that brought each member's flow into the switch before
-        q = col[member].astype(np.int64) * lanes + lane_in
-        lo = np.searchsorted(sorted_key, q, "left")
-        unsplit = np.searchsorted(sorted_key, q, "right") - lo == 1  # split paths: stop here
-        go = from_switch[lane_in] & unsplit
-        member, group, prev = member[go], group[go], order[lo[go]]
-        if not len(member):
-            break
-        # sub-groups: (row above, ingress port of the switch before), with what each brings
-        subs, sub = np.unique(group.astype(np.int64) * lanes + into[prev], return_inverse=True)
-        above, dense = np.unique(subs // lanes, return_inverse=True)
-        demand = np.bincount(sub, weights=bring[prev], minlength=len(subs))
-        sub_share = group_fill(dense, demand, cap_of[above])
-        # round-robin binds only where it holds a sub-group below what it brings
-        held = demand > sub_share * (1 + OVERLOAD_TOLERANCE)
-        if not held.any():
-            break
-        rows.append(n_rows + sub)
-        cols.append(col[member])
-        weights.append(w[member])
-        caps.append(np.where(held, sub_share, np.inf))
-        n_rows += len(subs)
-        group, lane_in, cap_of = sub, into[prev], sub_share
-    return np.concatenate(rows), np.concatenate(cols), np.concatenate(weights), np.concatenate(caps)
