@@ -18,9 +18,11 @@ BY_FAMILY = {
     "ethernet": ("TCP's own congestion control dynamics (links are shared max-min fairly)",),
 }
 FLOWLET = (
-    "the queue levels a flowlet switch compares, packet by packet: the model's are a fluid "
-    "estimate per port, so where every packet is a new flowlet (an all-to-all) it moves fewer "
-    "flows than a switch does (errs slow)",
+    "what a flowlet switch's packet-by-packet choices cost where every packet is a new flowlet "
+    "(an all-to-all under a short timeout): such flows are spread as adaptive routing spreads "
+    "them, without the go-back-N resends of a packet that overtakes one held in a longer "
+    "queue, nor the packet-level pauses a RoCE all-to-all has even when its ports are balanced "
+    "(errs fast)",
 )
 SPRAY = (
     "sprayers that cycle through a fixed set of path labels (their split over ports is itself "
