@@ -32,6 +32,12 @@ SEED_US_PER_FLOW: dict[str, tuple[float, int]] = {
 # A fixed cost per seed beyond the one every pattern has (below): an incast spends ~220 ms a
 # seed at 127 and at 449 senders alike (1,024 and 3,600 GPUs), whatever its flow count.
 PATTERN_SEED_US: dict[str, float] = {"incast": 250_000.0}
+# Routings that split a flow over several paths multiply its routed entries and port pairs, and
+# the time per seed with them (all measured against ECMP on the same case): adaptive routing's
+# 8 pieces cost 1.5-3x on 512-GPU all-to-alls and 15x on an InfiniBand one over 1,024 GPUs
+# (33 s a seed), 4-5x on rings and trees; spraying over every path 36x on a 512-GPU all-to-all
+# (28 s a seed) and 6x on a 4,096-GPU ring. The highest seen, so the estimate errs long.
+ROUTING_COST_FACTOR = {"adaptive": 15.0, "spray": 40.0, "packet-spray": 40.0}
 # Time every seed costs whatever its size, microseconds: routing, the event loop's set-up, flow
 # control and the latency probes of even a 16-GPU case (1.0-1.25 ms measured quiet, up to 1.45
 # ms with the machine's other core busy: 53,446 seeds of a 16-GPU ring took 60-77 s).
@@ -81,16 +87,21 @@ def estimate(
     *,
     qps: int = 1,
     listed: int = 0,
+    routing: str = "ecmp",
 ) -> Estimate:
     """The estimate for ``seeds`` runs of ``pattern`` over ``nodes`` nodes in a fabric of
-    ``cluster_gpus`` GPUs (``listed``: the flows of a flow file)."""
+    ``cluster_gpus`` GPUs (``listed``: the flows of a flow file), routed by ``routing``."""
     flows = T.flow_count(pattern, nodes, nics_per_node, listed=listed) * qps
     per_flow = BYTES_PER_FLOW.get(pattern, DEFAULT_BYTES_PER_FLOW)
     us, measured_at = SEED_US_PER_FLOW[pattern]
     growth = max(1.0, flows / measured_at) ** SEED_FLOW_EXPONENT
     return Estimate(
         setup_s=SETUP_US_PER_GPU * cluster_gpus * 1e-6,
-        per_seed_s=(SEED_OVERHEAD_US + PATTERN_SEED_US.get(pattern, 0.0) + us * growth * flows)
+        per_seed_s=(
+            SEED_OVERHEAD_US
+            + PATTERN_SEED_US.get(pattern, 0.0)
+            + us * growth * flows * ROUTING_COST_FACTOR.get(routing, 1.0)
+        )
         * 1e-6,
         seeds=seeds,
         peak_bytes=BASE_BYTES + BYTES_PER_GPU * cluster_gpus + per_flow * flows,
@@ -106,7 +117,10 @@ def estimate_case(case: Case, cat: Catalog) -> Estimate:
     nodes = max(1, case.gpus // k)
     nics = case.nics_per_node or node.nics_per_node
     cluster = case.cluster_gpus or case.gpus * spread
-    return estimate(case.pattern, nodes, nics, cluster, case.seeds, qps=case.qps, listed=listed)
+    routing = case.routing or cat.fabric(case.fabric).default_routing
+    return estimate(
+        case.pattern, nodes, nics, cluster, case.seeds, qps=case.qps, listed=listed, routing=routing
+    )
 
 
 def over_budget(est: Estimate, time_budget_s: float, memory_budget_gb: float) -> str | None:

@@ -178,14 +178,7 @@ class Phases:
             # hot ones instead of sorting its pairs again
             key = pp.out.astype(np.int64) * net.lanes + pp.into
             self.port_keys, self.p_port = np.unique(key, return_inverse=True)
-            # the pair that brought each pair's flow into the switch before (-1: it came from
-            # a NIC, or split over several): the arbiters upstream of a held port
-            key = self.p_col.astype(np.int64) * net.lanes + pp.out
-            order = np.argsort(key, kind="stable")
-            q = self.p_col.astype(np.int64) * net.lanes + pp.into
-            lo = np.searchsorted(key[order], q, "left")
-            one = np.searchsorted(key[order], q, "right") - lo == 1
-            self.p_upstream = np.where(one, order[np.minimum(lo, len(order) - 1)], -1)
+            self._upstream: np.ndarray | None = None  # built on first use: see _arbitrated
         self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
         self.record = RunRecord()
         # the last event's pauses (share of time, per lane) and queues (KB samples, per hot
@@ -351,6 +344,20 @@ class Phases:
             np.maximum.at(pause, p_from, phi)
         return share, pause, mult, queues
 
+    def _upstream_pairs(self) -> np.ndarray:
+        """Per pair, the pair that brought its flow into the switch before (-1: it came from a
+        NIC, or split over several): the arbiters upstream of a held port. Routing is fixed
+        for the run, so it is built once."""
+        if self._upstream is None:
+            lanes = self.net.lanes
+            key = self.p_col.astype(np.int64) * lanes + self.p_out
+            order = np.argsort(key, kind="stable")
+            q = self.p_col.astype(np.int64) * lanes + self.p_in
+            lo = np.searchsorted(key[order], q, "left")
+            one = np.searchsorted(key[order], q, "right") - lo == 1
+            self._upstream = np.where(one, order[np.minimum(lo, len(order) - 1)], -1)
+        return self._upstream
+
     def _arbitrated(
         self,
         sel: np.ndarray,
@@ -372,6 +379,7 @@ class Phases:
         rows, cols, weights, caps = [inv], [col[h]], [w[h]], [share]
         n_rows = len(share)
         lanes = self.net.lanes
+        upstream = self._upstream_pairs()
         at = np.full(len(self.p_out), -1)  # each pair's place among the selected ones
         at[sel] = np.arange(len(sel))
         # only a port's ingress held below what it brings is served round-robin upstream
@@ -382,7 +390,7 @@ class Phases:
         member, group, cap_of = h[held[inv]], inv[held[inv]], share
         for _ in range(ARBITER_LEVELS - 1):
             # the pair that brought each member's flow into the switch before
-            up = self.p_upstream[sel[member]]
+            up = upstream[sel[member]]
             go = up >= 0
             member, group, prev = member[go], group[go], at[up[go]]
             if not len(member):

@@ -40,6 +40,7 @@ from fabricplan.congestion.network import (
     Routed,
     RouteTooLarge,
 )
+from fabricplan.congestion.ports import PortPairs
 from fabricplan.congestion.spraying import spray_drain_us
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
 from fabricplan.congestion.waterfill import complete
@@ -188,7 +189,10 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     shares = np.array(rec.paused[: len(spans)])
     paused = float(spans @ shares / spans.sum()) if spans.sum() > 0 else 0.0
     victims = 0 if rec.victims is None else int(np.count_nonzero(rec.victims))
-    finish = done.finish_us[:n_job] + _spray_drain_us(st, routed, tr, done.finish_us, starts, rng)
+    # the port pairs flow control built for these paths (spraying never reroutes)
+    pairs = getattr(getattr(ph, "arrivals", None), "pp", None) if st.flowlet is None else None
+    drain = _spray_drain_us(st, routed, tr, done.finish_us, starts, rng, pairs)
+    finish = done.finish_us[:n_job] + drain
     fct = finish - starts[:n_job] + _path_latency_us(st, routed, tr)[:n_job]
     return _Seed(t_ideal, float(finish.max()), paused, victims, util, lat, fct)
 
@@ -200,6 +204,7 @@ def _spray_drain_us(
     finish_us: np.ndarray,
     starts: np.ndarray,
     rng: np.random.Generator,
+    pairs: PortPairs | None,
 ) -> np.ndarray | float:
     """Per job column, the queue random per-packet spraying leaves before its last packet
     (:mod:`fabricplan.congestion.spraying`); 0 for other routings."""
@@ -215,7 +220,7 @@ def _spray_drain_us(
             tr.column_bytes / (dur * 1e3),
             np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, 0.0),
         )
-    drain = spray_drain_us(st.net, routed, tr.column, rate, dur, st.fc.mtu_bytes, rng)
+    drain = spray_drain_us(st.net, routed, tr.column, rate, dur, st.fc.mtu_bytes, rng, pairs)
     return drain[:n_job]
 
 

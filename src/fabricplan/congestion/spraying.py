@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabricplan.congestion.network import Network, Routed
-from fabricplan.congestion.ports import port_pairs
+from fabricplan.congestion.ports import PortPairs, port_pairs
 
 # A pair whose egress entry carries less than this share of what its ingress entry brings is
 # a split (float round-off aside, an unsplit hop carries all of it).
@@ -43,14 +43,16 @@ def spray_drain_us(
     duration_us: np.ndarray,
     packet_bytes: float,
     rng: np.random.Generator,
+    pairs: PortPairs | None = None,
 ) -> np.ndarray:
     """Per column, how much later its last packet arrives than the fluid model says: the
     longest end-of-transfer queue (us) on the ports where its flows split.
 
     ``column``: each routed flow's column; ``rate_GBps`` and ``duration_us``: each column's
-    mean rate and its time from start to finish in the fluid run."""
+    mean rate and its time from start to finish in the fluid run; ``pairs``: ``routed``'s
+    port pairs, when the caller has them."""
     out = np.zeros(len(rate_GBps))
-    pp = port_pairs(net, routed)
+    pp = port_pairs(net, routed) if pairs is None else pairs
     part = pp.weight / np.maximum(routed.weight[pp.e_in], 1e-300)
     split = part < SPLIT_SHARE
     if not split.any():
