@@ -42,7 +42,7 @@ from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
 from fabricplan.congestion.dcqcn import Quality, fluid_keys, fluids_of
 from fabricplan.congestion.groupfill import group_fill
 from fabricplan.congestion.network import Network, Routed
-from fabricplan.congestion.ports import PathArrivals, port_pairs
+from fabricplan.congestion.ports import PathArrivals, port_ids, port_pairs
 from fabricplan.congestion.settings import FlowSettings
 from fabricplan.congestion.waterfill import max_min_rates
 from fabricplan.topology.graph import LEAF
@@ -173,11 +173,10 @@ class Phases:
         if pp is not None:
             self.p_out, self.p_in, self.p_w = pp.out, pp.into, pp.weight
             self.p_col = col_of[pp.flow]
-            self.arrivals = PathArrivals(net, routed, col_of, pp)
             # every (egress, ingress) port a pair can heat, numbered once: an event marks the
             # hot ones instead of sorting its pairs again
-            key = pp.out.astype(np.int64) * net.lanes + pp.into
-            self.port_keys, self.p_port = np.unique(key, return_inverse=True)
+            self.port_keys, self.p_port = port_ids(net, pp.out, pp.into)
+            self.arrivals = PathArrivals(net, routed, col_of, pp, self.port_keys)
             self._upstream: np.ndarray | None = None  # built on first use: see _arbitrated
         self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
         self.record = RunRecord()

@@ -70,7 +70,16 @@ class PathArrivals:
     (FIFO); arrivals and lane loads are settled together, pass by pass along the paths (a lane
     can be early on one flow's path and late on another's)."""
 
-    def __init__(self, net: Network, routed: Routed, col_of: np.ndarray, pp: PortPairs) -> None:
+    def __init__(
+        self,
+        net: Network,
+        routed: Routed,
+        col_of: np.ndarray,
+        pp: PortPairs,
+        ports: np.ndarray | None = None,
+    ) -> None:
+        """``ports``: the distinct (egress, ingress) lanes of ``pp`` as ``out * lanes + into``
+        (:func:`port_ids`), when the caller has them."""
         self.cap = np.asarray(net.capacity, float)
         self.lane, self.weight = routed.lane, routed.weight
         self.col = col_of[routed.flow]
@@ -80,7 +89,9 @@ class PathArrivals:
         self.passes = _depth(len(routed.lane), pp.e_out, pp.e_in) + 1
         self.levels: tuple[np.ndarray, ...] | None = None
         if len(self.lane) >= kernels.COMPILED_MIN_SIZE:
-            level = lane_levels(len(self.cap), pp.into, pp.out)
+            if ports is None:
+                ports = port_ids(net, pp.out, pp.into)[0]
+            level = lane_levels(len(self.cap), ports % net.lanes, ports // net.lanes)
             if level is not None:
                 entry_level = level[self.lane]
                 pair_level = entry_level[pp.e_in]
@@ -145,3 +156,35 @@ def lane_levels(lanes: int, into: np.ndarray, out: np.ndarray) -> np.ndarray | N
             return level
         level = nxt
     return None
+
+
+# Above this many (egress lane, ingress port) cells, port ids come from sorting the pairs
+# rather than from a table of every cell (a byte each: 64 MB).
+DENSE_PORT_CELLS = 64 * 2**20
+
+
+def port_ids(net: Network, out: np.ndarray, into: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ports ``out * lanes + into`` of the pairs (egress ``out``, ingress ``into``),
+    sorted, and each pair's index among them: ``np.unique(..., return_inverse=True)``, found
+    through a table of each egress lane's possible ingress ports (a switch has a few dozen)
+    instead of sorting the tens of millions of pairs a sprayed all-to-all has."""
+    lanes = net.lanes
+    by_head = np.lexsort((np.arange(lanes), net.head))  # lanes grouped by the switch they enter
+    starts = np.r_[0, np.flatnonzero(np.diff(net.head[by_head])) + 1]
+    sizes = np.diff(np.r_[starts, lanes])
+    width = int(sizes.max(initial=1))
+    if lanes * width > DENSE_PORT_CELLS:
+        return np.unique(out.astype(np.int64) * lanes + into, return_inverse=True)
+    local = np.empty(lanes, np.int64)  # each lane's place among the lanes entering its switch
+    local[by_head] = np.arange(lanes) - np.repeat(starts, sizes)
+    cell = out.astype(np.int64) * width + local[into]
+    seen = np.zeros(lanes * width, bool)
+    seen[cell] = True
+    index = np.cumsum(seen) - 1
+    used = np.flatnonzero(seen)
+    # back to lanes: the ingress lane at that place of the switch the egress lane leaves from
+    first = np.full(int(net.head.max(initial=0)) + 1, -1, np.int64)
+    first[net.head[by_head[starts]]] = starts
+    port_out = used // width
+    port_in = by_head[first[net.tail[port_out]] + used % width]
+    return port_out * lanes + port_in, index[cell]

@@ -80,5 +80,10 @@ def spray_drain_us(
     top = (end + np.sqrt(end**2 - 2 * sd**2 * np.log1p(-rng.uniform(size=len(hot))))) / 2
     queue_us = np.zeros(lanes)
     queue_us[hot] = np.maximum(top, 0.0) * slot_us[hot]
-    np.maximum.at(out, col, queue_us[lane])
+    # per column, the longest queue on the entries where it splits (entries, not pairs: a
+    # sprayed flow enters a switch on many lanes and each pairs with every lane it leaves on)
+    entry = np.zeros(len(routed.lane), bool)
+    entry[pp.e_out[split]] = True
+    e = np.flatnonzero(entry)
+    np.maximum.at(out, column[routed.flow[e]], queue_us[routed.lane[e]])
     return out
