@@ -37,6 +37,18 @@ def ddp_bucket_params(dp: ArrayLike) -> np.ndarray:
     return np.maximum(DDP_BUCKET_MIN_PARAMS, DDP_BUCKET_PARAMS_PER_RANK * np.asarray(dp, float))
 
 
+def bucket_units(params: ArrayLike, dp: ArrayLike, bucketed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(buckets, parameters per bucket) of ``params`` parameters synchronised over a
+    data-parallel group of ``dp`` ranks: Megatron-Core's default buckets when ``bucketed``
+    (overlapped communication), else one bucket of everything, as Megatron-Core makes it when
+    gradient reduction is not overlapped (``DistributedDataParallel.__init__``, core_r0.8.0).
+    The bucket count is fractional: a smaller last bucket costs its share of one."""
+    n = np.asarray(params, dtype=float)
+    size = np.minimum(ddp_bucket_params(dp), n) if bucketed else n
+    units = np.where(size > 0, n / np.where(size > 0, size, 1.0), 0.0)
+    return units, size
+
+
 def chain_exposed(comm: ArrayLike, window: ArrayLike, unit_share: ArrayLike) -> np.ndarray:
     """Exposed time of a stream cut into equal units (``unit_share`` of it each) that overlaps
     equal units of compute one for one: the unit at the open end cannot hide, every other one

@@ -30,7 +30,12 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 from fabricplan.workload.attention import attention_rates
 from fabricplan.workload.comm import collectives_s, nccl_sm_share, spans_nodes
 from fabricplan.workload.memory import Memory, memory, params_per_gpu
-from fabricplan.workload.overlap import data_parallel_exposed, ddp_bucket_params, sm_tax
+from fabricplan.workload.overlap import (
+    bucket_units,
+    data_parallel_exposed,
+    ddp_bucket_params,
+    sm_tax,
+)
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans, hbm_bytes_per_s, matmul_flops
 from fabricplan.workload.shapes import (
     ACT_BYTES,
@@ -131,7 +136,12 @@ def training_step(
     bwd = BACKWARD_PER_FORWARD * (proj + mem) + score_bwd
     if p.recompute == "full":
         recompute = fwd
-    elif p.recompute == "selective" and not p.flash:
+    elif p.recompute == "selective":
+        # the core attention (scores, softmax, dropout, AV; Korthikanti et al. 2022, Sec. 5) runs
+        # again in the backward pass; fused, that is the attention kernel's forward: Megatron-Core
+        # checkpoints it whenever recomputation is selective (core_r0.8.0,
+        # megatron/core/transformer/attention.py, Attention.__init__: checkpoint_core_attention =
+        # recompute_granularity == 'selective'; forward: _checkpointed_attention_forward)
         recompute = score + softmax_mem
     else:
         recompute = np.zeros_like(fwd)
@@ -163,6 +173,13 @@ def training_step(
     z3_expert = np.where(z3, expert_n / layers_here, 0.0)
     z3_root = np.where(z3, dense_n - layer_dense, 0.0)
     step_dense, step_expert = np.where(z3, 0.0, dense_n), np.where(z3, 0.0, expert_n)
+    # Once-per-step traffic goes bucket by bucket, one collective per bucket (Megatron-Core
+    # core_r0.8.0, param_and_grad_buffer.py, Bucket.start_grad_sync: a reduce-scatter or
+    # all-reduce per bucket; distrib_optimizer.py, _dispatch_gather_model_params: an all-gather
+    # per bucket), so each is priced at a bucket's size, not the stream's; without overlap
+    # Megatron makes the whole buffer one bucket (DistributedDataParallel.__init__).
+    dense_units, dense_bucket = bucket_units(step_dense, group, p.overlap_dp)
+    expert_units, expert_bucket = bucket_units(step_expert, group, p.overlap_dp)
     wb, gb = WEIGHT_BYTES, p.grad_bytes
     ring, a2a, pipe = "ring-allreduce", "alltoall", "pipeline"
     (
@@ -194,12 +211,12 @@ def training_step(
             ("sendrecv", p.cp, p.tp, tokens * s.kv_elems * ACT_BYTES, ring),
             # scatter/gather: each TP rank sends its slice of the activations on its own NIC
             ("sendrecv", np.where(p.pp > 1, 2, 1), p.tp * p.cp * p.dp, act_bytes / p.tp, pipe),
-            ("all_reduce", dp0, p.tp, step_dense * gb, ring),
-            ("reduce_scatter", dpz, p.tp, step_dense * gb, ring),
-            ("all_gather", dpz, p.tp, step_dense * wb, ring),
-            ("all_reduce", ep0, p.tp * p.ep, step_expert * gb, ring),
-            ("reduce_scatter", epz, p.tp * p.ep, step_expert * gb, ring),
-            ("all_gather", epz, p.tp * p.ep, step_expert * wb, ring),
+            ("all_reduce", dp0, p.tp, dense_bucket * gb, ring),
+            ("reduce_scatter", dpz, p.tp, dense_bucket * gb, ring),
+            ("all_gather", dpz, p.tp, dense_bucket * wb, ring),
+            ("all_reduce", ep0, p.tp * p.ep, expert_bucket * gb, ring),
+            ("reduce_scatter", epz, p.tp * p.ep, expert_bucket * gb, ring),
+            ("all_gather", epz, p.tp * p.ep, expert_bucket * wb, ring),
             ("all_gather", dpz, p.tp, z3_dense * wb, ring),
             ("reduce_scatter", dpz, p.tp, z3_dense * gb, ring),
             ("all_gather", epz, p.tp * p.ep, z3_expert * wb, ring),
@@ -261,8 +278,8 @@ def training_step(
     per_mb = compute_mb + tp_mb + ep_mb + cp_mb + pp_mb
     bubble_mbs = (p.pp - 1) / p.vp
 
-    grad_t = dp_ar + dp_rs + ex_ar + ex_rs
-    param_t = dp_ag + ex_ag
+    grad_t = dense_units * (dp_ar + dp_rs) + expert_units * (ex_ar + ex_rs)
+    param_t = dense_units * dp_ag + expert_units * ex_ag
     z3_gather, z3_reduce = z3_ag + z3x_ag, z3_rs + z3x_rs
     dp_total = (
         grad_t + param_t + m * (root_ag + root_rs + layers_here * (2 * z3_gather + z3_reduce))
