@@ -150,14 +150,23 @@ def test_pat_only_with_one_gpu_per_node():
     )
 
 
-def test_forcing_an_algorithm_never_beats_the_tuner():
+def test_forcing_an_algorithm_never_beats_the_tuner_by_its_own_estimate():
+    from fabricplan.collectives.model import times
+
     s = build_system("h100", 4, "ib-ndr")
-    sizes = [2**i for i in range(3, 34, 3)]
-    free = predict(s, "all_reduce", sizes).rows
+    sizes = np.array([2**i for i in range(3, 34, 3)], dtype=float)
+    estimate = times(SystemArrays.of([s]), "all_reduce", sizes, mechanics=False)[0]
+    free = predict(s, "all_reduce", sizes.astype(int).tolist()).rows
     for algo in ("ring", "tree", "nvlstree"):
-        forced = predict(s, "all_reduce", sizes, algorithms=[algo]).rows
-        for a, b in zip(free, forced, strict=True):
-            assert a.time_us <= b.time_us + 1e-9
+        forced = predict(s, "all_reduce", sizes.astype(int).tolist(), algorithms=[algo]).rows
+        for i, (a, b) in enumerate(zip(free, forced, strict=True)):
+            assert estimate[(i, *_cell(a))] <= estimate[(i, *_cell(b))] + 1e-9
+
+
+def _cell(row) -> tuple[int, int]:
+    """A predicted row's (algorithm, protocol) indices in the model's time tables."""
+    algo = row.algorithm.lower().replace("nvlstree", "nvls_tree")
+    return K.ALGO_INDEX[algo], K.PROTOCOLS.index(row.protocol)
 
 
 def test_sweep_matches_single_predictions():
@@ -201,3 +210,55 @@ def test_the_design_sets_the_switch_hops_the_collectives_see():
     hw = Hardware(gpu=default_catalog().gpu("h100"), gpus=512, gpus_per_node=8,
                   nics_per_node=8, fabric="ib-ndr", design="rail-only")  # fmt: skip
     assert base_system(hw).switch_hops == 1
+
+
+def test_tree_chunk_is_one_simple_step_or_the_whole_channel_part():
+    from fabricplan.collectives.model import SIMPLE, tree_chunk_bytes
+
+    part = np.array([[4 * 2**20, 2**20, 256 * 1024]])
+    chunk = tree_chunk_bytes(part, SIMPLE, np.array([2.0]), np.array([8.0]))
+    # NCCL >= 2.20 no longer shrinks the Simple tree chunk: 4 MiB / 8 steps, capped by the part
+    assert chunk[0].tolist() == [512 * 1024, 512 * 1024, 256 * 1024]
+
+
+def test_tree_ll128_chunk_follows_nccls_nsteps_rule():
+    from fabricplan.collectives.model import LL128, tree_chunk_bytes
+
+    # 2 nodes x 8: nstepsLL128 = 1 + 1 + 0.8 = 2.8, so halve below 22.4 then 5.6 chunks a channel
+    part = np.array([[8 * 2**20, 256 * 1024, 16 * 1024]])
+    chunk = tree_chunk_bytes(part, LL128, np.array([2.0]), np.array([8.0]))
+    assert K.LL128_STEP_DATA_BYTES == 576000
+    # 8 MiB: 14 chunks of 576000 < 22.4 -> 288000 (29 chunks) and kept
+    # 256 KiB: -> 72000 (first rule stops at 128 KiB), 3 chunks < 5.6 -> 36000 (7 chunks)
+    # 16 KiB: halved to 18000, then capped by the part
+    assert chunk[0].tolist() == [288000, 36000, 16 * 1024]
+
+
+def test_pipeline_fill_is_stages_minus_one_step_times():
+    from fabricplan.collectives.model import pipeline_fill_us
+
+    fill = pipeline_fill_us(
+        np.array([[1e6, 5e5]]), np.array([16.0]), np.array([160.0]), np.array([4.0])
+    )
+    # a step of 1 MB on each of 16 channels at 160 GB/s in all takes 100 us; 3 of them lag
+    assert fill[0].tolist() == pytest.approx([300.0, 150.0])
+    none = pipeline_fill_us(np.array([[1e6]]), np.array([16.0]), np.array([0.0]), np.array([4.0]))
+    assert none[0, 0] == 0.0
+
+
+def test_tree_ll128_fill_is_in_the_time_not_in_nccls_choice():
+    from fabricplan.collectives.model import LL128, TREE, tables, times
+
+    sa = SystemArrays.of([build_system("h100", nodes=2, fabric="ib-ndr")])
+    size = 4 * 2**20
+    real = times(sa, "all_reduce", np.array([size]))
+    estimate = times(sa, "all_reduce", np.array([size]), mechanics=False)
+    _, bw, channels = tables(sa, "all_reduce")
+    # 16 channels: 256 KiB a channel -> 36000-byte chunks; 2 nodes: the network hop up and down,
+    # so one step-time lags
+    step_us = 36000 * channels[0] / (1000.0 * bw[0, TREE, LL128])
+    assert real[0, 0, TREE, LL128] - estimate[0, 0, TREE, LL128] == pytest.approx(step_us)
+    r = sweep(sa, "all_reduce", np.array([size]))
+    flat = estimate[0, 0].ravel()
+    assert r.algorithm[0, 0] * 3 + r.protocol[0, 0] == int(np.argmin(flat))
+    assert r.time_us[0, 0] == pytest.approx(real[0, 0].ravel()[np.argmin(flat)])

@@ -215,16 +215,52 @@ def tables(
     return lat, bw, runtime_channels
 
 
-def _tree_fill_us(sizes: np.ndarray, algbw: np.ndarray, channels: np.ndarray,
-                  depth: np.ndarray) -> np.ndarray:  # fmt: skip
-    """Time to fill and drain a pipelined up/down tree: ~2 x depth chunk-times, with NCCL's
-    chunk size for this message (see TREE_CHUNK_RULES). Shapes: sizes (N, S), others (N,)."""
+def _halve_chunk(
+    chunk: float, part: np.ndarray, rules: tuple[tuple[float, int], ...], scale: np.ndarray | float
+) -> np.ndarray:
+    """NCCL's ``while (part / chunk < mult * scale && chunk > floor) chunk /= 2``, rule by rule
+    (calcCollChunking), in closed form: the integer division floors, so a rule asks for
+    ceil(mult * scale) chunks and halves just enough to get them, as long as the chunk is
+    above its floor. ``part`` is a channel's bytes."""
+    out = np.full(part.shape, float(chunk))
+    with np.errstate(divide="ignore"):
+        for mult, floor in rules:
+            want = np.ceil(mult * scale)
+            need = np.ceil(np.log2(want * out / np.maximum(part, 1.0)) - 1e-9)
+            room = np.ceil(np.log2(np.maximum(out / floor, 1.0)) - 1e-9)
+            out = out / 2.0 ** np.clip(np.minimum(need, room), 0, None)
+    return out
+
+
+def tree_chunk_bytes(
+    part: np.ndarray, proto: int, nodes: np.ndarray, ppn: np.ndarray
+) -> np.ndarray:
+    """The chunk NCCL's tree all-reduce moves per step for a channel's ``part`` bytes (N, S):
+    one Simple step, or LL128's step shrunk by its nstepsLL128 rule; never more than the part.
+    ``nodes`` and ``ppn`` (GPUs per node) are (N,)."""
+    if proto == SIMPLE:
+        chunk = np.full(part.shape, float(K.SIMPLE_STEP_BYTES))
+    elif proto == LL128:
+        nsteps = 1 + np.floor(np.log2(np.maximum(nodes, 1))) + K.TREE_LL128_NSTEPS_PER_PPN * ppn
+        chunk = _halve_chunk(
+            K.LL128_STEP_DATA_BYTES, part, K.TREE_LL128_CHUNK_RULES, (nsteps / ppn)[:, None]
+        )
+    else:
+        raise ValueError("the tree's chunking is modelled for Simple and LL128")
+    return np.minimum(chunk, part)
+
+
+def _nvls_tree_fill_us(
+    sizes: np.ndarray, algbw: np.ndarray, channels: np.ndarray, depth: np.ndarray
+) -> np.ndarray:
+    """NVLS-Tree's fill and drain: ~2 x depth chunk-times, the chunk halved as in
+    NVLS_TREE_FILL_CHUNK_RULES. Shapes: sizes (N, S), others (N,)."""
     chunk = np.full(sizes.shape, float(K.SIMPLE_STEP_BYTES))
     per_channel = sizes / channels[:, None]
     # Each rule can only halve from the previous rule's floor down to its own: a chunk a rule
     # left above its floor was too big to shrink, and the later rules ask less.
     top = K.SIMPLE_STEP_BYTES
-    for mult, floor in K.TREE_CHUNK_RULES:
+    for mult, floor in K.NVLS_TREE_FILL_CHUNK_RULES:
         for _ in range(int(np.log2(top // floor))):
             shrink = (per_channel / chunk < depth[:, None] * mult) & (chunk > floor)
             chunk = np.where(shrink, chunk / 2, chunk)
@@ -235,6 +271,46 @@ def _tree_fill_us(sizes: np.ndarray, algbw: np.ndarray, channels: np.ndarray,
     return np.where(algbw[:, None] > 0, 2 * depth[:, None] * chunk_time, 0.0)
 
 
+def pipeline_fill_us(
+    step_bytes: np.ndarray, channels: np.ndarray, algbw: np.ndarray, stages: np.ndarray
+) -> np.ndarray:
+    """What a store-and-forward pipeline adds to its bandwidth time: a channel's data crosses
+    ``stages`` hops one step at a time, so the last step leaves ``stages - 1`` step-times after
+    the bandwidth term alone would have it. ``step_bytes`` (N, S) per channel; ``channels``,
+    ``algbw`` (GB/s, all channels) and ``stages`` are (N,)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        step_time = step_bytes * channels[:, None] / (1000.0 * algbw[:, None])
+    lag = np.maximum(stages - 1, 0)[:, None]
+    return np.where(algbw[:, None] > 0, lag * step_time, 0.0)
+
+
+def tree_fill_us(
+    sa: SystemArrays, sizes: np.ndarray, bw: np.ndarray, channels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pipeline fill and drain of the all-reduce trees, us: the tree's per protocol (N, S, P;
+    LL none) and NVLS-Tree's (N, S).
+
+    Tree/Simple stores and forwards whole chunks at every hop: up the chain inside the node
+    and the levels between nodes, and down again. Tree/LL128 forwards 128-byte lines over NVLink
+    as they land (each line carries its flag), but the network proxy sends a step only once it
+    is complete (src/transport/net.cc, sendProxyProgress), so only the network hops store a
+    chunk. NVLS-Tree does a node in one hop. NCCL's tuner (ncclTopoGetAlgoTime) counts no fill:
+    the tree's is in the time, not in NCCL's choice. ``bw`` is ``tables``' (N, A, P) bandwidth and
+    ``channels`` the runtime ring/tree channel count (N,)."""
+    tree = np.zeros((*sizes.shape, P))
+    levels = np.floor(np.log2(np.maximum(sa.nodes, 1)))
+    part = sizes / channels[:, None]
+    chain = (sa.k - 1) + levels
+    tree[:, :, SIMPLE] = pipeline_fill_us(
+        tree_chunk_bytes(part, SIMPLE, sa.nodes, sa.k), channels, bw[:, TREE, SIMPLE], 2 * chain
+    )
+    tree[:, :, LL128] = pipeline_fill_us(
+        tree_chunk_bytes(part, LL128, sa.nodes, sa.k), channels, bw[:, TREE, LL128], 2 * levels
+    )
+    nvls_tree = _nvls_tree_fill_us(sizes, bw[:, NVLS_TREE, SIMPLE], sa.nvls_nch, 1 + levels)
+    return tree, nvls_tree
+
+
 def _tree_correction(sizes: np.ndarray) -> np.ndarray:
     """NCCL's size-dependent tree efficiency, (..., P)."""
     idx = np.floor(np.log2(np.maximum(sizes, 64) / 64)).astype(int)
@@ -243,20 +319,14 @@ def _tree_correction(sizes: np.ndarray) -> np.ndarray:
     return np.moveaxis(np.where(inside, corr, 1.0), 0, -1)
 
 
-def times(
+def _times(
     sa: SystemArrays,
     op: str,
     sizes: np.ndarray,
-    slowdown: np.ndarray | float = 1.0,
-    delta: np.ndarray | None = None,
-) -> np.ndarray:
-    """Time (us) of every (algorithm, protocol) for each configuration and size.
-
-    ``sizes`` has shape (N, S) (or broadcasts to it); the result is (N, S, A, P), with ``inf``
-    where an algorithm/protocol is not available. ``slowdown`` (>= 1, scalar or (N, A)) stretches
-    the bandwidth term: this is where a congestion backend's factor enters. ``delta`` replaces
-    the physical per-step network latency (NCCL's tuner reads ``sa.tuner_delta``).
-    """
+    slowdown: np.ndarray | float,
+    delta: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """NCCL's estimate (N, S, A, P), and the tree's pipeline fill it leaves out (N, S, P)."""
     lat, bw, nch_rt = tables(sa, op, delta)
     sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
     s = sizes[:, :, None, None]
@@ -264,29 +334,57 @@ def times(
     if op == "all_reduce":
         eff_bw[:, :, TREE, :] *= _tree_correction(sizes)
     lat_s = np.broadcast_to(lat[:, None], eff_bw.shape).copy()
+    tree_fill = np.zeros((*sizes.shape, P))
     if op == "all_reduce":
         plateau = (sa.nodes > 1)[:, None] & (
             sizes / (nch_rt[:, None] * (sa.nodes * sa.k)[:, None])
             >= K.RING_PLATEAU_BYTES_PER_RANK_CHANNEL
         )
         lat_s[:, :, RING, SIMPLE] *= np.where(plateau, K.RING_PLATEAU_LAT_FACTOR, 1.0)
-    if op == "all_reduce":
-        # Pipeline fill of the tree-shaped algorithms (Simple protocol). Tree depth counts the
-        # chain inside the node and the levels between nodes; NVLS does a node in one hop.
-        levels = np.floor(np.log2(np.maximum(sa.nodes, 1)))
-        nvls_channels = sa.nvls_nch
-        lat_s[:, :, TREE, SIMPLE] += _tree_fill_us(
-            sizes, bw[:, TREE, SIMPLE], nch_rt, (sa.k - 1) + levels
-        )
-        lat_s[:, :, NVLS_TREE, SIMPLE] += _tree_fill_us(
-            sizes, bw[:, NVLS_TREE, SIMPLE], nvls_channels, 1 + levels
-        )
+        tree_fill, nvls_tree_fill = tree_fill_us(sa, sizes, bw, nch_rt)
+        # NVLS-Tree's approximate fill stays in the choice, as it always was
+        lat_s[:, :, NVLS_TREE, SIMPLE] += nvls_tree_fill
     slow = np.asarray(slowdown, dtype=float)
     if slow.ndim == 2:  # (N, A): one factor per configuration and algorithm
         slow = slow[:, None, :, None]
     with np.errstate(divide="ignore"):
         t = lat_s + s * slow / (1000.0 * eff_bw)
-    return np.where(eff_bw > 0, t, np.inf)
+    return np.where(eff_bw > 0, t, np.inf), tree_fill
+
+
+def times(
+    sa: SystemArrays,
+    op: str,
+    sizes: np.ndarray,
+    slowdown: np.ndarray | float = 1.0,
+    delta: np.ndarray | None = None,
+    mechanics: bool = True,
+) -> np.ndarray:
+    """Time (us) of every (algorithm, protocol) for each configuration and size.
+
+    ``sizes`` has shape (N, S) (or broadcasts to it); the result is (N, S, A, P), with ``inf``
+    where an algorithm/protocol is not available. ``slowdown`` (>= 1, scalar or (N, A)) stretches
+    the bandwidth term: this is where a congestion backend's factor enters. ``delta`` replaces
+    the physical per-step network latency (NCCL's tuner reads ``sa.tuner_delta``).
+    ``mechanics=False`` leaves out the tree's pipeline fill, as NCCL's own estimate does.
+    """
+    t, tree_fill = _times(sa, op, sizes, slowdown, delta)
+    if mechanics:
+        t[:, :, TREE] += tree_fill
+    return t
+
+
+def times_and_estimate(
+    sa: SystemArrays, op: str, sizes: np.ndarray, slowdown: np.ndarray | float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The time (as ``times``) and NCCL's own estimate, which reads the plugin's reported
+    latency and leaves out the tree's pipeline fill; computed once when the two latencies agree."""
+    estimate, tree_fill = _times(sa, op, sizes, slowdown, sa.tuner_delta)
+    if not np.array_equal(sa.tuner_delta, sa.delta):
+        return times(sa, op, sizes, slowdown), estimate
+    t = estimate.copy()
+    t[:, :, TREE] += tree_fill
+    return t, estimate
 
 
 def best(

@@ -175,12 +175,25 @@ SCALEUP_EFFICIENCY = {"ampere": 20.0 / 25.0, "hopper": 20.6 / 25.0, "blackwell":
 # Infinity Fabric on MI300X: no NCCL figure; the NVLink 3/4 fraction is assumed.
 SCALEUP_EFFICIENCY["cdna3"] = 0.8
 
-# Chunking of the Simple protocol (src/enqueue.cc, NCCL 2.18-2.30): a step is NCCL_BUFFSIZE
-# (4 MiB default) / NCCL_STEPS (8) = 512 KiB. For tree-shaped algorithms NCCL halves the chunk
-# while a channel would get fewer than depth x 8 (down to 128 KiB), depth x 4 (64 KiB) or depth
-# (32 KiB) chunks, trading per-chunk overhead against the time to fill the pipeline.
+# Chunking (src/enqueue.cc, calcCollChunking; NCCL 2.20-2.30). A Simple step is NCCL_BUFFSIZE
+# (DEFAULT_BUFFSIZE, 4 MiB, src/init.cc) / NCCL_STEPS (8, src/include/device.h) = 512 KiB. A tree
+# (ncclPatternTreeUpDown) moves one step per chunk (chunkSteps = 1 outside the ring) and, since
+# NCCL 2.20, no longer shrinks it for Simple (2.12-2.19 halved it while a channel had fewer than
+# depth x 8 / x 4 / x 1 chunks); a channel's part smaller than a step goes as a single chunk. Each
+# hop stores a whole chunk before forwarding it, so the pipeline fills and drains in chunks.
 SIMPLE_STEP_BYTES = 4 * 2**20 // 8
-TREE_CHUNK_RULES = ((8, 131072), (4, 65536), (1, 32768))
+# LL128: a step is DEFAULT_LL128_BUFFSIZE / NCCL_STEPS = NCCL_LL128_ELEMS_PER_THREAD (120) x
+# NCCL_LL128_MAX_NTHREADS (640) x 8 bytes (src/init.cc, src/include/device.h), of which 15 of every
+# 16 words are data (NCCL_LL128_DATAELEMS / NCCL_LL128_LINEELEMS). The tree halves the chunk while
+# a channel's part holds fewer than nstepsLL128 x 64 / ppn chunks (down to 128 KiB), then
+# nstepsLL128 x 16 / ppn (down to 32 KiB), nstepsLL128 = 1 + log2(nodes) + 0.1 x ppn.
+LL128_STEP_DATA_BYTES = 120 * 640 * 8 // 16 * 15
+TREE_LL128_CHUNK_RULES = ((64, 131072), (16, 32768))
+TREE_LL128_NSTEPS_PER_PPN = 0.1
+# NVLS-Tree's fill keeps the halving rule NCCL 2.12-2.19 applied to the tree (chunk halved while
+# a channel had fewer than depth x 8 chunks, down to 128 KiB; depth x 4, 64 KiB; depth, 32 KiB;
+# src/enqueue.cc, computeColl): an approximation, NCCL's own NVLS-Tree chunking differs.
+NVLS_TREE_FILL_CHUNK_RULES = ((8, 131072), (4, 65536), (1, 32768))
 # NVLS runs 16 CTAs (channels) on SM90 and 32 on SM100 across nodes (src/transport/nvls.cc).
 # Indexed by ARCH_INDEX row (Volta and Ampere have no NVLS; the value is unused there).
 NVLS_CHANNELS = np.array([16.0, 16.0, 16.0, 32.0])

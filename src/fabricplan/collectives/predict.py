@@ -10,7 +10,7 @@ import numpy as np
 from fabricplan.collectives import nccl_constants as K
 from fabricplan.collectives.busbw import algbw_GBps, bus_factor
 from fabricplan.collectives.congestion import CongestionBackend, NoCongestion
-from fabricplan.collectives.model import RING, TABLE_OPS, SystemArrays, best, times
+from fabricplan.collectives.model import RING, TABLE_OPS, SystemArrays, best, times_and_estimate
 from fabricplan.collectives.p2p import p2p_times
 from fabricplan.collectives.system import CommSystem
 
@@ -61,14 +61,13 @@ def sweep(
     proto_mask = _mask(protocols, {p.lower(): i for i, p in enumerate(K.PROTOCOLS)}, 3, "protocol")
     slow = (backend or NoCongestion()).slowdown(sa, op)
     if op in TABLE_OPS:
-        t = times(sa, op, sizes, slow)
+        # NCCL picks by its own estimate (ncclTopoGetAlgoTime: latency + bytes / bandwidth),
+        # which has the plugin's reported latency and none of the tree's fill and drain
+        t, judged = times_and_estimate(sa, op, sizes, slow)
         algo_mask = _mask(algorithms, ALGO_NAMES, len(K.ALGORITHMS), "algorithm")
         allowed = algo_mask[:, None] & proto_mask[None, :]
         t = np.where(allowed, t, np.inf)
-        # NCCL picks by its own estimate, which adds the plugin's reported latency
-        judged = None
-        if not np.array_equal(sa.tuner_delta, sa.delta):
-            judged = np.where(allowed, times(sa, op, sizes, slow, sa.tuner_delta), np.inf)
+        judged = np.where(allowed, judged, np.inf)
         t_best, algo, proto = best(t, judged)
     else:
         # point-to-point runs outside NCCL's algorithms: one factor, the ring column's
