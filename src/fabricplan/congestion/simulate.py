@@ -41,6 +41,7 @@ from fabricplan.congestion.network import (
     RouteTooLarge,
 )
 from fabricplan.congestion.ports import PortPairs
+from fabricplan.congestion.seeds import run_seeds, stream, workers_for
 from fabricplan.congestion.spraying import spray_drain_us
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
 from fabricplan.congestion.waterfill import complete
@@ -98,12 +99,6 @@ class _Seed:
     fct_us: np.ndarray  # per job column: its completion time after its own start
 
 
-def _stream(case: Case, seed: int, part: int) -> np.random.Generator:
-    """Seed ``seed``'s own random stream (``part`` 0: its traffic, 1: the rest of its run), so
-    a seed draws the same whichever process runs it and however many seeds the case has."""
-    return np.random.default_rng(np.random.SeedSequence(case.seed, spawn_key=(seed, part)))
-
-
 def _alone(st: _Setup, job: np.ndarray, seed: int) -> JobAlone:
     """The job alone on ``job``'s nodes (computed once per placement unless traffic is random)."""
     case, key = st.case, job.tobytes()
@@ -112,14 +107,14 @@ def _alone(st: _Setup, job: np.ndarray, seed: int) -> JobAlone:
         if case.placement != "contiguous" or random_traffic:  # a fresh draw: keep the last
             st.alone.clear()
         starts = case.flows.start_us if case.flows is not None else None
-        traffic = _job_traffic(case, st.net.graph, job, _stream(case, seed, 0))
+        traffic = _job_traffic(case, st.net.graph, job, stream(case, seed, 0))
         st.alone[key] = job_alone(st.net, traffic, starts)
     return st.alone[key]
 
 
 def _run_seed(st: _Setup, seed: int) -> _Seed:
     case, net, graph = st.case, st.net, st.net.graph
-    rng = _stream(case, seed, 1)
+    rng = stream(case, seed, 1)
     job = T.place(graph.nodes, st.nodes, case.placement, rng)
     alone = _alone(st, job, seed)
     n_job = alone.traffic.columns
@@ -236,64 +231,14 @@ def _seed_result(st: _Setup, seed: int) -> tuple[_Seed, list[tuple[int, float]]]
     return replace(run, utilisation=np.empty(0)), [(int(i), float(util[i])) for i in top]
 
 
-# A case's seeds run in worker processes when it is estimated to take at least this long per
-# seed: below it, starting the workers costs more than they save.
-PARALLEL_MIN_SEED_S = 0.5
-_FORKED: _Setup | None = None  # the setup a forked worker inherits
-
-
-def _workers(case: Case, cat: Catalog, asked: int | None) -> int:
-    if asked is not None:
-        return max(1, min(asked, case.seeds))
-    import multiprocessing as mp
-    import os
-
-    from fabricplan.congestion.budget import estimate_case
-
-    if case.seeds < 2 or mp.current_process().daemon or not hasattr(os, "fork"):
-        return 1
-    if estimate_case(case, cat).per_seed_s < PARALLEL_MIN_SEED_S:
-        return 1
-    return max(1, min(case.seeds, len(os.sched_getaffinity(0))))
-
-
-def _forked_seed(seed: int) -> tuple[_Seed, list[tuple[int, float]]]:
-    assert _FORKED is not None, "set by _run_seeds before the workers fork"
-    return _seed_result(_FORKED, seed)
-
-
-def _run_seeds(
-    st: _Setup, seeds: int, workers: int, progress: Callable[[int], None] | None
-) -> list[tuple[_Seed, list[tuple[int, float]]]]:
-    """Every seed's result, in seed order; in ``workers`` forked processes when above one."""
-    if workers <= 1:
-        out = []
-        for seed in range(seeds):
-            out.append(_seed_result(st, seed))
-            if progress:
-                progress(1)
-        return out
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    global _FORKED
+def _warm(st: _Setup) -> None:
+    """What every seed shares, computed once before the workers fork: the job alone, when
+    every seed places and draws it alike."""
     case = st.case
     if case.placement == "contiguous" and not (
         case.pattern == "permutation" and case.shift is None
     ):
-        _alone(st, T.place(st.net.graph.nodes, st.nodes, "contiguous", _stream(case, 0, 1)), 0)
-    _FORKED = st  # forked workers share the setup (and the job alone) instead of pickling it
-    try:
-        got: dict[int, tuple[_Seed, list[tuple[int, float]]]] = {}
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            futures = {pool.submit(_forked_seed, seed): seed for seed in range(seeds)}
-            for fut in as_completed(futures):
-                got[futures[fut]] = fut.result()
-                if progress:
-                    progress(1)
-    finally:
-        _FORKED = None
-    return [got[seed] for seed in range(seeds)]
+        _alone(st, T.place(st.net.graph.nodes, st.nodes, "contiguous", stream(case, 0, 1)), 0)
 
 
 def _path_latency_us(st: _Setup, routed: Routed, tr: T.Traffic) -> np.ndarray:
@@ -492,7 +437,8 @@ def run_case(
 
     runs: list[_Seed] = []
     hottest: dict[int, float] = {}
-    for run, top in _run_seeds(st, case.seeds, _workers(case, cat, workers), progress):
+    n_workers = workers_for(case, cat, workers)
+    for run, top in run_seeds(st, case.seeds, n_workers, _seed_result, progress, _warm):
         for lane, u in top:
             hottest[lane] = max(hottest.get(lane, 0.0), u)
         runs.append(run)
