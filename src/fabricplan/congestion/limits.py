@@ -30,7 +30,10 @@ SPRAY = (
     "several switches meets again downstream: per-packet queues are drawn at the ports where "
     "flows split only (errs fast)",
 )
-DRAGONFLY = ("non-minimal dragonfly routing (Valiant, UGAL): routes are minimal",)
+DRAGONFLY = (
+    "dragonfly routing decided per packet from live queues: Valiant and UGAL "
+    "(--dragonfly-routing) route flows once, UGAL in its fluid form, and the default is minimal",
+)
 
 
 def not_modelled(family: str, design: str, routing: str | None = None) -> list[str]:
