@@ -143,6 +143,20 @@ def shape_of(m: Model) -> Shape:
     )
 
 
+def gemm_outputs_per_token(s: Shape, tp: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Output elements per token of one layer's projection GEMMs on one GPU, forward and
+    input-gradient (backward). A column-parallel GEMM (QKV, FFN up/gate) splits its output by
+    ``tp``; a row-parallel one (attention output, FFN down) splits its inner dimension and
+    stores the full hidden width (partial sums). The input gradients are the reverse: the
+    column-parallel GEMMs' are h wide, the row-parallel ones' split. MoE layers are counted as
+    one down projection per token (their top-k outputs are not separated here)."""
+    tp = np.asarray(tp, dtype=float)
+    h = float(s.hidden)
+    qkv, attn_out = s.attn_in_flops / (2 * h), s.attn_out_flops / (2 * h)
+    ffn_in, ffn_out = s.ffn_in_flops / (2 * h), s.ffn_out_flops / (2 * h)
+    return (qkv + ffn_in) / tp + 2 * h, (attn_out + ffn_out) / tp + 2 * h
+
+
 def weight_flops_per_token(s: Shape) -> float:
     """Forward matmul FLOPs per token against the weights (2 per weight): every layer's
     projections (active experts only) and the output head. Lookup tables cost nothing."""

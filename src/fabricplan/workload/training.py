@@ -29,6 +29,12 @@ import numpy as np
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.workload.attention import attention_rates
 from fabricplan.workload.comm import collectives_s, nccl_sm_share, spans_nodes
+from fabricplan.workload.gemm import (
+    OUT_BYTES,
+    WGRAD_FUSED_BYTES,
+    gemm_seconds,
+    store_bytes_per_s,
+)
 from fabricplan.workload.memory import Memory, memory, params_per_gpu
 from fabricplan.workload.overlap import (
     bucket_units,
@@ -45,6 +51,7 @@ from fabricplan.workload.shapes import (
     SOFTMAX_ELEMS_PER_SCORE,
     TP_COLLECTIVES_PER_LAYER,
     Shape,
+    gemm_outputs_per_token,
     model_flops_per_token,
 )
 from fabricplan.workload.tp_overlap import UB_COMM_SMS, exposed_per_layer, ring_exchange
@@ -118,8 +125,17 @@ def training_step(
     sp_div = np.where(p.sp, p.tp, 1)  # sequence parallelism splits the rest of the layer too
     rec_passes = 1.0 if p.recompute == "full" else 0.0  # full recomputation: one more forward
 
-    # one layer, one micro-batch, one GPU
-    proj = tokens * s.proj_flops / p.tp / peak_proj
+    # one layer, one micro-batch, one GPU: the projections' GEMMs, each storing its output
+    # after its main loop (see .gemm); column-parallel GEMMs split their outputs by TP,
+    # row-parallel ones their inner dimension, so they store the full width
+    fwd_out, dgrad_out = gemm_outputs_per_token(s, p.tp)
+    wgrad_bytes = WGRAD_FUSED_BYTES if p.grad_accum_fusion else OUT_BYTES
+    store = store_bytes_per_s(hw.gpu.arch, hbm)
+    proj_flops = tokens * s.proj_flops / p.tp
+    proj = gemm_seconds(proj_flops, tokens * fwd_out, peak_proj, store)
+    proj_bwd = gemm_seconds(
+        BACKWARD_PER_FORWARD * proj_flops, tokens * dgrad_out, peak_proj, store
+    ) + gemm_seconds(0.0, s.proj_flops / 2 / p.tp, peak_proj, store, wgrad_bytes)
     attn_flops = tokens * s.score_flops_per_ctx * ctx / p.tp
     if p.flash:  # a fused kernel's own rates, by length and pass (causal: the models are)
         attn_fwd, attn_bwd = attention_rates(hw.gpu, peak_attn, p.seq_len, causal=True)
@@ -133,7 +149,7 @@ def training_step(
     mem = tokens * ACT_BYTES * (norm_elems + s.ffn_act_elems / p.tp + softmax_elems) / hbm
     softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
     fwd = proj + score + mem
-    bwd = BACKWARD_PER_FORWARD * (proj + mem) + score_bwd
+    bwd = proj_bwd + BACKWARD_PER_FORWARD * mem + score_bwd
     if p.recompute == "full":
         recompute = fwd
     elif p.recompute == "selective":
@@ -146,8 +162,13 @@ def training_step(
     else:
         recompute = np.zeros_like(fwd)
     # last stage: the output head, then the loss over the vocabulary, memory-bound
-    logits = (PASSES_FWD_BWD * tokens * s.logits_flops / p.tp / peak_proj
-              + tokens * s.vocab / p.tp * CROSS_ENTROPY_BYTES_PER_LOGIT / hbm)  # fmt: skip
+    # (forward stores the logits, the input gradient h per token, the weight gradient h x V)
+    head_flops = PASSES_FWD_BWD * tokens * s.logits_flops / p.tp
+    logits = (
+        gemm_seconds(head_flops, tokens * (s.vocab / p.tp + h), peak_proj, store)
+        + gemm_seconds(0.0, h * s.vocab / p.tp, peak_proj, store, wgrad_bytes)
+        + tokens * s.vocab / p.tp * CROSS_ENTROPY_BYTES_PER_LOGIT / hbm
+    )
 
     # communication: every collective of the step, priced in one batch per op
     act_bytes = tokens * h * ACT_BYTES

@@ -1,0 +1,86 @@
+"""A GEMM's time by its shape: the main loop at the sustained matmul rate, then its output store.
+
+A GEMM ``C (M x N) = A (M x K) @ B (K x N)`` is cut into output tiles; each tile runs a main
+loop over K (loads of A and B pipelined behind the tensor-core math) and then an epilogue that
+stores the tile (NVIDIA, Matrix Multiplication Background User's Guide, "GPU Implementation";
+CUTLASS's mainloop/epilogue split). The epilogue's store is not hidden behind the main loop, so
+
+    t = 2 M N K / P  +  M N b / BW
+      = (2 M N / P) (K + k0),   k0 = P b / (2 BW)
+
+with P the large-GEMM sustained rate (catalog ``matmul_efficiency``), BW the achievable HBM
+bandwidth and b the bytes stored (and read) per output element. The efficiency relative to a
+large GEMM is K / (K + k0): it depends on K alone, and ``k0`` is the GPU's ridge point (FLOP
+per byte) times b / 2: 235 for a BF16 output on an H100 at its sustained rate (708.5
+TFLOP/s over 3.02 TB/s), 427 in FP8 (1288.7 TFLOP/s, the same BF16 output). A transformer
+layer's GEMMs have K = hidden or FFN width (forward, input gradient) or tokens per
+micro-batch (weight gradient), so small models and wide tensor-parallel splits lose most. It
+applies on the architectures of ``MEASURED_ARCHS`` only.
+
+The check (``tests/test_gemm.py``): OpenXLA's H100 BF16 cuBLAS table
+(``xla/service/gpu/model/matmul_interpolator_data.h``, ``sm_90``, 2025) at M = N = 4096 gives
+392, 543, 677, 739 and 783 TFLOP/s for K = 256, 512, 1k, 2k and 4k; this law with that
+table's own large-GEMM rate (840, a burst figure) and 90 % of 3.35 TB/s gives 402, 544, 660,
+739 and 787. Over the table's eight shapes with M, N and K all 2048 or more the median error
+is 3.5 %, the worst +17 % (2048 x 2048 x 2048: 128 tiles of 128 x 256, under one wave of
+the 132 SMs, where a GEMM's fixed start and tail show).
+
+Not modelled: tile and wave quantization. A fixed 128 x 256 tile in whole waves over the
+132 SMs predicts, on the same table, 394 TFLOP/s for 2048 x 1024 x 4096 (one wave of 64
+tiles) where cuBLAS reaches 653, and 200 for 1024 x 1024 x 4096 where it reaches 470: its
+kernel choice (smaller tiles, split K) hides most of the quantization, and the law above
+(+20 % and +67 % there) is the better one at training sizes, where M (tokens per
+micro-batch) is in the thousands. Nor is a GEMM's fixed start-up cost (a few microseconds,
+small beside a training layer's milliseconds of GEMMs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+# Bytes stored per output element of a forward or input-gradient GEMM (BF16/FP16, also for FP8
+# GEMMs, whose outputs Transformer Engine keeps in BF16).
+OUT_BYTES = 2.0
+# Bytes per element of a weight-gradient GEMM's output: BF16/FP16 on its own (OUT_BYTES); with
+# --gradient-accumulation-fusion the GEMM adds into the FP32 main gradient (beta = 1), so its
+# epilogue reads and writes 4 bytes each (Megatron-LM's fused_weight_gradient_mlp_cuda,
+# wgrad_gemm_accum_fp32: the main gradient is both C and D). An assumption: the sweep above
+# stores BF16 only; the read of C is taken to be as exposed as the store.
+WGRAD_FUSED_BYTES = 8.0
+
+
+# Architectures on which the law above was checked against a published sweep; others keep
+# the large-GEMM rate for every shape (no published sweep here for them).
+MEASURED_ARCHS = frozenset({"hopper"})
+
+
+def store_bytes_per_s(arch: str, hbm_bytes_per_s: float) -> float:
+    """The bandwidth GEMM outputs are stored at: HBM's on a measured architecture, else
+    infinite (no store cost: the large-GEMM rate for every shape)."""
+    return hbm_bytes_per_s if arch in MEASURED_ARCHS else np.inf
+
+
+def epilogue_k(flops_per_s: float, hbm_bytes_per_s: float, out_bytes: float = OUT_BYTES) -> float:
+    """K (elements) whose main-loop time equals the store of one output element: k0."""
+    return flops_per_s * out_bytes / (2.0 * hbm_bytes_per_s)
+
+
+def gemm_efficiency(
+    k: ArrayLike, flops_per_s: float, hbm_bytes_per_s: float, out_bytes: float = OUT_BYTES
+) -> np.ndarray:
+    """A GEMM's rate over the large-GEMM rate ``flops_per_s``: K / (K + k0)."""
+    k = np.asarray(k, dtype=float)
+    return k / (k + epilogue_k(flops_per_s, hbm_bytes_per_s, out_bytes))
+
+
+def gemm_seconds(
+    flops: ArrayLike,
+    out_elems: ArrayLike,
+    flops_per_s: float,
+    hbm_bytes_per_s: float,
+    out_bytes: float = OUT_BYTES,
+) -> np.ndarray:
+    """Seconds of GEMMs doing ``flops`` and storing ``out_elems`` output elements."""
+    flops, out_elems = np.asarray(flops, float), np.asarray(out_elems, float)
+    return flops / flops_per_s + out_elems * out_bytes / hbm_bytes_per_s

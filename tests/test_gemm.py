@@ -1,0 +1,112 @@
+"""The GEMM shape law (workload/gemm.py) against its analytic form and a published sweep."""
+
+import numpy as np
+import pytest
+
+from fabricplan.catalog import default_catalog
+from fabricplan.validation.training_runs import gpt_model
+from fabricplan.workload import Hardware, Plans, shape_of, training_step
+from fabricplan.workload.gemm import (
+    epilogue_k,
+    gemm_efficiency,
+    gemm_seconds,
+    store_bytes_per_s,
+)
+from fabricplan.workload.plan import matmul_flops
+from fabricplan.workload.shapes import gemm_outputs_per_token
+
+P, BW = 800e12, 3.2e12  # round figures for the analytic cases
+
+
+def test_epilogue_k_is_the_ridge_point_times_half_the_bytes():
+    assert epilogue_k(P, BW) == pytest.approx(250.0)
+    assert epilogue_k(P, BW, out_bytes=8.0) == pytest.approx(1000.0)
+
+
+def test_k_equal_to_k0_halves_the_rate():
+    # the store of one output element takes as long as its main loop when K = k0
+    assert gemm_efficiency(250.0, P, BW) == pytest.approx(0.5)
+
+
+def test_efficiency_rises_with_k_and_tends_to_one():
+    eff = gemm_efficiency([512, 2048, 8192, 1 << 20], P, BW)
+    assert np.all(np.diff(eff) > 0)
+    assert eff[-1] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_seconds_are_main_loop_plus_store():
+    m, n, k = 4096, 2048, 1024
+    t = gemm_seconds(2 * m * n * k, m * n, P, BW)
+    assert t == pytest.approx(2 * m * n * k / P + 2 * m * n / BW)
+    # the same time read through the efficiency
+    assert 2 * m * n * k / t == pytest.approx(P * float(gemm_efficiency(k, P, BW)))
+
+
+def test_unmeasured_architecture_keeps_the_large_gemm_rate():
+    assert store_bytes_per_s("hopper", BW) == BW
+    bw = store_bytes_per_s("ampere", BW)
+    assert gemm_efficiency(256, P, bw) == pytest.approx(1.0)
+    assert gemm_seconds(1e12, 1e9, P, bw) == pytest.approx(1e12 / P)
+
+
+# OpenXLA, xla/service/gpu/model/matmul_interpolator_data.h, sm_90 (H100), BF16 cuBLAS,
+# M = N = 4096: TFLOP/s by K
+XLA_H100_4096 = {256: 392.2, 512: 543.1, 1024: 677.4, 2048: 738.7, 4096: 783.3}
+XLA_LARGE_TFLOPS = 840.0  # the large-GEMM (burst) rate of that table's conditions
+
+
+def test_law_matches_the_published_h100_sweep_over_k():
+    bw = 3.35e12 * 0.9
+    for k, published in XLA_H100_4096.items():
+        predicted = XLA_LARGE_TFLOPS * float(gemm_efficiency(k, XLA_LARGE_TFLOPS * 1e12, bw))
+        assert predicted == pytest.approx(published, rel=0.03), k
+
+
+def _gpt(hidden: int):
+    row = {"params_b": 1.0, "hidden": hidden, "layers": 4, "heads": hidden // 128}
+    return shape_of(gpt_model(row, {"vocab": 32768, "seq_len": 4096}))
+
+
+def test_outputs_per_token_split_as_megatron_splits_them():
+    s = _gpt(2048)
+    h = s.hidden
+    fwd1, bwd1 = gemm_outputs_per_token(s, 1)
+    fwd8, bwd8 = gemm_outputs_per_token(s, 8)
+    # row-parallel outputs (attention output, FFN down) keep the full hidden width
+    assert float(fwd8) - 2 * h == pytest.approx((float(fwd1) - 2 * h) / 8)
+    assert float(bwd8) - 2 * h == pytest.approx((float(bwd1) - 2 * h) / 8)
+    # GPT: QKV stores 3h, FFN up 4h, attention output and FFN down h each
+    assert float(fwd1) == pytest.approx(3 * h + 4 * h + 2 * h, rel=1e-3)  # biases count
+    # input gradients: h each for QKV and FFN up, h and 4h for the row-parallel ones
+    assert float(bwd1) == pytest.approx(h + 4 * h + 2 * h, rel=1e-3)
+
+
+def _store_s(gpu: str, hidden: int, monkeypatch: pytest.MonkeyPatch) -> float:
+    """Compute seconds the GEMMs' stores add to a step."""
+    cat = default_catalog()
+    g = cat.gpu(gpu)
+    s = _gpt(hidden)
+    hw = Hardware(gpu=g, gpus=8, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr", catalog=cat)
+    p = Plans.of(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, seq_len=4096)
+    with_store = float(training_step(s, p, hw).compute[0])
+    with monkeypatch.context() as mp:
+        mp.setattr("fabricplan.workload.training.store_bytes_per_s", lambda arch, bw: np.inf)
+        without = float(training_step(s, p, hw).compute[0])
+    return with_store - without
+
+
+def test_small_hidden_loses_more_per_flop_on_hopper(monkeypatch):
+    # the store adds time per GEMM FLOP in proportion to 1 / K: a narrow model pays more
+    per_flop = []
+    for hidden in (2048, 8192):
+        s = _gpt(hidden)
+        flops = 4096 * (s.layers * s.proj_flops + s.logits_flops) * 3
+        per_flop.append(_store_s("h100", hidden, monkeypatch) / flops)
+    assert per_flop[0] > per_flop[1] > 0
+    # about 1 / K of the time at the large-GEMM rate: between 1/(4 h) and 2/h of it
+    rate = matmul_flops(default_catalog().gpu("h100"), "bf16")
+    assert 235 / (4 * 2048) < per_flop[0] * rate < 2 * 940 / 2048
+
+
+def test_no_store_cost_off_the_measured_architectures(monkeypatch):
+    assert _store_s("a100", 2048, monkeypatch) == 0.0
