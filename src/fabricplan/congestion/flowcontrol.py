@@ -179,6 +179,9 @@ class Phases:
             self.arrivals = PathArrivals(net, routed, col_of, pp, self.port_keys)
             self._upstream: np.ndarray | None = None  # built on first use: see _arbitrated
         self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
+        if pp is not None:  # per pair: an open-loop sender's, or the window it may queue
+            self.p_open = ~np.isfinite(self.window_kb[self.p_col])
+            self.p_window_kb = np.where(self.p_open, 0.0, self.window_kb[self.p_col] * self.p_w)
         self.record = RunRecord()
         # the last event's pauses (share of time, per lane) and queues (KB samples, per hot
         # lane): what flowlet switching reacts to
@@ -195,7 +198,7 @@ class Phases:
         lanes = net.lanes
         cap = net.capacity
         sel = np.flatnonzero(running[self.p_col])
-        out, into, col, w = self.p_out[sel], self.p_in[sel], self.p_col[sel], self.p_w[sel]
+        out = self.p_out[sel]  # the other pair columns are gathered where they are needed
         bring = self.arrivals.brought(push, sel)
         arriving = np.bincount(out, weights=bring, minlength=lanes)
         hot = arriving > cap * (1 + OVERLOAD_TOLERANCE)
@@ -206,7 +209,8 @@ class Phases:
         extra_cap = np.zeros(0)
         if hot.any():
             h = np.flatnonzero(hot[out])
-            pid = self.p_port[sel[h]]
+            sh = sel[h]
+            pid = self.p_port[sh]
             marked = np.zeros(len(self.port_keys), bool)
             marked[pid] = True
             ports = self.port_keys[marked]  # sorted, as np.unique would give them
@@ -215,17 +219,9 @@ class Phases:
             p_bring = np.bincount(inv, weights=bring[h], minlength=len(ports))
             n_ports = np.bincount(p_lane, minlength=lanes)
             # open-loop senders fill any queue; windowed ones only up to their windows
-            opened = (
-                np.bincount(out[h], weights=~np.isfinite(self.window_kb[col[h]]), minlength=lanes)
-                > 0
-            )
-            windows = np.bincount(
-                out[h],
-                weights=np.where(
-                    np.isfinite(self.window_kb[col[h]]), self.window_kb[col[h]] * w[h], 0.0
-                ),
-                minlength=lanes,
-            )
+            out_h = out[h]
+            opened = np.bincount(out_h, weights=self.p_open[sh], minlength=lanes) > 0
+            windows = np.bincount(out_h, weights=self.p_window_kb[sh], minlength=lanes)
             # PFC and credits hold a threshold per ingress port; a lossy port drops past its
             # own buffer, whatever feeds it
             per_port = self.fc.pauses
@@ -233,23 +229,22 @@ class Phases:
             fills = opened | (windows > limit)
             hot &= fills
             keep = hot[p_lane]
-            h_keep = hot[out[h]]
+            h_keep = hot[out_h]
             h, inv_all = h[h_keep], inv[h_keep]
             remap = np.cumsum(keep) - 1
             inv = remap[inv_all]
             p_lane, p_from, p_bring = p_lane[keep], p_from[keep], p_bring[keep]
             if len(p_lane):
+                w_h = self.p_w[sel[h]]
                 share, pause, mult, queues = self._hot_ports(
-                    running, h, inv, col, w, p_lane, p_from, p_bring, arriving, left, opened
+                    running, inv, w_h, p_lane, p_from, p_bring, arriving, left, opened
                 )
                 if not self.fc.dcqcn and self.fc.pauses:
                     # the arbiter's per-port shares bind the flows of each port, and each
                     # switch upstream shares what its port gets the same way
-                    rows, cols, weights, extra_cap = self._arbitrated(
-                        sel, h, inv, share, into, col, w, bring
-                    )
+                    rows, cols, weights, extra_cap = self._arbitrated(sel, h, inv, share, bring)
                     extra = csr_matrix((weights, (rows, cols)), shape=(len(extra_cap), a.shape[1]))
-                pause = self._spread(pause, out, into, bring, cap)
+                pause = self._spread(pause, out, sel, bring, cap)
         eff = cap * mult * (1 - pause)
         m, c = (a, eff) if extra is None else (vstack([a, extra]).tocsr(), np.r_[eff, extra_cap])
         rates = max_min_rates(m, c, running, self.cap, None if extra is not None else self.a_t)
@@ -263,10 +258,8 @@ class Phases:
     def _hot_ports(
         self,
         running: np.ndarray,
-        h: np.ndarray,
         inv: np.ndarray,
-        col: np.ndarray,
-        w: np.ndarray,
+        w_h: np.ndarray,
         p_lane: np.ndarray,
         p_from: np.ndarray,
         p_bring: np.ndarray,
@@ -284,7 +277,7 @@ class Phases:
         hot_lanes, first = np.unique(p_lane, return_index=True)
         dense = np.searchsorted(hot_lanes, p_lane)
         if fc.dcqcn:  # rate cuts share per flow: a port's share is its flows' part of the port
-            flows_in = np.bincount(inv, weights=w[h], minlength=len(p_lane))
+            flows_in = np.bincount(inv, weights=w_h, minlength=len(p_lane))
             flows_at = np.bincount(dense, weights=flows_in, minlength=len(hot_lanes))
             share = cap[p_lane] * flows_in / flows_at[dense]
         else:  # round-robin over the ingress ports
@@ -358,23 +351,15 @@ class Phases:
         return self._upstream
 
     def _arbitrated(
-        self,
-        sel: np.ndarray,
-        h: np.ndarray,
-        inv: np.ndarray,
-        share: np.ndarray,
-        into: np.ndarray,
-        col: np.ndarray,
-        w: np.ndarray,
-        bring: np.ndarray,
+        self, sel: np.ndarray, h: np.ndarray, inv: np.ndarray, share: np.ndarray, bring: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Rows (flow, weight, capacity) of the per-port arbitration constraints: each hot port's
         ingress ports get ``share`` (rows ``inv`` over the pairs ``h``), and a switch whose port is
         held to its share serves that share round-robin between its own ingress ports, level by
         level up the paths (the spine of an incast serves the leaves feeding it, not their flows).
 
-        ``sel``: the pairs of running flows; ``into``/``col``/``w``/``bring``: each selected pair's
-        ingress lane, column, weight and GB/s brought."""
+        ``sel``: the pairs of running flows; ``bring``: the GB/s each of them brings."""
+        into, col, w = self.p_in[sel], self.p_col[sel], self.p_w[sel]
         rows, cols, weights, caps = [inv], [col[h]], [w[h]], [share]
         n_rows = len(share)
         lanes = self.net.lanes
@@ -440,14 +425,16 @@ class Phases:
         self,
         pause: np.ndarray,
         out: np.ndarray,
-        into: np.ndarray,
+        sel: np.ndarray,
         bring: np.ndarray,
         cap: np.ndarray,
     ) -> np.ndarray:
         """A paused link that can no longer carry what arrives for it pauses its own feeders,
-        each by what it brings beyond its round-robin share of what is left."""
-        if not self.fc.pauses:
+        each by what it brings beyond its round-robin share of what is left. ``sel``: the pairs
+        of running flows (``out`` and ``bring`` are theirs)."""
+        if not self.fc.pauses or SPREAD_LEVELS < 2:
             return pause
+        into = self.p_in[sel]
         switch_out = self.net.graph.vertex_kind[self.net.tail] >= LEAF
         level = np.flatnonzero((pause > 0) & switch_out)
         for _ in range(SPREAD_LEVELS - 1):

@@ -86,7 +86,6 @@ class PathArrivals:
         # entries that leave a NIC: where a flow's pushes enter the fabric
         self.first = net.graph.vertex_kind[net.tail[routed.lane]] < LEAF
         self.pp = pp
-        self.passes = _depth(len(routed.lane), pp.e_out, pp.e_in) + 1
         self.levels: tuple[np.ndarray, ...] | None = None
         if len(self.lane) >= kernels.COMPILED_MIN_SIZE:
             if ports is None:
@@ -102,6 +101,10 @@ class PathArrivals:
                     np.argsort(pair_level, kind="stable"),
                     np.r_[0, np.cumsum(np.bincount(pair_level, minlength=bins - 1))],
                 )
+        # pass by pass (small runs, or lanes in loops): as many passes as port pairs on a path
+        self.passes = (
+            0 if self.levels is not None else _depth(len(self.lane), pp.e_out, pp.e_in) + 1
+        )
 
     def brought(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:
         """GB/s each selected pair brings, for columns pushing ``push``."""
