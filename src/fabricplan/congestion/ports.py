@@ -161,9 +161,11 @@ def lane_levels(lanes: int, into: np.ndarray, out: np.ndarray) -> np.ndarray | N
     return None
 
 
-# Above this many (egress lane, ingress port) cells, port ids come from sorting the pairs
-# rather than from a table of every cell (a byte each: 64 MB).
-DENSE_PORT_CELLS = 64 * 2**20
+# Port ids come from a table of every (egress lane, ingress port) cell (5 bytes a cell) up to
+# this many cells and when the pairs outnumber the cells by this share; else from sorting the
+# pairs (a ring's few hundred thousand pairs over a 65k-GPU fabric's tens of millions of cells).
+DENSE_PORT_CELLS = 16 * 2**20
+DENSE_PAIRS_PER_CELL = 0.25
 
 
 def port_ids(net: Network, out: np.ndarray, into: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -176,14 +178,15 @@ def port_ids(net: Network, out: np.ndarray, into: np.ndarray) -> tuple[np.ndarra
     starts = np.r_[0, np.flatnonzero(np.diff(net.head[by_head])) + 1]
     sizes = np.diff(np.r_[starts, lanes])
     width = int(sizes.max(initial=1))
-    if lanes * width > DENSE_PORT_CELLS:
+    cells = lanes * width
+    if cells > DENSE_PORT_CELLS or len(out) < DENSE_PAIRS_PER_CELL * cells:
         return np.unique(out.astype(np.int64) * lanes + into, return_inverse=True)
     local = np.empty(lanes, np.int64)  # each lane's place among the lanes entering its switch
     local[by_head] = np.arange(lanes) - np.repeat(starts, sizes)
     cell = out.astype(np.int64) * width + local[into]
-    seen = np.zeros(lanes * width, bool)
+    seen = np.zeros(cells, bool)
     seen[cell] = True
-    index = np.cumsum(seen) - 1
+    index = np.cumsum(seen, dtype=np.int32) - 1
     used = np.flatnonzero(seen)
     # back to lanes: the ingress lane at that place of the switch the egress lane leaves from
     first = np.full(int(net.head.max(initial=0)) + 1, -1, np.int64)
