@@ -439,12 +439,12 @@ def test_spraying_in_blocks_routes_exactly_as_in_one(monkeypatch):
 def test_a_sprayed_case_past_the_budget_is_refused_not_crashed(monkeypatch):
     """Spraying multiplies pieces by the fan-out at each hop, which the up-front check cannot
     see; routing counts them and stops at the budget with the case's own error."""
-    from fabricplan.congestion import simulate
+    from fabricplan.congestion import job_routes
 
     case = Case(gpus=256, pattern="alltoall", fabric="ib-ndr", routing="spray", seeds=1)
     ok = run_case(case).to_dict()
     assert ok["routing"] == "spray"
-    monkeypatch.setattr(simulate, "ROUTE_MEMORY_BUDGET_BYTES", 2**20)  # 1 MiB
+    monkeypatch.setattr(job_routes, "ROUTE_MEMORY_BUDGET_BYTES", 2**20)  # 1 MiB
     with pytest.raises(CaseError, match=r"routing spray splits its flows over more than "
                        r"[\d,]+ \(lane, flow\) pairs.*routing adaptive"):  # fmt: skip
         run_case(case)

@@ -11,7 +11,7 @@ line rate), down to XON, at that ingress's share of the port::
 and it recurs once per pause cycle, ``gap / paused share``. And a NIC that interleaves many
 flows sends each of them one packet every ``MTU / its rate``: past the timeout, every packet
 is a new flowlet. A flow that is so already at its NIC share (an all-to-all's) is spread when
-it is routed (``simulate._route_job``: the switch re-decides it at every packet) and is not
+it is routed (``job_routes._route_job``: the switch re-decides it at every packet) and is not
 moved here; one whose rate falls that low only when it is held back moves here.
 
 At a new flowlet the switch compares its ports by queue, quantised into a few levels, and

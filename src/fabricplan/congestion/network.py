@@ -18,7 +18,7 @@ Routing modes:
   back. Per flow, like ECMP, at the start; a flow that a PFC pause stops for longer than the
   timeout moves later (:mod:`fabricplan.congestion.flowlet`, routed on from its switch with
   ``start``), and a flow whose NIC interleaves it with so many others that every packet is a
-  new flowlet is routed as ``adaptive`` (``simulate._route_job``);
+  new flowlet is routed as ``adaptive`` (``job_routes._route_job``);
 - ``adaptive``: load-aware choice per packet with reordering at the NIC (InfiniBand adaptive
   routing, Spectrum-X): each flow is cut into pieces routed in rounds, each piece taking the
   least-loaded candidate given the pieces before it;

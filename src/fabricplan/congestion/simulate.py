@@ -23,22 +23,19 @@ from fabricplan.congestion import traffic as T
 from fabricplan.congestion.alone import JobAlone, job_alone
 from fabricplan.congestion.case import (
     FRAGMENTED_CLUSTER_FACTOR,
-    ROUTE_MEMORY_BUDGET_BYTES,
-    SPRAY_BYTES_PER_ENTRY,
     Case,
     CaseError,
     CaseResult,
     check_route_memory,
-    spray_too_large,
 )
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases
 from fabricplan.congestion.flowlet import FlowletMoves, FlowletPolicy, flowlet_policy
+from fabricplan.congestion.job_routes import Where, every_packet, route_flows
 from fabricplan.congestion.limits import not_modelled
 from fabricplan.congestion.network import (
     Network,
     Routed,
-    RouteTooLarge,
 )
 from fabricplan.congestion.ports import PortPairs
 from fabricplan.congestion.seeds import run_seeds, stream, workers_for
@@ -125,7 +122,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     t_ideal = alone.ideal_net_us
     # what each sender pushes before congestion control reacts: its NIC share
     demand = np.concatenate([alone.nic_rates, tr.demand_GBps[n_job:]])
-    routed = _route(st, tr, demand, rng)
+    routed = route_flows(Where(net, st.routing, st.fabric, case, st.nodes), tr, demand, rng)
     cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
 
     def phases_of(r: Routed) -> Phases:
@@ -153,7 +150,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
             return net.route(tr.src[f], tr.dst[f], "flowlet", rng, preload=levels, start=at)
 
         # flows re-decided at every packet are spread already: moves are for the others
-        movable = hop_job & ~_every_packet(st, tr, demand)
+        movable = hop_job & ~every_packet(st.routing, st.fabric, tr, demand)
         rates = FlowletMoves(net, routed, tr.column, movable, phases_of, reroute, st.flowlet, rng)
     starts = np.zeros(tr.columns)
     if case.jitter_us > 0:
@@ -266,101 +263,6 @@ def _job_traffic(
         f = case.flows
         return T.flow_list(graph, job, f.src, f.dst, f.size_bytes)
     return T.pattern(case.pattern, graph, job, case.size_bytes, shift=case.shift, rng=rng)
-
-
-def _every_packet(st: _Setup, tr: T.Traffic, demand: np.ndarray) -> np.ndarray:
-    """Per hop flow: a job flow whose packets leave its NIC further apart than the flowlet
-    timeout, because the NIC interleaves it with many others (an all-to-all's 63 peers at
-    400G: one 9,000 B packet every 11 us against htsim's 10 us). Every packet of it is a new
-    flowlet, so a flowlet switch re-decides its port at each one: it is spread as adaptive
-    routing spreads a flow (below). Its spacing is taken at what its NIC pushes for it (its
-    NIC share), the closest its packets ever come; held back, they come further apart."""
-    if st.routing != "flowlet":
-        return np.zeros(len(tr.src), bool)
-    with np.errstate(divide="ignore"):
-        spacing_us = st.fabric.mtu_bytes / (demand[tr.column] * 1e3)
-    return ~tr.background[tr.column] & (spacing_us > st.fabric.flowlet_timeout_us)
-
-
-def _route_job(
-    st: _Setup,
-    tr: T.Traffic,
-    job: np.ndarray,
-    demand: np.ndarray,
-    rng: np.random.Generator,
-    preload: np.ndarray | None,
-    max_entries: int,
-    how: dict,
-) -> Routed:
-    """The job's hop flows ``job`` (indices), over ``preload`` (GB/s per lane) if any.
-
-    Under flowlet routing, a flow that is a new flowlet at every packet (``_every_packet``)
-    takes, packet by packet, a port on the lowest queue level with a coin flip to leave its
-    own (htsim's ``FatTreeSwitch::getNextHop``): in the fluid limit, a port fed more than it
-    sends builds a queue and sheds such flows until none is over capacity while another has
-    room, which is where adaptive routing's least-loaded pieces end up. The coin flip only
-    delays that by a few packet spacings (two on average), which this leaves out. Such moves
-    do not reorder: the flow's previous packet left a timeout earlier, longer than the queues
-    of ports on the lowest level differ (5 % of a buffer: 1.8 us at 400G for htsim's)."""
-    net = st.net
-    every = _every_packet(st, tr, demand)[job]
-    whole = every.all() or not every.any()
-    parts = [job] if whole else [job[~every], job[every]]
-    modes = ["adaptive" if every.all() else st.routing] if whole else [st.routing, "adaptive"]
-    load = None if preload is None else preload.copy()
-    out: list[Routed] = []
-    for idx, mode in zip(parts, modes, strict=True):
-        r = net.route(
-            tr.src[idx],
-            tr.dst[idx],
-            mode,
-            rng,
-            qps=st.case.qps,
-            demand=demand[tr.column[idx]],
-            preload=load,
-            max_entries=max_entries - sum(len(p.lane) for p in out),
-            **how,
-        )
-        out.append(Routed(r.lane, idx[r.flow], r.weight))
-        # the spread flows balance around the load the others stay on
-        load = np.zeros(net.lanes) if load is None else load
-        np.add.at(load, r.lane, r.weight * demand[tr.column[idx]][r.flow])
-    parts = (np.concatenate([getattr(r, k) for r in out]) for k in ("lane", "flow", "weight"))
-    return Routed(*parts)
-
-
-def _route(st: _Setup, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generator) -> Routed:
-    """Route every hop flow once: the other tenants' background first (it is there before the
-    job starts, on the same fabric and routing), then the job's, which adaptive routing steers
-    around the background's load. Refuses (``CaseError``) a sprayed case whose pieces would
-    outgrow the memory budget."""
-    net = st.net
-    is_bg = tr.background[tr.column]
-    bg, job = np.flatnonzero(is_bg), np.flatnonzero(~is_bg)
-    budget = ROUTE_MEMORY_BUDGET_BYTES // SPRAY_BYTES_PER_ENTRY
-    how = {"polarized": st.case.polarized, "dragonfly": st.case.dragonfly}
-    try:
-        if not len(bg):  # no background: route the job alone (keeps the router's distance cache)
-            return _route_job(st, tr, job, demand, rng, None, budget, how)
-        pre = np.zeros(net.lanes)
-        # long-running background has had gaps: flowlet switching has spread it by load
-        bg_mode = "adaptive" if st.routing == "flowlet" else st.routing
-        r_bg = net.route(
-            tr.src[bg],
-            tr.dst[bg],
-            bg_mode,
-            rng,
-            demand=demand[tr.column[bg]],
-            max_entries=budget,
-            **how,
-        )
-        np.add.at(pre, r_bg.lane, r_bg.weight * demand[tr.column[bg]][r_bg.flow])
-        r_job = _route_job(st, tr, job, demand, rng, pre, budget - len(r_bg.lane), how)
-    except RouteTooLarge as e:
-        raise spray_too_large(st.case, st.nodes, e.entries) from None
-    return Routed(lane=np.concatenate([r_job.lane, r_bg.lane]),
-                  flow=np.concatenate([r_job.flow, bg[r_bg.flow]]),
-                  weight=np.concatenate([r_job.weight, r_bg.weight]))  # fmt: skip
 
 
 def _latest(ready: np.ndarray, nodes: list[np.ndarray]) -> np.ndarray:
