@@ -80,14 +80,6 @@ class Fluid:
     queue_kb: tuple[float, ...]  # queue samples, one per QUEUE_SAMPLE_US of the horizon
 
 
-def _per_packet(p: np.ndarray, exponent: np.ndarray) -> np.ndarray:
-    """p / ((1 - p)^-n - 1) with ``exponent = n log(1 - p)``: rate of "n packets in a row
-    unmarked" events per packet (0 once marks are certain)."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        den = np.expm1(np.minimum(-exponent, EXP_LIMIT))
-        return np.where((-exponent <= EXP_LIMIT) & (den > 0), p / den, 0.0)
-
-
 # The fluid model's inputs are rounded to this many significant digits (the offered load per
 # flow, and flow and port counts above SMALL_COUNT), so that one integration serves the many
 # nearby cases of a run's events and seeds; its outputs move far less than the rounding.

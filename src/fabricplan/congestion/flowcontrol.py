@@ -287,7 +287,7 @@ class Phases:
         q = fc.quality
         if fc.dcqcn or (q is not None and not q.pfc):
             assert q is not None
-            n_flows = np.bincount(np.searchsorted(hot_lanes, p_lane), minlength=len(hot_lanes))
+            n_flows = np.bincount(dense, minlength=len(hot_lanes))
             fan_in = np.diff(np.r_[first, len(p_lane)])
             horizon = self._horizon(running, left)
             op = opened[hot_lanes]
@@ -327,9 +327,7 @@ class Phases:
             mult[hot_lanes[acted]] = np.maximum(eff[acted], MIN_GOODPUT_SHARE)
         else:
             held = fc.threshold_kb if q is None else (q.pfc_xoff_kb + q.pfc_xon_kb) / 2
-            n_over = np.bincount(
-                np.searchsorted(hot_lanes, p_lane), weights=over, minlength=len(hot_lanes)
-            )
+            n_over = np.bincount(dense, weights=over, minlength=len(hot_lanes))
             for lane, n in zip(hot_lanes.tolist(), n_over.tolist(), strict=True):
                 queues[lane] = (held * max(n, 1.0),)
         if fc.pauses:

@@ -96,10 +96,15 @@ class _Seed:
     fct_us: np.ndarray  # per job column: its completion time after its own start
 
 
+def _random_traffic(case: Case) -> bool:
+    """Each seed draws its own traffic (a random permutation), not only its routes."""
+    return case.pattern == "permutation" and case.shift is None
+
+
 def _alone(st: _Setup, job: np.ndarray, seed: int) -> JobAlone:
     """The job alone on ``job``'s nodes (computed once per placement unless traffic is random)."""
     case, key = st.case, job.tobytes()
-    random_traffic = case.pattern == "permutation" and case.shift is None
+    random_traffic = _random_traffic(case)
     if key not in st.alone or random_traffic:
         if case.placement != "contiguous" or random_traffic:  # a fresh draw: keep the last
             st.alone.clear()
@@ -232,9 +237,7 @@ def _warm(st: _Setup) -> None:
     """What every seed shares, computed once before the workers fork: the job alone, when
     every seed places and draws it alike."""
     case = st.case
-    if case.placement == "contiguous" and not (
-        case.pattern == "permutation" and case.shift is None
-    ):
+    if case.placement == "contiguous" and not _random_traffic(case):
         _alone(st, T.place(st.net.graph.nodes, st.nodes, "contiguous", stream(case, 0, 1)), 0)
 
 
