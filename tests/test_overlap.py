@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from fabricplan.catalog import default_catalog
 from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.workload import Hardware, Plans, shape_of, training_step
-from fabricplan.workload.comm import nccl_sm_share, spans_nodes
+from fabricplan.workload.comm import collectives_s, nccl_sm_share, spans_nodes
 from fabricplan.workload.overlap import chain_exposed, sm_tax, zero3_exposed
 from fabricplan.workload.tp_overlap import ring_exchange
 from test_cli import run
@@ -143,9 +143,22 @@ MODELS = {"llama3-8b": 32, "llama3-70b": 80, "mixtral-8x7b": 32}
     overlap=st.booleans(),
     tp_overlap=st.booleans(),
     recompute=st.sampled_from(["none", "selective", "full"]),
+    cp_comm=st.sampled_from(["p2p", "all_gather"]),
 )
 def test_a_step_holds_every_stream_that_must_finish_inside_it(
-    model, fabric, tp, pp, cp, ep, zero, micro_batches, seq_len, overlap, tp_overlap, recompute
+    model,
+    fabric,
+    tp,
+    pp,
+    cp,
+    ep,
+    zero,
+    micro_batches,
+    seq_len,
+    overlap,
+    tp_overlap,
+    recompute,
+    cp_comm,
 ):
     s = shape_of(CAT.model(model))
     gpus = 128
@@ -153,7 +166,12 @@ def test_a_step_holds_every_stream_that_must_finish_inside_it(
     if dp < 1 or (dp * cp) % ep or (s.params_expert == 0 and ep > 1):
         return
     layout = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "zero": zero}
-    flags = {"overlap_dp": overlap, "tp_comm_overlap": tp_overlap, "recompute": recompute}
+    flags = {
+        "overlap_dp": overlap,
+        "tp_comm_overlap": tp_overlap,
+        "recompute": recompute,
+        "cp_comm": cp_comm,
+    }
     p = Plans.of(**layout, seq_len=seq_len, sp=tp > 1, global_batch=dp * micro_batches, **flags)
     hw = _hw(gpus, fabric)
     r = training_step(s, p, hw, backend=NO_CONGESTION)
@@ -194,3 +212,53 @@ def test_step_reports_the_compute_lost_to_overlap():
     # ZeRO-3 over 100 Gb/s: the layer-by-layer traffic does not all fit behind the layers
     assert out["step_time_s"] > b["dp_comm_total_s"] + b["optimizer_s"]
     assert b["dp_comm_s"] > 0.1 * out["step_time_s"]
+
+
+def _one(x: float) -> np.ndarray:
+    return np.array([float(x)])
+
+
+def _cp_case(tp: int, cp_comm: str = "p2p"):
+    """Llama 3 70B (8 KV heads of 128), 128k tokens over cp = 4 on 32 H100s, 2 micro-batches."""
+    s = shape_of(CAT.model("llama3-70b"))
+    dp = 32 // (tp * 4)
+    p = Plans.of(
+        tp=tp,
+        pp=1,
+        dp=dp,
+        cp=4,
+        zero=1,
+        seq_len=131072,
+        sp=tp > 1,
+        global_batch=2 * dp,
+        cp_comm=cp_comm,
+    )
+    return s, p, training_step(s, p, _hw(32), backend=NO_CONGESTION)
+
+
+def test_context_parallel_moves_only_the_kv_heads_of_its_tp_rank():
+    """TP splits the 8 KV heads: a CP rank's K/V block is tokens x 2 x (8 / tp) x 128 x 2 B,
+    and the ring moves cp - 1 blocks forward and twice that backward, every layer and
+    micro-batch."""
+    for tp in (2, 8):
+        s, _, r = _cp_case(tp)
+        block = 131072 / 4 * 2 * (8 / tp) * 128 * 2
+        request = ("sendrecv", _one(4), _one(tp), _one(block), "ring-allreduce")
+        (one,) = collectives_s(_hw(32), [request], NO_CONGESTION)
+        assert r.cp_comm_total[0] == pytest.approx(2 * s.layers * 3 * 3 * one[0], rel=1e-9)
+
+
+def test_all_gather_context_parallel_is_exposed():
+    """All-gather CP (Llama 3): the forward gathers all of K/V before the attention, the
+    backward gathers it again and reduce-scatters dK/dV, all on the critical path; the ring
+    hides most of the same bytes behind the attention."""
+    s, _, r = _cp_case(8, "all_gather")
+    size = 4 * 131072 / 4 * 2 * 1 * 128 * 2
+    requests = [
+        (op, _one(4), _one(8), _one(size), "ring-allreduce")
+        for op in ("all_gather", "reduce_scatter")
+    ]
+    ag, rs = collectives_s(_hw(32), requests, NO_CONGESTION)
+    assert r.cp_comm[0] == pytest.approx(2 * s.layers * (2 * ag[0] + rs[0]), rel=1e-9)
+    _, _, ring = _cp_case(8)
+    assert ring.cp_comm[0] < r.cp_comm[0]

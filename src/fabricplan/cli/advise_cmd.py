@@ -12,7 +12,7 @@ from fabricplan.cli import output
 from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
-from fabricplan.cli.output import emit_json, fail, show_whole
+from fabricplan.cli.output import emit_json, fail, print_table
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cli.time_to_train import time_to_train_table
 from fabricplan.cli.validated_range import validation_lines
@@ -94,14 +94,14 @@ def _show(a: Advice) -> None:
                   f"{n:,} Monte Carlo samples{at})", highlight=False)  # fmt: skip
     for line in r["reasons"]:
         console.print(f"  • {line}", highlight=False)
-    show_whole(_fabric_table(a))
+    print_table(_fabric_table(a))
     for line in validation_lines(a.fabrics):
         console.print(line, highlight=False)
     if a.costing.lifecycle:
         console.print(f"[dim]{a.costing.lifecycle}[/]", highlight=False)
     training = [f for f in a.fabrics if f.get("expected_run") is not None]
     if training:
-        console.print(time_to_train_table(training))
+        print_table(time_to_train_table(training))
     s = Table(title="What moves the answer (margin of the runner-up over the recommendation"
               f"{at})",
               title_justify="left", title_style="bold")  # fmt: skip
@@ -122,7 +122,7 @@ def _show(a: Advice) -> None:
             "yes" if d["flips"] else "no",
         )
     if a.sensitivity:
-        console.print(s)
+        print_table(s)
     be = a.break_even_gpus
     size = f"{_gpus(be['gpus'])} GPUs" if be["gpus"] else "none"
     console.print(f"break-even: {size} ({be['note']})", highlight=False)
@@ -130,7 +130,7 @@ def _show(a: Advice) -> None:
         per = ", ".join(f"{m} {_gpus(gpus)}" for m, gpus in be["by_maturity"].items())
         console.print(f"break-even by network maturity: {per}", highlight=False)
     if be.get("by_model"):
-        console.print(_by_model_table(be["by_model"]))
+        print_table(_by_model_table(be["by_model"]))
     for f in a.fabrics:
         console.print(
             f"[dim]{f['fabric']}, not modelled: {'; '.join(f['not_modelled'])}[/]", highlight=False

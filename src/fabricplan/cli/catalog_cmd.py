@@ -20,7 +20,7 @@ from fabricplan.catalog import (
     resolve_kind,
 )
 from fabricplan.cli import output
-from fabricplan.cli.output import emit_json, fail, fmt, kv_table
+from fabricplan.cli.output import emit_json, fail, fmt, kv_table, print_table
 
 app = typer.Typer(
     help="Sourced facts: fabrics, switches, NICs, cables, optics, GPUs, models.",
@@ -91,7 +91,7 @@ def list_cmd(
         table.add_column(col, overflow="fold")
     for e in entries:
         table.add_row(e.KIND, e.id, e.name, key_facts(e), e.as_of)
-    output.console.print(table)
+    print_table(table)
     output.console.print(
         "* prices are labelled assumptions; `fabricplan catalog show ID` gives sources."
     )
@@ -121,4 +121,4 @@ def show_cmd(entry_id: str = typer.Argument(..., metavar="ID"), as_json: bool = 
         return
     rows: list[tuple[str, Any]] = []
     _flatten("", record, rows)
-    output.console.print(kv_table(f"{entry.KIND} {entry.id}", ((k, fmt(v, 4)) for k, v in rows)))
+    print_table(kv_table(f"{entry.KIND} {entry.id}", ((k, fmt(v, 4)) for k, v in rows)))

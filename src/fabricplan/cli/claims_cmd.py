@@ -11,7 +11,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
-from fabricplan.cli.output import console, emit_json, err_console, fail
+from fabricplan.cli.output import console, emit_json, err_console, fail, print_table
 
 HOLDS = {True: "[green]yes[/]", False: "[red]no[/]", None: "[dim]n/a[/]"}
 
@@ -91,7 +91,7 @@ def claims_cmd(
         seeds = ", ".join(re.findall(r"seed (\d+)", d["source"]))
         t.add_row(f"{d['claim']}\n[dim]{d['id']}[/]", seeds, _claimed(d["claimed"]),
                   d["computed"].get("summary", ""), _verdict(d))  # fmt: skip
-    console.print(t)
+    print_table(t)
     n = {v: sum(d["holds"] is v for d in dicts) for v in (True, False, None)}
     console.print(f"{n[True]} hold, {n[False]} do not, {n[None]} are outside the model. 'holds' "
                   "is judged under the claim's own conditions; below it, in how many of the "
@@ -117,4 +117,4 @@ def _show_one(d: dict[str, Any]) -> None:
         cond = "; ".join(f"{k}={v}" for k, v in c["conditions"].items() if k != "overrides")
         v = c["value"]
         t.add_row(cond, "-" if v is None else f"{v:.4g}", HOLDS[c["holds"]], c.get("note", ""))
-    console.print(t)
+    print_table(t)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
-from fabricplan.cli.output import console, emit_json, fail
+from fabricplan.cli.output import console, emit_json, fail, print_table
 from fabricplan.cli.system_opts import (
     FABRIC_OPT,
     GPN_OPT,
@@ -116,7 +116,7 @@ def show_table(s: CommSystem, op: str, table: CollectiveTable) -> None:
             f"{r.time_us:,.1f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}", r.algorithm,
             r.protocol,
         )  # fmt: skip
-    console.print(out)
+    print_table(out)
     console.print(
         f"point-to-point small-message latency (ib_write_lat style): {s.p2p_latency_us:.2f} us",
         highlight=False,

@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from fabricplan.cli.bounds import within
-from fabricplan.cli.output import console, emit_json
+from fabricplan.cli.output import emit_json, print_table
 from fabricplan.cli.scenario_cmd import JSON_OPT
 from fabricplan.cost import run_cost, usd
 
@@ -47,4 +47,4 @@ def cost_cmd(
     t.add_row(f"lost to the network ({loss:.1%})", f"{r.wasted_gpu_hours:,.0f} GPU-hours")
     t.add_row("wasted", f"${r.wasted_usd:,.0f} (≈ {usd(r.wasted_usd, sig=2)})")
     t.add_row("extra schedule", f"{r.extra_days:.2f} days")
-    console.print(t)
+    print_table(t)

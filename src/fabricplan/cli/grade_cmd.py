@@ -11,7 +11,7 @@ from rich.table import Table
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.collective_cmd import human_size
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from
-from fabricplan.cli.output import console, emit_json, fail, fmt
+from fabricplan.cli.output import console, emit_json, fail, fmt, print_table
 from fabricplan.cli.system_opts import (
     FABRIC_OPT,
     GPN_OPT,
@@ -98,7 +98,7 @@ def _print_grade(d: dict[str, Any]) -> None:
             _bandwidth(r["expected_busbw_GBps"]), ratio, f"{r['measured_time_us']:,.2f}",
             f"{r['expected_time_us']:,.2f}", r["expected_algorithm"],
         )  # fmt: skip
-    console.print(table)
+    print_table(table)
     for f in d["findings"]:
         colour = {"fail": "red", "warn": "yellow"}.get(f["severity"], "cyan")
         console.print(

@@ -13,7 +13,7 @@ from fabricplan.ops import BadInput, jsonable
 from fabricplan.scenario import Problem
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, RenderableType
     from rich.progress import Progress
     from rich.table import Table
 
@@ -95,23 +95,72 @@ def kv_table(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     return table
 
 
-# Wider than any table of short cells: measuring against it gives a table's natural width.
+# Wider than any table: measuring against it gives each column's natural width.
 UNBOUNDED_WIDTH = 10_000
 
 
-def show_whole(table: Table) -> None:
-    """Print a table of short cells at its natural width even when the terminal is narrower:
-    the terminal folds the long lines, but no figure is ever split across two rows."""
-    from rich.measure import Measurement
+def fitted(table: Table, con: Console) -> RenderableType:
+    """``table`` laid out in ``con``'s width without cutting a number or an id: text cells
+    wrap at spaces; a column never gets narrower than its longest word (a ``no_wrap`` column
+    than its longest cell). When even that does not fit, each row is printed as a block of
+    "header  value" lines instead.
 
+    Rich's own squeezing shrinks the widest columns first, below their longest word, and cuts
+    what no longer fits with an ellipsis (``$26.…``): the widths are set here instead."""
+    opts = con.options.update_width(UNBOUNDED_WIDTH)
+    # rich measures a column's cells (header included) with its padding; its private helpers
+    # are used so the sums below are exactly what it will draw
+    cols = table.columns
+    spans = [table._measure_column(con, opts, c) for c in cols]
+    lows = [s.maximum if c.no_wrap else s.minimum for s, c in zip(spans, cols, strict=True)]
+    highs = [s.maximum for s in spans]
+    room = con.width - table._extra_width
+    if sum(highs) <= room:
+        return table
+    if sum(lows) > room:
+        return stacked(table)
+    widths = _share_out(lows, highs, room)
+    for i, (col, w) in enumerate(zip(cols, widths, strict=True)):
+        col.width = w - table._get_padding_width(i)
+        col.overflow = "fold"  # never an ellipsis, whatever rich decides
+    return table
+
+
+def _share_out(lows: list[int], highs: list[int], room: int) -> list[int]:
+    """Widths from ``lows`` up towards ``highs`` that add up to at most ``room``: the room left
+    over the minimums goes to each column in proportion to what it lacks."""
+    spare, lack = room - sum(lows), [h - lo for lo, h in zip(lows, highs, strict=True)]
+    total = sum(lack)
+    widths = [lo + spare * k // total for lo, k in zip(lows, lack, strict=True)]
+    for i in sorted(range(len(lack)), key=lambda i: lack[i] - (widths[i] - lows[i]), reverse=True):
+        if sum(widths) >= room:
+            break
+        if widths[i] < highs[i]:
+            widths[i] += 1
+    return widths
+
+
+def stacked(table: Table) -> Table:
+    """``table`` as one block per row, a line per column ("header  value"): the layout for
+    widths too narrow for the columns side by side."""
+    from rich.table import Table as RichTable
+
+    out = RichTable(title=table.title, show_header=False, title_justify="left", title_style="bold")
+    out.add_column(style="cyan", overflow="fold")
+    out.add_column(overflow="fold")
+    heads = [str(c.header) for c in table.columns]
+    rows = [list(c._cells) for c in table.columns]
+    for r in range(table.row_count):
+        for i, head in enumerate(heads):
+            out.add_row(head, rows[i][r], end_section=i == len(heads) - 1)
+    return out
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` within the console's width (80 when output is not a terminal) without
+    cutting any figure or id (see :func:`fitted`)."""
     con = _console("console")
-    need = Measurement.get(con, con.options.update_width(UNBOUNDED_WIDTH), table).maximum
-    width = con.width
-    con.width = max(width, need)  # print(width=) can only narrow
-    try:
-        con.print(table)
-    finally:
-        con.width = width
+    con.print(fitted(table, con))
 
 
 def progress_bar(disable: bool = False) -> Progress:

@@ -16,7 +16,7 @@ from fabricplan.catalog.providers import (
     scorecard,
 )
 from fabricplan.cli.bounds import within
-from fabricplan.cli.output import console, emit_json, fail
+from fabricplan.cli.output import console, emit_json, fail, print_table
 from fabricplan.cli.system_opts import MAX_NODES
 
 MARK = {"known": "[green]✓[/]", "partial": "[yellow]~[/]", "ask": "[red]?[/]"}
@@ -74,7 +74,7 @@ def providers_cmd(
         topology = p.topology or "[dim]not documented[/]"
         marks = (MARK[card[k]["status"]] for k, _ in QUESTIONS)
         table.add_row(p.name, p.fabric, p.gbps_text, topology, *marks)
-    console.print(table)
+    print_table(table)
     show_node_types(found)
     if not found:
         console.print("No provider in the table matches.", highlight=False)
@@ -110,7 +110,7 @@ def show_node_types(found: list[Provider]) -> None:
             n.fabric,
             n.topology or "[dim]not documented[/]",
         )
-    console.print(table)
+    print_table(table)
 
 
 def show_prediction(node_id: str, nodes: int, op: str, as_json: bool) -> None:

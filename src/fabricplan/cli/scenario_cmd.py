@@ -11,7 +11,7 @@ from fabricplan.catalog import Catalog
 from fabricplan.cli import output
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.catalog_opt import JSON_OPT as JSON_OPT
-from fabricplan.cli.output import emit_json, fail, fmt, kv_table
+from fabricplan.cli.output import emit_json, fail, fmt, kv_table, print_table
 from fabricplan.ops import scenario_problems_message
 from fabricplan.ops.scenario import check_document
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, summarize
@@ -135,7 +135,7 @@ def show_cmd(
             ],
         )
     )
-    output.console.print(_fabric_table(summary["fabrics"]))
+    print_table(_fabric_table(summary["fabrics"]))
     w = summary["workload"]
     if w is not None:
         p = w["parallel"]
@@ -171,7 +171,7 @@ def show_cmd(
             ]
         else:
             rows.append(("serving", _serving_line(w["serving"], p["tp"] * p["pp"])))
-        output.console.print(kv_table(f"Workload: {w['kind']}", rows))
+        print_table(kv_table(f"Workload: {w['kind']}", rows))
     _print_warnings(summary["warnings"])
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
-from fabricplan.cli.output import console, emit_json, fail, fail_with
+from fabricplan.cli.output import console, emit_json, fail, fail_with, print_table
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cli.time_to_train import cell, time_to_train_table
 from fabricplan.cli.validated_range import validation_lines
@@ -151,20 +151,20 @@ def step_cmd(
             table.add_column(head, justify="right")
         for r in results:
             table.add_row(r["fabric"], *(f.format(r[k] * s) for _, k, f, s in _SERVE_COLS))
-    console.print(table)
+    print_table(table)
     for line in validation_lines(results):
         console.print(line, highlight=False)
     if w.kind != "training":
-        console.print(_serving_rates_table(results, p.tp, p.pp))
+        print_table(_serving_rates_table(results, p.tp, p.pp))
     note = backend_note(backend)
     if note:
         console.print(note, highlight=False)
     if w.kind == "training":
-        console.print(time_to_train_table(results))
+        print_table(time_to_train_table(results))
         for r in results:
             if "note" in r["expected_run"]:
                 console.print(f"{r['fabric']}: {r['expected_run']['note']}", highlight=False)
-    console.print(_breakdown_table(results))
+    print_table(_breakdown_table(results))
     best = max(r["tokens_per_s"] for r in results)
     what = "throughput" if w.kind == "training" else "output throughput"
     for r in results:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
-from fabricplan.cli.output import console, emit_json, fail_with, kv_table
+from fabricplan.cli.output import console, emit_json, fail_with, kv_table, print_table
 from fabricplan.cli.scenario_cmd import load_or_fail
 from fabricplan.cli.system_opts import (
     GPN_OPT,
@@ -127,7 +127,7 @@ def _print(d: FabricDesign) -> None:
         ("power", f"{data['power_kw']:,.1f} kW (switches, optics, NICs)"),
         ("cost", _cost_text(d)),
     ]  # fmt: skip
-    console.print(kv_table(f"{lay.design} fabric", rows))
+    print_table(kv_table(f"{lay.design} fabric", rows))
     media = Table(title="parts per tier", title_justify="left", title_style="bold")
     for col in ("tier", "links", "run (m)", "medium", "cable", "cables", "transceivers"):
         right = col in ("links", "run (m)", "cables")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from fabricplan.cli.collective_cmd import human_size
-from fabricplan.cli.output import console, emit_json
+from fabricplan.cli.output import console, emit_json, print_table
 from fabricplan.validation import check_runs
 from fabricplan.validation.nccl_runs import BANDS, accuracy_by_family
 
@@ -68,7 +68,7 @@ def show_nccl_runs(points: bool, as_json: bool) -> None:
                     p["algorithm"],
                     "",
                 )
-    console.print(table)
+    print_table(table)
     healthy = [c for c in checks if c.setup["health"] == "healthy"]
     bw_ok = sum(1 for c in healthy if c.busbw_error is not None and c.busbw_error <= 0.10)
     t_ok = [c for c in healthy if c.time_error is not None]
@@ -109,4 +109,4 @@ def show_accuracy(accuracy: list) -> None:  # list[BandAccuracy]
                     else f"{_pct(a.median_abs_error)} ({a.points} pts, {a.runs} runs)"
                 )
             table.add_row(fam, *cells)
-        console.print(table)
+        print_table(table)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from fabricplan.cli.output import console, emit_json, fail, progress_bar, show_whole
+from fabricplan.cli.output import console, emit_json, fail, print_table, progress_bar
 from fabricplan.validation import packet_level as P
 
 
@@ -57,7 +57,7 @@ def show_packet_level(case: str | None, as_json: bool) -> None:
                 f"{c.speedup:,.0f}x" if first else "",
                 end_section=i == len(P.METRICS) - 1,
             )
-    show_whole(t)
+    print_table(t)
     ok = sum(c.within for c in checks)
     fast = sum(c.speedup >= 10 for c in checks)
     console.print(

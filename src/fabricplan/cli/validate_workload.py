@@ -7,7 +7,7 @@ import numpy as np
 from rich.table import Table
 
 from fabricplan.cli.congestion_opt import backend_note
-from fabricplan.cli.output import console, emit_json, fail
+from fabricplan.cli.output import console, emit_json, fail, print_table
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.validation.training_runs import (
     TFLOPS_TOLERANCE,
@@ -96,7 +96,7 @@ def show_training(
     if held_back:
         sources = dict.fromkeys(c.row["source"] for c in checks)
         for src in sources:
-            console.print(_table(src, [c for c in checks if c.row["source"] == src]))
+            print_table(_table(src, [c for c in checks if c.row["source"] == src]))
     else:
         console.print(_table("Megatron-LM on Selene (Narayanan et al. SC'21, Table 1)", checks))
     note = backend_note(backend)
@@ -109,7 +109,7 @@ def show_training(
         highlight=False,
     )
     if ceilings:
-        console.print(_ceiling_table(ceilings))
+        print_table(_ceiling_table(ceilings))
         for i, c in enumerate(ceilings, 1):
             console.print(f"[{i}] {c.protocol}. {c.source}.", highlight=False, markup=False)
         ours = {c.gpu: c.tflops for c in ceilings if c.in_catalog}

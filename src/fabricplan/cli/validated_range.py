@@ -29,7 +29,7 @@ def show_envelope(as_json: bool) -> None:
     """``validate --suite envelope``: what the runs span on each GPU, and the errors on them."""
     from rich.table import Table
 
-    from fabricplan.cli.output import console, emit_json
+    from fabricplan.cli.output import console, emit_json, print_table
     from fabricplan.validation.envelope import CHOICES, SPANS, envelopes, shown
 
     envs = list(envelopes().values())
@@ -52,7 +52,7 @@ def show_envelope(as_json: bool) -> None:
     errors = [e.to_dict()["errors"] for e in envs]
     t.add_row("median |error|", *(f"{100 * x['median_abs']:.1f} %" for x in errors))
     t.add_row("worst |error|", *(f"{100 * x['worst_abs']:.1f} %" for x in errors))
-    console.print(t)
+    print_table(t)
     console.print(
         "A step or advise result is inside when its GPU is one of these and every dimension "
         "lies within its GPU's column; errors are those recorded for the model on the runs "

@@ -114,6 +114,12 @@ class Parallel(_Strict):
         description="hide TP collectives behind the GEMMs beside them (Megatron-Core "
         "--tp-comm-overlap); needs sequence_parallel and tp within one node",
     )
+    cp_comm: Literal["p2p", "all_gather"] = Field(
+        default="p2p",
+        description="how context parallelism exchanges K/V (Transformer Engine cp_comm_type): "
+        "p2p, a ring hidden behind the attention of the block already there; all_gather, the "
+        "whole K/V gathered before the attention, exposed (Llama 3)",
+    )
 
     @field_validator("dp", mode="before")
     @classmethod

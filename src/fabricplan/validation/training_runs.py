@@ -91,7 +91,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         sp=r.get("sp", False), recompute=r["recompute"], flash=r.get("flash", True),
         overlap_dp=r.get("overlap_dp", True), precision=r["precision"],
         grad_accum_fusion=r.get("grad_accum_fusion", True),
-        tp_comm_overlap=r.get("tp_comm_overlap", False),
+        tp_comm_overlap=r.get("tp_comm_overlap", False), cp_comm=r.get("cp_comm", "p2p"),
     )  # fmt: skip
     st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])

@@ -83,7 +83,7 @@ class Hardware:
 
 # A plan's scalar settings, shared by all rows of one Plans; every other field is an array.
 PLAN_FLAGS = ("recompute", "flash", "overlap_dp", "precision", "grad_accum_fusion",
-              "tp_comm_overlap")  # fmt: skip
+              "tp_comm_overlap", "cp_comm")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,7 @@ class Plans:
     precision: str = "bf16"  # bf16 | fp8 | fp16
     grad_accum_fusion: bool = True  # weight-gradient GEMMs accumulate in place
     tp_comm_overlap: bool = False  # userbuffers: TP collectives behind GEMMs, see tp_overlap
+    cp_comm: str = "p2p"  # context parallel's K/V exchange: p2p (ring) | all_gather
 
     @classmethod
     def of(cls, **kw: object) -> Plans:
@@ -200,5 +201,5 @@ def plans_from_scenario(s: Scenario) -> Plans:
         micro_batch=w.micro_batch, global_batch=w.global_batch, seq_len=w.seq_len,
         sp=p.sequence_parallel and p.tp > 1, recompute=w.recompute, flash=w.flash_attention,
         overlap_dp=w.overlap_dp, precision=w.precision, grad_accum_fusion=w.grad_accum_fusion,
-        tp_comm_overlap=p.tp_comm_overlap,
+        tp_comm_overlap=p.tp_comm_overlap, cp_comm=p.cp_comm,
     )  # fmt: skip

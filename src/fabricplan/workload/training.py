@@ -172,6 +172,10 @@ def training_step(
 
     # communication: every collective of the step, priced in one batch per op
     act_bytes = tokens * h * ACT_BYTES
+    # a context-parallel rank moves the K/V of its own attention heads: TP splits the KV heads
+    # (Megatron-Core: num_query_groups_per_partition = num_query_groups / tp), as far as there
+    # are heads to split
+    kv_bytes = tokens * s.kv_elems * ACT_BYTES / np.minimum(p.tp, s.kv_heads)
     passes = 2 + rec_passes  # forward, backward, and the recomputed forward
     one = np.ones(len(p))
     n = params_per_gpu(s, p)
@@ -209,6 +213,8 @@ def training_step(
         tp_ag_t,
         ep_one,
         kv_one,
+        cp_ag,
+        cp_rs,
         pp_one,
         dp_ar,
         dp_rs,
@@ -229,7 +235,9 @@ def training_step(
             ("reduce_scatter", tp_sp, one, act_bytes, None),
             ("all_gather", tp_sp, one, act_bytes, None),
             ("alltoall", p.ep, p.tp * p.cp, tokens * s.top_k * h * ACT_BYTES / sp_div, a2a),
-            ("sendrecv", p.cp, p.tp, tokens * s.kv_elems * ACT_BYTES, ring),
+            ("sendrecv", p.cp, p.tp, kv_bytes, ring),
+            ("all_gather", p.cp, p.tp, p.cp * kv_bytes, ring),
+            ("reduce_scatter", p.cp, p.tp, p.cp * kv_bytes, ring),
             # scatter/gather: each TP rank sends its slice of the activations on its own NIC
             ("sendrecv", np.where(p.pp > 1, 2, 1), p.tp * p.cp * p.dp, act_bytes / p.tp, pipe),
             ("all_reduce", dp0, p.tp, dense_bucket * gb, ring),
@@ -263,15 +271,22 @@ def training_step(
     tp_layer = tp_f + tp_b
     ep_f = TP_COLLECTIVES_PER_LAYER * ep_one * s.moe_layers / s.layers  # dispatch + combine
     ep_b = ep_f * (1 + rec_passes)
-    # context parallel (Transformer Engine's P2P ring, load-balanced causal split): one K/V
+    # context parallel, p2p (Transformer Engine's ring, load-balanced causal split): one K/V
     # block moves per step while the attention of the block already there runs, so each
     # transfer hides only behind one block's attention (1 / cp of it); in the backward K/V and
     # their gradients go round, twice the bytes, behind the backward's attention
     cp_ring = (p.cp - 1) * kv_one
-    cp_f = ring_exchange(cp_ring, score, p.cp)
-    cp_b = ring_exchange(BACKWARD_PER_FORWARD * cp_ring, score_bwd, p.cp)
+    if p.cp_comm == "all_gather":
+        # all-gather (Llama 3, Sec. 3.3.2): the whole K/V is gathered before the attention and
+        # the gather is exposed; the backward gathers it again and reduce-scatters dK/dV
+        cp_f, cp_b = cp_ag, cp_ag + cp_rs
+        cp_traffic_f, cp_traffic_b = cp_f, cp_b
+    else:
+        cp_f = ring_exchange(cp_ring, score, p.cp)
+        cp_b = ring_exchange(BACKWARD_PER_FORWARD * cp_ring, score_bwd, p.cp)
+        cp_traffic_f, cp_traffic_b = cp_ring, BACKWARD_PER_FORWARD * cp_ring
     cp_layer = cp_f + cp_b
-    cp_hidden = PASSES_FWD_BWD * cp_ring - cp_layer
+    cp_hidden = cp_traffic_f + cp_traffic_b - cp_layer
 
     # Data-parallel traffic hides behind the compute stream (compute and the communication it
     # waits for) but shares the NICs with the other streams that cross the network: while
@@ -282,8 +297,8 @@ def training_step(
     cp_nic = spans_nodes(hw, p.cp, p.tp)
     busy_f = fwd + tp_f + ep_f + cp_f
     busy_b = bwd + recompute + tp_b + ep_b + cp_b
-    nic_f = tp_f * tp_nic + ep_f * ep_nic + cp_ring * cp_nic
-    nic_b = tp_b * tp_nic + ep_b * ep_nic + BACKWARD_PER_FORWARD * cp_ring * cp_nic
+    nic_f = tp_f * tp_nic + ep_f * ep_nic + cp_traffic_f * cp_nic
+    nic_b = tp_b * tp_nic + ep_b * ep_nic + cp_traffic_b * cp_nic
     win_f = np.maximum(busy_f - dp_nic * nic_f, 0.0)
     win_b = np.maximum(busy_b - dp_nic * nic_b, 0.0)
 
@@ -354,5 +369,5 @@ def training_step(
         * passes
         * (tp_ar_t + tp_rs_t + tp_ag_t),
         ep_comm_total=m * ep_mb,
-        cp_comm_total=m * layers_here * PASSES_FWD_BWD * cp_ring,
+        cp_comm_total=m * layers_here * (cp_traffic_f + cp_traffic_b),
     )
