@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "advise": ("advise_cmd", "advise_cmd"),
     "providers": ("providers_cmd", "providers_cmd"),
     "claims": ("claims_cmd", "claims_cmd"),
+    "serve": ("serve_cmd", "serve_cmd"),
 }
 
 
