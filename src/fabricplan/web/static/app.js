@@ -213,7 +213,7 @@ function render(advice, resolved) {
   $("cost-caption").textContent = `Cost per fabric: ${advice.costing.meaning}`;
   drawBars($("chart-cost"), advice.fabrics.map((f) => ({
     label: f.fabric, parts: [{ name: headline, value: f[headline] || 0 }],
-  })), money, "cost");
+  })), money, "cost", rec.fabric);
 }
 
 function tableRow(cells, tag) {
@@ -240,8 +240,9 @@ function colour(part) {
   return state.partColours[part];
 }
 
-// Horizontal bars, one per fabric, stacked by part; a legend when there are several parts.
-function drawBars(svg, rows, show, kind) {
+// Horizontal bars, one per fabric, stacked by part (step) with a legend, or one bar each (cost,
+// the recommended fabric's in the accent colour).
+function drawBars(svg, rows, show, kind, recommended) {
   const width = Math.max(svg.clientWidth || 0, 360);
   const labelW = 110, valueW = 90, rowH = 26, barW = width - labelW - valueW;
   const max = Math.max(...rows.map((r) => r.parts.reduce((s, p) => s + p.value, 0)), 1e-12);
@@ -260,8 +261,9 @@ function drawBars(svg, rows, show, kind) {
       const w = (p.value / max) * barW;
       total += p.value;
       if (w <= 0) continue;
+      const fill = kind === "cost" ? (row.label === recommended ? "#1f5fbf" : "#9aa5b5") : colour(p.name);
       const rect = svgNode("rect", {
-        x, y, width: w.toFixed(2), height: rowH - 10, fill: colour(p.name),
+        x, y, width: w.toFixed(2), height: rowH - 10, fill,
         "data-fabric": row.label, "data-part": p.name, "data-value": String(p.value),
       });
       rect.append(svgNode("title", {}, `${row.label} ${p.name}: ${show(p.value)}`));
