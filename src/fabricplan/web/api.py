@@ -1,9 +1,9 @@
 """The JSON API: one route per command, each answering what the command's ``--json`` prints.
 
-Routes are plain functions, so the server runs each in its thread pool and stays responsive
-while one computes. A computation holds the planner's lock: the models are run one at a time
-(they are CPU-bound; two at once would only share the cores), and identical requests are
-answered from the cache.
+A request whose answer is kept (the same operation and request before) is answered at once;
+any other is computed in the server's thread pool, so the server stays responsive while one
+computes. A computation holds the planner's lock: the models run one at a time (they are
+CPU-bound; two at once would only share the cores).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
 from fabricplan.ops import BadInput, jsonable
@@ -42,14 +43,34 @@ BAD_INPUT = {
 }
 
 
+class FairLock:
+    """A lock taken in the order it was asked for: under load, no request waits behind others
+    that arrived after it (a plain lock lets some wait many turns)."""
+
+    def __init__(self) -> None:
+        self._turn = threading.Condition()
+        self._next = self._serving = 0
+
+    def __enter__(self) -> None:
+        with self._turn:
+            ticket = self._next
+            self._next += 1
+            self._turn.wait_for(lambda: self._serving == ticket)
+
+    def __exit__(self, *exc: object) -> None:
+        with self._turn:
+            self._serving += 1
+            self._turn.notify_all()
+
+
 class Planner:
     """What the routes share: the catalog, the answers kept, and the lock the models run under."""
 
     def __init__(self, catalog: Any, cache: AnswerCache) -> None:
         self.catalog, self.cache = catalog, cache
-        self.lock = threading.Lock()
+        self.lock = FairLock()
 
-    def answer(
+    async def answer(
         self,
         operation: str,
         key_data: Any,
@@ -58,7 +79,11 @@ class Planner:
         media_type: str = "application/json",
     ) -> Response:
         key = request_key(operation, key_data, *extra)
-        found = self.cache.get_or_compute(key, lambda: self._run(compute, media_type))
+        found = self.cache.peek(key)  # a repeat is answered here, without a thread
+        if found is None:
+            found = await run_in_threadpool(
+                self.cache.get_or_compute, key, lambda: self._run(compute, media_type)
+            )
         return Response(found.body, status_code=found.status, media_type=found.media_type)
 
     def _run(self, compute: Callable[[], Any], media_type: str) -> Answer:
@@ -93,45 +118,45 @@ def _dump(req: BaseModel) -> dict[str, Any]:
 
 
 @router.post("/scenario/check", responses=BAD_INPUT)
-def scenario_check(req: ScenarioRequest, request: Request) -> Response:
+async def scenario_check(req: ScenarioRequest, request: Request) -> Response:
     """Validate a scenario: `fabricplan scenario check --json` (the resolved scenario and its
     warnings), or 422 with every problem: the field, the value and what is allowed."""
     p = _planner(request)
-    return p.answer("check", _dump(req), lambda: service.check(req, p.catalog))
+    return await p.answer("check", _dump(req), lambda: service.check(req, p.catalog))
 
 
 @router.post("/step", responses=BAD_INPUT)
-def step(req: StepRequest, request: Request) -> Response:
+async def step(req: StepRequest, request: Request) -> Response:
     """Step time, tokens/s, MFU, time-to-train and the breakdown per fabric: `fabricplan step
     --json`."""
     p = _planner(request)
-    return p.answer("step", _dump(req), lambda: service.step(req, p.catalog))
+    return await p.answer("step", _dump(req), lambda: service.step(req, p.catalog))
 
 
 @router.post("/advise", responses=BAD_INPUT)
-def advise(req: AdviseRequest, request: Request) -> Response:
+async def advise(req: AdviseRequest, request: Request) -> Response:
     """Compare the scenario's fabrics and recommend one: `fabricplan advise --json`."""
     p = _planner(request)
-    return p.answer("advise", _dump(req), lambda: service.advise(req, p.catalog))
+    return await p.answer("advise", _dump(req), lambda: service.advise(req, p.catalog))
 
 
 @router.post("/collective", responses=BAD_INPUT)
-def collective(req: CollectiveRequest, request: Request) -> Response:
+async def collective(req: CollectiveRequest, request: Request) -> Response:
     """The nccl-tests table a cluster should produce: `fabricplan collective --json`."""
     p = _planner(request)
-    return p.answer("collective", _dump(req), lambda: service.collective(req, p.catalog))
+    return await p.answer("collective", _dump(req), lambda: service.collective(req, p.catalog))
 
 
 @router.post("/topology", responses=BAD_INPUT)
-def topology(req: TopologyRequest, request: Request) -> Response:
+async def topology(req: TopologyRequest, request: Request) -> Response:
     """Size a fabric: `fabricplan topology --json` (one design, or {"designs": [...]} for a
     scenario's several fabrics)."""
     p = _planner(request)
-    return p.answer("topology", _dump(req), lambda: service.topology(req, p.catalog))
+    return await p.answer("topology", _dump(req), lambda: service.topology(req, p.catalog))
 
 
 @router.post("/grade", responses=BAD_INPUT)
-def grade(form: Annotated[GradeForm, Form()], request: Request) -> Response:
+async def grade(form: Annotated[GradeForm, Form()], request: Request) -> Response:
     """Grade nccl-tests output against what the fabric should deliver: `fabricplan grade
     --json`. The log is an upload (`log`) or text (`log_text`), the options form fields."""
     if (form.log is None) == (form.log_text is None):
@@ -140,10 +165,10 @@ def grade(form: Annotated[GradeForm, Form()], request: Request) -> Response:
             "problems": [{"field": "log", "message": "exactly one of log and log_text"}],
         }
         return Response(_json(doc), status_code=422, media_type="application/json")
-    data = form.log.file.read() if form.log is not None else (form.log_text or "").encode()
+    data = await form.log.read() if form.log is not None else (form.log_text or "").encode()
     opts = GradeOptions.model_validate(form.model_dump(exclude={"log", "log_text"}))
     p = _planner(request)
-    return p.answer("grade", _dump(opts), lambda: service.grade(data, opts, p.catalog), data)
+    return await p.answer("grade", _dump(opts), lambda: service.grade(data, opts, p.catalog), data)
 
 
 @router.post(
@@ -151,10 +176,10 @@ def grade(form: Annotated[GradeForm, Form()], request: Request) -> Response:
     responses={**BAD_INPUT, 200: {"content": {"text/html": {}}, "description": "The report."}},
     response_class=Response,
 )
-def report(req: ReportRequest, request: Request) -> Response:
+async def report(req: ReportRequest, request: Request) -> Response:
     """The advice as one self-contained HTML page (`fabricplan report`), as a download."""
     p = _planner(request)
-    found = p.answer(
+    found = await p.answer(
         "report", _dump(req), lambda: service.report(req, p.catalog), media_type="text/html"
     )
     if found.status_code == 200:

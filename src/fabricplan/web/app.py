@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,19 @@ def create_app(catalog: Any = None, *, cache_entries: int = MAX_ENTRIES) -> Fast
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, limits={"/api/grade": MAX_UPLOAD_BYTES}, default=MAX_JSON_BYTES)
     return app
+
+
+# The extra catalog file `fabricplan serve --catalog` names, for the worker processes it starts.
+CATALOG_ENV = "FABRICPLAN_SERVE_CATALOG"
+
+
+def create_app_from_environment() -> FastAPI:
+    """The application each worker process of `fabricplan serve --workers N` builds (with the
+    catalog file in :data:`CATALOG_ENV`, set by the command, if any)."""
+    from fabricplan.catalog import load_catalog
+
+    path = os.environ.get(CATALOG_ENV)
+    return create_app(load_catalog([Path(path)]) if path else None)
 
 
 def _field(loc: tuple[Any, ...]) -> str:

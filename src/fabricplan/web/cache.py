@@ -52,6 +52,15 @@ class AnswerCache:
         self._running: dict[str, threading.Event] = {}
         self.hits = self.misses = 0
 
+    def peek(self, key: str) -> Answer | None:
+        """The answer kept for ``key``, if there is one (without computing it)."""
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+            return found
+
     def get_or_compute(self, key: str, compute: Callable[[], Answer]) -> Answer:
         """The answer for ``key``: kept, or computed by ``compute`` (once, however many ask at
         the same time). Answers other than 200 and 422 are not kept."""
