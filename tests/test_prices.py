@@ -72,6 +72,15 @@ def test_sourced_prices_are_the_median_of_their_listings(part, low, usd, high):
     assert all("listing" in q.source or "list price" in q.source for q in p.quotes)
 
 
+def test_the_dpu_rests_on_one_analyst_figure_for_its_family():
+    """No listing of the B3140H: one analyst street price for the BlueField-3 family, its
+    midpoint, with the catalog's default +/-50 % (one source)."""
+    p = CAT.nic("bluefield-3").price
+    assert p.status == "quoted" and (p.low, p.usd, p.high) == (1_250, 2_500, 3_750)
+    assert [(q.channel, q.usd) for q in p.quotes] == [("analyst", 2_500)]
+    assert "not a B3140H listing" in p.quotes[0].source
+
+
 def test_no_nvidia_optic_has_a_cited_price():
     """Only third-party modules are listed publicly: every OEM cable and module is still an
     assumption or has no public price."""
