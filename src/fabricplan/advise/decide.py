@@ -191,16 +191,26 @@ def cost_indeterminate(
     }
 
 
+# The kinds of unsourced price a network bill lists, each with how advise names it.
+UNSOURCED_KINDS = (
+    ("no_public_price", "no public price"),
+    ("no_listing_cited", "no listing cited"),
+)
+
+
 def unpriced_notes(costs: list[FabricCost]) -> list[str]:
-    """Per fabric, the parts of its network bill that no public price backs."""
+    """Per fabric, the parts of its network bill that no public price backs: those with none
+    to cite, then those priced by a stated assumption without a cited listing."""
     out = []
     for c in costs:
-        missing = (c.network_prices or {}).get("no_public_price") or []
-        if missing:
-            out.append(
-                f"no public price for {', '.join(missing)} ({c.fabric}): priced by "
-                "assumption; a quote would replace it"
-            )
+        prices = c.network_prices or {}
+        for key, what in UNSOURCED_KINDS:
+            missing = prices.get(key) or []
+            if missing:
+                out.append(
+                    f"{what} for {', '.join(missing)} ({c.fabric}): priced by assumption; "
+                    "a quote would replace it"
+                )
     return out
 
 

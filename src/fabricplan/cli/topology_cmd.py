@@ -133,6 +133,11 @@ def price_notes(d: FabricDesign) -> list[str]:
     out = []
     if d.no_public_price:
         out.append(f"no public price for {', '.join(d.no_public_price)}: priced by assumption")
+    if d.no_listing_cited:
+        out.append(
+            f"no listing cited for {', '.join(d.no_listing_cited)}: priced by assumption "
+            "(each one's basis: fabricplan catalog show ID)"
+        )
     if d.oem_fallback:
         out.append(
             f"no compatible part in the catalog for {', '.join(d.oem_fallback)}: priced as OEM"
