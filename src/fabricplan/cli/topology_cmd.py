@@ -186,7 +186,7 @@ def _print(d: FabricDesign) -> None:
             mods = ", ".join(f"{n:,} x {t}" for t, n in m.transceivers.items()) or "-"
             media.add_row(m.tier, f"{m.links:,}", f"{m.length_m:g}", m.medium, m.cable_id,
                           f"{m.cables:,}", mods)  # fmt: skip
-    console.print(media)
+    print_table(media)
     defaults = DEFAULT_LENGTHS[lay.design]
     runs = ", ".join(
         f"{m.tier} {m.length_m:g} m" + ("" if m.length_m == defaults[m.tier] else " (given)")
