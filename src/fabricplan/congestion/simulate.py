@@ -187,7 +187,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     paused = float(spans @ shares / spans.sum()) if spans.sum() > 0 else 0.0
     victims = 0 if rec.victims is None else int(np.count_nonzero(rec.victims))
     # the port pairs flow control built for these paths (spraying never reroutes)
-    pairs = getattr(getattr(ph, "arrivals", None), "pp", None) if st.flowlet is None else None
+    pairs = ph.pairs if st.flowlet is None else None
     drain = _spray_drain_us(st, routed, tr, done.finish_us, starts, rng, pairs)
     finish = done.finish_us[:n_job] + drain
     fct = finish - starts[:n_job] + _path_latency_us(st, routed, tr)[:n_job]
@@ -354,7 +354,8 @@ def run_case(
              for r in runs]  # fmt: skip
     lat = np.concatenate([r.latency_us for r in runs])
     # each seed's percentile over its flows, then the median over seeds
-    fct = {q: float(np.median([np.percentile(r.fct_us, q) for r in runs])) for q in (50, 99, 100)}
+    per_seed = np.array([np.percentile(r.fct_us, (50, 99, 100)) for r in runs])
+    fct = dict(zip((50, 99, 100), np.median(per_seed, axis=0).tolist(), strict=True))
     top = sorted(hottest.items(), key=lambda kv: -kv[1])[:HOTTEST_SHOWN]
     return CaseResult(
         case=case,
