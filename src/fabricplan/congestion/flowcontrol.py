@@ -41,6 +41,7 @@ from scipy.sparse import csr_matrix
 from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
 from fabricplan.congestion.dcqcn import Quality, fluid_keys, fluids_of
 from fabricplan.congestion.groupfill import group_fill
+from fabricplan.congestion.groups import runs, unique_inverse
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.congestion.ports import PathArrivals, PortPairs, port_ids, port_pairs
 from fabricplan.congestion.settings import FlowSettings
@@ -275,11 +276,8 @@ class Phases:
         mult = np.ones(lanes)
         pause = np.zeros(lanes)
         queues: dict[int, tuple[float, ...]] = {}
-        # p_lane is sorted (ports are): its distinct lanes are where it changes
-        new = np.ones(len(p_lane), bool)
-        np.not_equal(p_lane[1:], p_lane[:-1], out=new[1:])
-        first = np.flatnonzero(new)
-        hot_lanes, dense = p_lane[first], np.cumsum(new) - 1
+        first, dense = runs(p_lane)  # p_lane is sorted, as the ports are
+        hot_lanes = p_lane[first]
         if fc.dcqcn:  # rate cuts share per flow: a port's share is its flows' part of the port
             flows_in = np.bincount(inv, weights=w_h, minlength=len(p_lane))
             flows_at = np.bincount(dense, weights=flows_in, minlength=len(hot_lanes))
@@ -382,8 +380,9 @@ class Phases:
             if not len(member):
                 break
             # sub-groups: (row above, ingress port of the switch before), with what each brings
-            subs, sub = np.unique(group.astype(np.int64) * lanes + into[prev], return_inverse=True)
-            above, dense = np.unique(subs // lanes, return_inverse=True)
+            subs, sub = unique_inverse(group.astype(np.int64) * lanes + into[prev])
+            starts, dense = runs(subs // lanes)
+            above = subs[starts] // lanes
             demand = np.bincount(sub, weights=bring[prev], minlength=len(subs))
             sub_share = group_fill(dense, demand, cap_of[above])
             # round-robin binds only where it holds a sub-group below what it brings

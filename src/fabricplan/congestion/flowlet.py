@@ -149,6 +149,7 @@ class FlowletMoves:
         self.switch_ups = np.flatnonzero(self.up_lane & (self.tier[net.tail] >= LEAF))
         self.is_switch_up = _flags(self.switch_ups, net.lanes)
         self.into_nic = kind[net.head] < LEAF
+        self.level_kb = np.array(QUEUE_LEVELS) * policy.buffer_kb  # where the levels start
         self.due = np.full(len(movable), np.inf)
         self.moved = np.zeros(len(movable), np.int64)  # moves per hop flow
         self.share = np.ones(len(movable))  # its part of its ingress's traffic, when due
@@ -217,8 +218,7 @@ class FlowletMoves:
         return held, phi, queue, behind, load
 
     def _level(self, queue_kb: np.ndarray) -> np.ndarray:
-        bounds = np.array(QUEUE_LEVELS) * self.policy.buffer_kb
-        return np.searchsorted(bounds, queue_kb, side="left").astype(float)
+        return np.searchsorted(self.level_kb, queue_kb, side="left").astype(float)
 
     def next_change_us(self, now_us: float) -> float:
         pol, net = self.policy, self.net

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabricplan.congestion.groups import runs
+
 
 def group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Share of ``capacity[group[i]]`` item ``i`` gets: max-min fair within its group, never
@@ -15,10 +17,7 @@ def group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> n
         return np.zeros(0)
     order = np.lexsort((demand, group))
     g, d = group[order], demand[order]
-    new = np.ones(n, bool)  # the first (smallest) item of each group
-    np.not_equal(g[1:], g[:-1], out=new[1:])
-    member = np.cumsum(new) - 1  # each item's group, numbered in order
-    starts = np.flatnonzero(new)
+    starts, member = runs(g)  # each group's first (smallest) item; each item's group
     size = np.bincount(member)
     pos = np.arange(n) - starts[member]
     before = np.cumsum(d) - d  # demand of the smaller items of the same group, and of others
