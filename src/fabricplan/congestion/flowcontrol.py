@@ -151,7 +151,8 @@ class Phases:
 
     ``push``: what each column's senders push before congestion control reacts (its NIC
     share; background at its load); ``demand_cap``: a column's own rate limit (background);
-    ``self_clocked``: windowed columns (ring and tree channels)."""
+    ``self_clocked``: windowed columns (ring and tree channels); ``a_t``: ``a``'s transpose,
+    for the compiled fill (None: built where needed)."""
 
     def __init__(
         self,
@@ -159,7 +160,7 @@ class Phases:
         routed: Routed,
         col_of: np.ndarray,
         a: csr_matrix,
-        a_t: csr_matrix,
+        a_t: csr_matrix | None,
         push: np.ndarray,
         demand_cap: np.ndarray,
         self_clocked: np.ndarray,

@@ -19,6 +19,7 @@ from fabricplan.catalog import Catalog, Fabric, default_catalog
 from fabricplan.collectives import build_system, bus_factor, p2p_latency_us, sweep
 from fabricplan.collectives.model import SystemArrays
 from fabricplan.collectives.system import CommSystem
+from fabricplan.congestion import kernels
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.alone import JobAlone, job_alone
 from fabricplan.congestion.case import (
@@ -137,7 +138,9 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
             r,
             tr.column,
             a,
-            a.T.tocsr(),
+            # only the compiled fill reads the transpose: small runs (and each flowlet
+            # rebuild of one) skip building it
+            a.T.tocsr() if a.nnz >= kernels.COMPILED_MIN_SIZE else None,
             demand,
             cap,
             tr.self_clocked,
@@ -164,7 +167,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     if case.flows is not None:
         starts[:n_job] += case.flows.start_us
     ph = rates.phases if isinstance(rates, FlowletMoves) else rates
-    done = complete(ph.a, net.capacity, tr.column_bytes, starts, cap, ph.a_t, rates=rates)
+    done = complete(ph.a, net.capacity, tr.column_bytes, starts, cap, rates=rates)
     if isinstance(rates, FlowletMoves):
         routed = rates.routed
     rec = rates.record
