@@ -124,10 +124,11 @@ def _max_min_rounds(
     while unfrozen.any():
         slope = link_sums(unfrozen.astype(float))
         used = slope > 0
-        share = np.full(n_links, np.inf)
-        share[used] = np.maximum(residual[used], 0.0) / slope[used]
-        flow_min = cap.copy()  # the least share on each flow's path, or its own cap
-        np.minimum.at(flow_min, flow_of, np.where(used[link_of], share[link_of], np.inf))
+        share = np.divide(
+            np.maximum(residual, 0.0), slope, out=np.full(n_links, np.inf), where=used
+        )
+        flow_min = cap.copy()  # the least share on each flow's path (inf: unused), or its cap
+        np.minimum.at(flow_min, flow_of, share[link_of])
         carried = np.where(unfrozen[flow_of], flow_min[flow_of], np.inf)
         link_min = np.full(n_links, np.inf)
         if len(carried):
