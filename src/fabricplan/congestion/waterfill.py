@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 import numpy as np
-from scipy.sparse import csr_matrix
+from scipy.sparse import csr_matrix, vstack
 
 from fabricplan.congestion import kernels
 
@@ -57,10 +57,15 @@ Matrix = csr_matrix | Rows
 
 def with_rows(
     a: csr_matrix, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int
-) -> Rows:
+) -> Matrix:
     """``a`` with ``n_rows`` rows more, given as (row, column, weight) entries: what
-    ``vstack([a, csr_matrix((weights, (rows, cols)))])`` gives (entries of one cell summed in
-    the order given), in a handful of array operations."""
+    ``vstack([a, csr_matrix((weights, (rows, cols)))])`` gives; below the compiled fill's size
+    as :class:`Rows`, in a handful of array operations (entries of one cell summed in the
+    order given). From that size scipy builds it: the compiled fill takes its matrices, and
+    its compiled conversion beats the sort here on tens of thousands of entries."""
+    if a.nnz + len(rows) >= kernels.COMPILED_MIN_SIZE:
+        extra = csr_matrix((weights, (rows, cols)), shape=(n_rows, a.shape[1]))
+        return vstack([a, extra]).tocsr()
     order = np.lexsort((cols, rows))
     key = rows[order].astype(np.int64) * a.shape[1] + cols[order]
     first = np.ones(len(key), bool)  # each cell's first entry
