@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -14,14 +11,11 @@ from fabricplan.cli import output
 from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from
-from fabricplan.cli.outfile import OutFileError, check_target, write_out
 from fabricplan.cli.output import emit_json, fail
+from fabricplan.cli.report_out import output_targets, progress, write_reports
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cost import CostError
 from fabricplan.workload import WorkloadError
-
-# A report that takes longer than this says on standard error that it is being made.
-PROGRESS_AFTER_S = 2.0
 
 HTML_OPT = typer.Option(
     None, "-o", "--output", metavar="FILE.html", help="Write the HTML report here (replaced)."
@@ -92,55 +86,3 @@ def _scenario_text(file: Path, overrides: list[str] | None) -> str | None:
     if overrides:
         text += "\n# applied with --set:\n" + "".join(f"#   {o}\n" for o in overrides)
     return text
-
-
-def output_targets(html: Path | None, pdf: Path | None, as_json: bool) -> dict[str, Path]:
-    """The files asked for, checked before any work: at least one, none a directory or a link,
-    and a browser for the PDF. Exits with code 2 otherwise."""
-    from fabricplan.report.pdf import INSTALL_HINT, find_browser
-
-    targets = {k: p for k, p in (("html", html), ("pdf", pdf)) if p is not None}
-    if not targets:
-        fail("give -o FILE.html, --pdf FILE.pdf or both", as_json=as_json)
-    for kind, path in targets.items():
-        flag = "-o" if kind == "html" else "--pdf"
-        if str(path) == "-":
-            fail(f"{flag}: give a file name (the report is a file, not a stream)", as_json=as_json)
-        try:
-            check_target(path, force=True, flag=flag)
-        except OutFileError as exc:
-            fail(str(exc), as_json=as_json)
-        if not path.parent.is_dir():
-            fail(f"{flag} {path}: no such folder: {path.parent}", as_json=as_json)
-    if "pdf" in targets and find_browser() is None:
-        fail(f"--pdf: {INSTALL_HINT}", as_json=as_json)
-    return targets
-
-
-def write_reports(html: str, targets: dict[str, Path], as_json: bool) -> dict[str, str]:
-    """Write the HTML and print the PDF where asked; where each went."""
-    from fabricplan.report import ReportError, html_to_pdf
-
-    written = {}
-    try:
-        if "html" in targets:
-            written["html"] = write_out(targets["html"], html, force=True, flag="-o")
-        if "pdf" in targets:
-            html_to_pdf(html, targets["pdf"])
-            written["pdf"] = str(targets["pdf"])
-    except (OutFileError, ReportError) as exc:
-        fail(str(exc), as_json=as_json)
-    return written
-
-
-@contextmanager
-def progress(what: str, after_s: float = PROGRESS_AFTER_S) -> Iterator[None]:
-    """Say ``what`` on standard error if the block is still running after ``after_s``."""
-    say: Callable[[], None] = lambda: output.err_console.print(f"{what}...", highlight=False)  # noqa: E731
-    timer = threading.Timer(after_s, say)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()

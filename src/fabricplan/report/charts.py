@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,23 +51,17 @@ RC = {
 WIDTH_IN = 7.2  # the printed page's text width, about
 
 
-def _figure(height_in: float, ncols: int = 1) -> tuple[Figure, Any]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
+def _figure(height_in: float, ncols: int = 1) -> tuple[Figure, list[Axes]]:
+    from matplotlib.figure import Figure  # no pyplot: no backend, no global figure list
 
     fig = Figure(figsize=(WIDTH_IN, height_in), layout="constrained")
-    return fig, fig.subplots(1, ncols)
+    return fig, list(fig.subplots(1, ncols, squeeze=False)[0])
 
 
 def _svg(fig: Figure, key: str, label: str) -> Html:
     """The figure as an SVG element for a page: no XML prolog, no metadata, ids of its own."""
-    import matplotlib
-
     buf = io.StringIO()
-    with matplotlib.rc_context(RC):
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
     text = text[text.index("<svg") :]
     text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
@@ -80,13 +75,18 @@ def _svg(fig: Figure, key: str, label: str) -> Html:
 def _chart(
     key: str, height_in: float, label: str, draw: Callable[[Any], None], ncols: int = 1
 ) -> Html:
-    """A chart drawn by ``draw`` on its axes; ``key`` prefixes its ids (unique on a page)."""
+    """A chart drawn by ``draw`` on its axes (a list of them when ``ncols`` > 1); ``key``
+    prefixes its ids (unique on a page). matplotlib's settings are global: one chart at a time,
+    so charts drawn by several threads (a web server's) do not mix them."""
     import matplotlib
 
-    with matplotlib.rc_context(RC):
-        fig, ax = _figure(height_in, ncols)
-        draw(ax)
-    return _svg(fig, key, label)
+    with _LOCK, matplotlib.rc_context(RC):
+        fig, axes = _figure(height_in, ncols)
+        draw(axes if ncols > 1 else axes[0])
+        return _svg(fig, key, label)
+
+
+_LOCK = threading.Lock()
 
 
 def colour(i: int) -> str:
@@ -234,12 +234,14 @@ def lines(
     xlabel: str,
     marks: Sequence[tuple[str, float]],
     label: str,
-    log_x: bool = True,
+    x_format: Callable[[float], str] = lambda v: f"{v:,.0f}",
+    height_in: float = 3.0,
 ) -> Html:
-    """Panels side by side, each (y label, series, money axis), with vertical marks shared by
-    every panel (the scenario's size, the break-even)."""
+    """Panels side by side, each (y label, series, money axis), on a base-2 log x axis, with
+    vertical marks shared by every panel (the scenario's size, the break-even)."""
 
     def draw(axes: Any) -> None:
+        axes = axes if isinstance(axes, list) else [axes]
         for p, (ax, (ylabel, series, is_money)) in enumerate(zip(axes, panels, strict=True)):
             for i, s in enumerate(series):
                 pts = [(x, y) for x, y in zip(s.x, s.y, strict=True) if y is not None]
@@ -261,16 +263,17 @@ def lines(
                     label=name,
                     gid=f"mark-{p}-{k}",
                 )
-            if log_x:
-                ax.set_xscale("log", base=2)
-                ax.xaxis.set_major_formatter(_int_axis())
+            if all(y >= 0 for s in series for y in s.y if y is not None):
+                ax.set_ylim(bottom=0)
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(_axis(x_format))
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
             if is_money:
                 ax.yaxis.set_major_formatter(_money_axis())
         axes[0].legend(fontsize=8)
 
-    return _chart(key, 3.0, label, draw, ncols=len(panels))
+    return _chart(key, height_in, label, draw, ncols=len(panels))
 
 
 def _wrap(text: str, width: int) -> str:
@@ -287,7 +290,7 @@ def _money_axis() -> Any:
     return FuncFormatter(lambda v, _: usd(v, 3))
 
 
-def _int_axis() -> Any:
+def _axis(show: Callable[[float], str]) -> Any:
     from matplotlib.ticker import FuncFormatter
 
-    return FuncFormatter(lambda v, _: f"{v:,.0f}")
+    return FuncFormatter(lambda v, _: show(v))
