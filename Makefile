@@ -35,11 +35,13 @@ browser:
 			"(apt-get install $(BROWSER_PKGS)): PDF reports and their tests are skipped" >&2; \
 	fi
 
-demo: $(STAMP)
+demo: $(STAMP) browser
 	$(BIN)/fabricplan scenario show examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan topology --scenario examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan step examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan advise examples/llama3-70b-512-h100.yaml
+	@mkdir -p reports
+	$(BIN)/fabricplan report examples/llama3-70b-512-h100.yaml -o reports/llama3-70b-512-h100.html
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -48,7 +50,7 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest
 
-test: lint unit
+test: browser lint unit
 
 fuzz: $(STAMP)
 	$(BIN)/python tests/fuzz --cases $(FUZZ_CASES)
