@@ -9,14 +9,14 @@ NONE = "\u2013"  # an en dash: a figure that does not apply (a rental has no cap
 
 
 def _missing(v: float | None) -> bool:
-    return v is None or (isinstance(v, float) and not math.isfinite(v))
+    """None, or a float that is not a figure (inf, nan)."""
+    return v is None or not math.isfinite(v)
 
 
 def money(v: float | None) -> str:
     """Whole dollars, cents below $100: $26,965,307; $17.57; -$1,234."""
-    if _missing(v):
+    if v is None or _missing(v):
         return NONE
-    assert v is not None
     if v < 0:
         return "-" + money(-v)
     return f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
@@ -24,7 +24,7 @@ def money(v: float | None) -> str:
 
 def number(v: float | None, digits: int = 0, unit: str = "") -> str:
     """``4,495,606 GPU-h``, ``17.677 s``: fixed decimals, thousands separators."""
-    if _missing(v):
+    if v is None or _missing(v):
         return NONE
     text = f"{v:,.{digits}f}"
     return f"{text} {unit}" if unit else text
@@ -35,7 +35,7 @@ def seconds(v: float | None, digits: int = 3) -> str:
 
 
 def millis(v: float | None, digits: int = 2) -> str:
-    return NONE if _missing(v) else number(v * 1e3, digits, "ms")  # type: ignore[operator]
+    return number(None if v is None else v * 1e3, digits, "ms")
 
 
 def days(v: float | None) -> str:
@@ -44,7 +44,9 @@ def days(v: float | None) -> str:
 
 def share(v: float | None, digits: int = 1) -> str:
     """A fraction as a percentage: 0.2073 -> 20.7 %."""
-    return NONE if _missing(v) else f"{v * 100:.{digits}f} %"  # type: ignore[operator]
+    if v is None or _missing(v):
+        return NONE
+    return f"{v * 100:.{digits}f} %"
 
 
 def gpus(n: int | None) -> str:
@@ -61,4 +63,4 @@ def size_bytes(n: int) -> str:
 
 
 def multiplier(v: float | None) -> str:
-    return NONE if _missing(v) else f"x{v:.2f}"
+    return NONE if v is None or _missing(v) else f"x{v:.2f}"
