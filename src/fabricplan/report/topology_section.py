@@ -145,6 +145,11 @@ def _price_notes(d: FabricDesign) -> list[str]:
             f"{d.fabric.id}: no public price for {', '.join(d.no_public_price)}: priced by "
             "assumption; a quote would replace it"
         )
+    if d.no_listing_cited:
+        out.append(
+            f"{d.fabric.id}: no listing cited for {', '.join(d.no_listing_cited)}: priced by "
+            "a stated assumption (its basis is in the table below)"
+        )
     if d.oem_fallback:
         out.append(
             f"{d.fabric.id}: no compatible part in the catalog for {', '.join(d.oem_fallback)}: "
