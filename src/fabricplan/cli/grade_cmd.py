@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import typer
@@ -32,6 +32,9 @@ from fabricplan.cli.system_opts import (
 from fabricplan.nccltests.compare import compare
 from fabricplan.nccltests.findings import across_runs
 from fabricplan.nccltests.grade import PASS_BW_RATIO, Grade, grade
+
+if TYPE_CHECKING:
+    from fabricplan.cli.report_out import Targets
 
 # Exit code when a run is graded `fail`: the command worked, the fabric did not.
 EXIT_GRADE_FAIL = 3
@@ -93,12 +96,30 @@ def grade_cmd(
     run_index: list[int] | None = RUN_OPT,
     catalog: Path | None = CATALOG_OPT,
     max_file_mb: int = MAX_FILE_OPT,
+    report: Path | None = typer.Option(
+        None,
+        "--report",
+        metavar="FILE.html",
+        help="Also write the grade as a self-contained HTML report: each run's measured and "
+        "expected busbw as a chart, its findings and the log lines behind them (replaced).",
+    ),
+    report_pdf: Path | None = typer.Option(
+        None,
+        "--report-pdf",
+        metavar="FILE.pdf",
+        help="Also print that report to PDF (replaced); needs headless Chromium.",
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Grade measured nccl-tests output against what the fabric should deliver.
 
     Exit codes: 0 pass or warn, 3 a run failed, 2 bad input.
     """
+    targets = None
+    if report is not None or report_pdf is not None:
+        from fabricplan.cli.report_out import output_targets
+
+        targets = output_targets(report, report_pdf, as_json, ("--report", "--report-pdf"))
     triples = measured_runs(
         results, op=op, run_index=run_index, catalog=catalog_from(catalog, as_json),
         as_json=as_json, max_file_mb=max_file_mb, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
@@ -126,18 +147,58 @@ def grade_cmd(
         }
         graded.append(d)
     worst = max(graded, key=lambda d: VERDICT_ORDER[d["verdict"]])["verdict"]
+    written = {}
+    if targets is not None:
+        systems = [system for _, system, _ in grades]
+        given = {
+            "fabric graded against": ", ".join(dict.fromkeys(s.fabric for s in systems)),
+            "GPU": ", ".join(dict.fromkeys(s.gpu for s in systems)),
+            "--op": op,
+            "--nodes": nodes,
+            "--gpus-per-node": gpus_per_node,
+            "--nics-per-node": nics_per_node,
+            "--hops": hops,
+            "--sharp": sharp,
+            "--scenario": scenario,
+            "--set": ", ".join(set_ or []),
+            "--run": ", ".join(map(str, run_index or [])),
+            "--catalog": catalog,
+        }
+        written = _write_report(graded, results, targets, as_json, given)
     if as_json:
         emit_json({
             "verdict": worst,
             "rows": [r for d in graded for r in d["rows"]],
             "findings": [f for d in graded for f in d["findings"]],
             "runs": graded,
+            **({"report": written} if written else {}),
         })  # fmt: skip
     else:
         for d in graded:
             _print_grade(d)
+        if written:
+            console.print()
+        for path in written.values():
+            console.print(f"wrote {path}", highlight=False)
     if worst == "fail":
         raise typer.Exit(EXIT_GRADE_FAIL)
+
+
+def _write_report(
+    graded: list[dict[str, Any]],
+    results: Path,
+    targets: Targets,
+    as_json: bool,
+    given: dict[str, Any],
+) -> dict[str, str]:
+    """The grade as an HTML report (and PDF) where ``targets`` say; where each went."""
+    from fabricplan.cli.report_out import progress, write_reports
+    from fabricplan.report.grade_report import grade_report_html
+
+    settings = {k: str(v) for k, v in given.items() if v not in (None, False, "")}
+    with progress(f"making the report on {results}"):
+        html = grade_report_html(graded, source=results.name, settings=settings)
+        return write_reports(html, targets, as_json)
 
 
 def _print_grade(d: dict[str, Any]) -> None:
