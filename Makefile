@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint unit fuzz install clean
+.PHONY: demo test lint unit fuzz install browser clean
 
 # Hostile-input cases for `make fuzz` (not part of `make test`, which runs a few hundred).
 FUZZ_CASES ?= 10000
@@ -17,11 +17,31 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+# Headless Chromium prints `fabricplan report --pdf` (and drives the web planner's tests): Debian's
+# chromium and chromium-driver, installed once, as root or with sudo; otherwise a warning, and the
+# PDF and browser tests are skipped.
+BROWSER_PKGS := chromium chromium-driver
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+		:; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "warning: no apt-get: install Chromium and its driver yourself for PDF reports" >&2; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(BROWSER_PKGS); \
+	elif command -v sudo >/dev/null 2>&1; then \
+		sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y $(BROWSER_PKGS); \
+	else \
+		echo "warning: chromium is missing and installing it needs root or sudo" \
+			"(apt-get install $(BROWSER_PKGS)): PDF reports and their tests are skipped" >&2; \
+	fi
+
+demo: $(STAMP) browser
 	$(BIN)/fabricplan scenario show examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan topology --scenario examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan step examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan advise examples/llama3-70b-512-h100.yaml
+	@mkdir -p reports
+	$(BIN)/fabricplan report examples/llama3-70b-512-h100.yaml -o reports/llama3-70b-512-h100.html
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -30,7 +50,7 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest
 
-test: lint unit
+test: browser lint unit
 
 fuzz: $(STAMP)
 	$(BIN)/python tests/fuzz --cases $(FUZZ_CASES)

@@ -124,6 +124,20 @@ def test_pays_verdicts_follow_the_sign(money):
         assert c.holds == c.cases[0].holds
 
 
+def test_money_claims_name_the_prices_they_rest_on_without_a_source(money):
+    """Each claim priced from catalog capex says which of its parts no public price backs."""
+    ib, roce = _pair(CAT, 1024, "policy")
+    for cid in ("ib-premium-15-30pct", "one-fault-exceeds-capex-difference"):
+        c = money[cid]
+        gaps = c.computed["unsourced_prices"]
+        assert gaps["roce-400g"]["no_public_price"] == roce.network_prices["no_public_price"]
+        assert gaps["ib-ndr"]["no_listing_cited"] == ib.network_prices["no_listing_cited"]
+        assert "priced by assumption: " in c.computed["summary"]
+        assert "arista-7060x6 (roce-400g, no public price)" in c.computed["summary"]
+    pays = money["64-gpu-ib-pays-for-itself"].computed
+    assert pays["unsourced_prices"]["roce-400g"]["no_public_price"] == ["arista-7060x6"]
+
+
 def test_fault_claim_compares_event_with_capex_difference(money):
     c = money["one-fault-exceeds-capex-difference"]
     ib, roce = _pair(CAT, 1024, "policy")

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.sparse import csr_matrix
+from scipy.sparse import csr_matrix, vstack
 
 from fabricplan.collectives import build_system, predict
-from fabricplan.congestion import kernels
+from fabricplan.congestion import kernels, waterfill
 from fabricplan.congestion import network as network_module
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.backends import ClosedFormECMP, SimulatedCongestion
@@ -19,7 +19,7 @@ from fabricplan.congestion.dcqcn import dcqcn_fluid, go_back_n_efficiency, quali
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.network import Network
 from fabricplan.congestion.simulate import run_case
-from fabricplan.congestion.waterfill import LEVEL_MERGE, complete, max_min_rates
+from fabricplan.congestion.waterfill import LEVEL_MERGE, complete, max_min_rates, with_rows
 from fabricplan.topology.clos import size_clos
 from fabricplan.topology.graph import build_graph
 from test_flow_control import _phases
@@ -113,6 +113,53 @@ def test_max_min_every_flow_has_a_bottleneck(problem, data):
                 and rate[f] >= rate[dense[link] > 0].max() * (1 - tol)
             ]
             assert held, f"flow {f} at {rate[f]} has no bottleneck (threshold {threshold})"
+
+
+def _random_problem(rng: np.random.Generator) -> tuple[csr_matrix, np.ndarray, np.ndarray]:
+    links, flows = int(rng.integers(1, 12)), int(rng.integers(1, 30))
+    a = csr_matrix(rng.choice(WEIGHTS, (links, flows)) * rng.choice([1.0, 0.3], (links, flows)))
+    return a, rng.uniform(0.1, 10.0, links), rng.choice([np.inf, 0.3, 1.0, 4.0], flows)
+
+
+def test_max_min_link_sums_by_bincount_equal_sparse_products():
+    # small problems sum per link by a weighted bincount: the same additions in the same order
+    # as the sparse product larger ones use, so the rates are identical, not merely close
+    rng = np.random.default_rng(7)
+    saved = waterfill.BINCOUNT_MAX_SIZE
+    for _ in range(300):
+        a, capacity, cap = _random_problem(rng)
+        active = rng.random(a.shape[1]) < 0.8
+        got = []
+        for size in (10**9, 0):
+            waterfill.BINCOUNT_MAX_SIZE = size
+            try:
+                got.append(max_min_rates(a, capacity, active, cap))
+            finally:
+                waterfill.BINCOUNT_MAX_SIZE = saved
+        assert np.array_equal(got[0], got[1])
+
+
+def test_with_rows_is_vstack_of_the_extra_rows():
+    # the arbiters' rows appended without scipy: the CSR arrays of vstack, and its rates
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        a, capacity, cap = _random_problem(rng)
+        n_rows = int(rng.integers(1, 6))
+        entries = int(rng.integers(0, 20))
+        rows = rng.integers(0, n_rows, entries)
+        cols = rng.integers(0, a.shape[1], entries)
+        weights = rng.uniform(0.1, 2.0, entries)
+        got = with_rows(a, rows, cols, weights, n_rows)
+        want = vstack([a, csr_matrix((weights, (rows, cols)), shape=(n_rows, a.shape[1]))])
+        want = want.tocsr()
+        assert np.array_equal(got.indptr, want.indptr)
+        assert np.array_equal(got.indices, want.indices)
+        # three or more entries of one cell are summed in the order given; scipy's order in a
+        # row of more than 16 entries is its (unstable) sort's: the sums differ by round-off
+        assert np.allclose(got.data, want.data, rtol=1e-14, atol=0)
+        c = np.r_[capacity, rng.uniform(0.1, 10.0, n_rows)]
+        rates = max_min_rates(got, c, cap=cap)
+        assert np.allclose(rates, max_min_rates(want, c, cap=cap), rtol=1e-12, atol=0)
 
 
 def test_completion_reshares_bandwidth():

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from fabricplan.advise import advise
 from fabricplan.catalog import Catalog, default_catalog
 from fabricplan.catalog.models import Price
+from fabricplan.cli.topology_cmd import price_notes
 from fabricplan.cost import load_assumptions
 from fabricplan.scenario import load_scenario
 from fabricplan.topology import design_fabric
@@ -70,6 +71,15 @@ def test_sourced_prices_are_the_median_of_their_listings(part, low, usd, high):
     else:
         assert (p.low, p.high) == pytest.approx((usd / 2, usd * 1.5), rel=2e-3)  # rounded
     assert all("listing" in q.source or "list price" in q.source for q in p.quotes)
+
+
+def test_the_dpu_rests_on_one_analyst_figure_for_its_family():
+    """No listing of the B3140H: one analyst street price for the BlueField-3 family, its
+    midpoint, with the catalog's default +/-50 % (one source)."""
+    p = CAT.nic("bluefield-3").price
+    assert p.status == "quoted" and (p.low, p.usd, p.high) == (1_250, 2_500, 3_750)
+    assert [(q.channel, q.usd) for q in p.quotes] == [("analyst", 2_500)]
+    assert "not a B3140H listing" in p.quotes[0].source
 
 
 def test_no_nvidia_optic_has_a_cited_price():
@@ -170,6 +180,24 @@ def test_a_bill_names_its_unpriced_parts_and_its_range():
     assert design_fabric(2048, fabric="ib-ndr", catalog=CAT).no_public_price == ()
 
 
+def test_a_bill_names_the_parts_priced_without_a_cited_listing():
+    """Every part of a bill priced by a stated assumption is named, and no other: InfiniBand's
+    NVIDIA optics and the fibre, not its quoted switch and NIC."""
+    d = design_fabric(2048, fabric="ib-ndr", catalog=CAT)
+    ids = {i for m in d.media if m.links for i in (m.cable_id, *m.transceivers)}
+    parts = [d.switch, d.nic, *(CAT.get(i) for i in ids)]
+    assumed = {e.id for e in parts if e.price.status == "assumption"}
+    assert set(d.no_listing_cited) == assumed
+    assert {"xcvr-osfp-800g-2xsr4", "xcvr-osfp-400g-sr4"} <= assumed
+    assert not {"qm9700", "cx7"} & assumed
+    assert d.prices_dict()["no_listing_cited"] == list(d.no_listing_cited)
+    note = next(n for n in price_notes(d) if n.startswith("no listing cited for "))
+    assert all(i in note for i in d.no_listing_cited) and "priced by assumption" in note
+    # no-public-price parts are named apart, and never twice
+    x = design_fabric(2048, fabric="ib-xdr", catalog=CAT)
+    assert not set(x.no_public_price) & set(x.no_listing_cited)
+
+
 def test_topology_prints_what_has_no_public_price():
     out = run("topology", "--gpus", "512", "--fabric", "roce-400g").stdout
     assert "note: no public price for arista-7060x6: priced by assumption" in out
@@ -214,6 +242,13 @@ def test_support_is_drawn_per_fabric_and_unpriced_parts_are_named(demo):
     roce = next(f for f in a.fabrics if f["fabric"] == "roce-400g")
     assert roce["network_prices"]["no_public_price"] == ["arista-7060x6"]
     assert roce["network_prices"]["optics"] == "compatible"
+    # parts priced by assumption without a cited listing are named per fabric as well
+    ib = next(f for f in a.fabrics if f["fabric"] == "ib-ndr")
+    assumed = ib["network_prices"]["no_listing_cited"]
+    assert "xcvr-osfp-800g-2xsr4" in assumed
+    assert f"no listing cited for {', '.join(assumed)} (ib-ndr): priced by assumption" in " ".join(
+        a.recommendation["reasons"]
+    )
 
 
 def test_no_module_is_faster_than_its_cage():

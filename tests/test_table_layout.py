@@ -110,3 +110,14 @@ def test_piped_output_keeps_every_figure_of_advise():
 def test_piped_validation_tables_cut_nothing():
     text = _cli("validate", "--suite", "held-back")
     assert "…" not in text and "overlap_slowdown" in text
+
+
+def test_piped_topology_keeps_every_part_id_whole():
+    import json
+
+    args = ("topology", "--gpus", "2048", "--design", "rail-optimized", "--fabric", "ib-ndr")
+    text = _cli(*args)
+    data = json.loads(_cli(*args, "--json"))
+    assert "…" not in text
+    for part in data["transceivers_by_id"]:
+        assert part in text

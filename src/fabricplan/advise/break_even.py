@@ -71,9 +71,10 @@ def sweep(
     roce: str,
     backend: NetworkBackend = DEFAULT_BACKEND,
 ) -> dict[str, list[dict[str, Any]]]:
-    """IB and RoCE cost for the same work at each size, per maturity. ``at(n)`` is the scenario
-    on ``n`` GPUs (None, or a ScenarioError, skips the size). Re-evaluating the scenario's own
-    size is cheap: its congestion runs are cached where they are simulated."""
+    """IB and RoCE cost for the same work, and step time, at each size, per maturity.
+    ``at(n)`` is the scenario on ``n`` GPUs (None, or a ScenarioError, skips the size).
+    Re-evaluating the scenario's own size is cheap: its congestion runs are cached where they
+    are simulated."""
     rows: dict[str, list[dict[str, Any]]] = {m: [] for m in MATURITIES}
     for n in at_sizes:
         try:
@@ -81,9 +82,11 @@ def sweep(
             if s is None:
                 continue
             perf = [r.to_dict() for r in evaluate_scenario(s, cat, backend=backend)]
+            step = {p["fabric"]: p.get("step_time_s") for p in perf}
             for m in MATURITIES:
                 i, r = _scores(with_maturity(s, m), cat, perf)
                 rows[m].append({"gpus": n, f"{ib}_usd": i, f"{roce}_usd": r,
+                                f"{ib}_step_s": step.get(ib), f"{roce}_step_s": step.get(roce),
                                 "ib_cheaper": bool(i <= r)})  # fmt: skip
         except (ScenarioError, WorkloadError, CostError):
             continue

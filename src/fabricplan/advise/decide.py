@@ -61,6 +61,19 @@ SERVING_KEYS = (
 )
 
 
+@dataclass(frozen=True, eq=False)
+class CostSamples:
+    """The Monte Carlo's cost of the same work per fabric (rows, in ``fabrics`` order) and
+    sample (columns), at the size the uncertainty describes."""
+
+    fabrics: tuple[str, ...]
+    usd: np.ndarray  # (fabrics, samples)
+
+    def margin(self, runner_up: str, best: str) -> np.ndarray:
+        """Sample by sample, what ``runner_up`` costs more than ``best`` (negative: less)."""
+        return self.usd[self.fabrics.index(runner_up)] - self.usd[self.fabrics.index(best)]
+
+
 @dataclass(frozen=True)
 class Advice:
     recommendation: dict[str, Any]
@@ -72,6 +85,10 @@ class Advice:
     notes: list[str] = field(default_factory=list)
     congestion_backend: str = DEFAULT_BACKEND.name  # the network backend that priced it
     costing: Costing = field(default_factory=lambda: costing("own"))  # what the score is
+    # Not in ``to_dict``: each fabric's cost by part (in ``fabrics`` order) and the Monte
+    # Carlo's samples, for reports that chart them.
+    costs: tuple[FabricCost, ...] = field(default=(), compare=False, repr=False)
+    cost_samples: CostSamples | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"congestion_backend": self.congestion_backend,
@@ -191,16 +208,26 @@ def cost_indeterminate(
     }
 
 
+# The kinds of unsourced price a network bill lists, each with how advise names it.
+UNSOURCED_KINDS = (
+    ("no_public_price", "no public price"),
+    ("no_listing_cited", "no listing cited"),
+)
+
+
 def unpriced_notes(costs: list[FabricCost]) -> list[str]:
-    """Per fabric, the parts of its network bill that no public price backs."""
+    """Per fabric, the parts of its network bill that no public price backs: those with none
+    to cite, then those priced by a stated assumption without a cited listing."""
     out = []
     for c in costs:
-        missing = (c.network_prices or {}).get("no_public_price") or []
-        if missing:
-            out.append(
-                f"no public price for {', '.join(missing)} ({c.fabric}): priced by "
-                "assumption; a quote would replace it"
-            )
+        prices = c.network_prices or {}
+        for key, what in UNSOURCED_KINDS:
+            missing = prices.get(key) or []
+            if missing:
+                out.append(
+                    f"{what} for {', '.join(missing)} ({c.fabric}): priced by assumption; "
+                    "a quote would replace it"
+                )
     return out
 
 
@@ -330,4 +357,6 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
         notes,
         congestion_backend=backend.name,
         costing=costing(parts.kind),
+        costs=tuple(costs),
+        cost_samples=CostSamples(tuple(names), samples),
     )

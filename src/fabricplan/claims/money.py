@@ -30,6 +30,25 @@ PREMIUM_SIZES = (16, 64, 256, 1024, 16384)
 # clusters, which run no training job, the restart), a degraded run found after a day, and after
 # three days.
 UNDETECTED_HOURS = (None, 24.0, 72.0)
+# What a bill's parts lack, as FabricCost.network_prices names them.
+PRICE_GAPS = (("no_public_price", "no public price"), ("no_listing_cited", "no listing cited"))
+
+
+def price_gaps(*costs: FabricCost) -> tuple[dict[str, dict[str, list[str]]], str]:
+    """Per fabric, the parts of its network bill priced by assumption (none with a public
+    price, then none with a cited listing), and the same as a sentence."""
+    gaps = {
+        c.fabric: {key: list((c.network_prices or {}).get(key) or []) for key, _ in PRICE_GAPS}
+        for c in costs
+    }
+    said = [
+        f"{', '.join(parts[key])} ({fabric}, {what})"
+        for fabric, parts in gaps.items()
+        for key, what in PRICE_GAPS
+        if parts[key]
+    ]
+    text = f"priced by assumption: {'; '.join(said)}" if said else "every price cited"
+    return gaps, text
 
 
 def run_cost_claim() -> ClaimResult:
@@ -168,6 +187,7 @@ def premium_claims(cat: Catalog, known: Pairs | None = None) -> list[ClaimResult
         cases.insert(0, first)
         vals = [c.value or 0.0 for c in cases]
         where = holds_when(cases, own["gpus"], own["premium_of"])
+        gaps, unsourced = price_gaps(*_pair(cat, own["gpus"], own["optics"], known))
         out.append(ClaimResult(
             id=cid, claim=text, source=source(seed),
             conditions={**own, "topology": "rail-optimized, non-blocking",
@@ -178,8 +198,8 @@ def premium_claims(cat: Catalog, known: Pairs | None = None) -> list[ClaimResult
                       f"({first.note}); {where}; {min(vals):+.1%} to {max(vals):+.1%} over "
                       "sizes 16-16,384, each fabric's optics policy or OEM or compatible on "
                       "both, the IB switch at its low, nominal and high price, and the three "
-                      "bases",
-                      "holds_when": where},
+                      f"bases; {unsourced}",
+                      "holds_when": where, "unsourced_prices": gaps},
             holds=first.holds, basis="model", cases=tuple(cases),
         ))  # fmt: skip
     return out
@@ -239,6 +259,13 @@ def pays_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list
             ]
         except (ScenarioError, CostError, ValueError) as exc:
             perf = str(exc).splitlines()[0]
+        gaps, unsourced = {}, "prices not evaluated"
+        if not isinstance(perf, str):
+            try:
+                costs = costs_of(sc, cat, perf)
+            except (CostError, ValueError):
+                costs = []
+            gaps, unsourced = price_gaps(*(c for c in costs if c.fabric in (IB, ROCE)))
         for mode in ("own", "rent"):
             for maturity in MATURITIES:
                 cond = {"costs.mode": mode, "organization.network_maturity": maturity}
@@ -263,7 +290,8 @@ def pays_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list
             claimed={"cheaper": IB if ib_should_win else ROCE, "unit": UNIT},
             computed={"value": own.value, "unit": UNIT,
                       "summary": f"{(own.value or 0):+.1%} ({own.note}); the claim holds in "
-                      f"{n_ok} of {len(cases)} maturity x ownership cases"},
+                      f"{n_ok} of {len(cases)} maturity x ownership cases; {unsourced}",
+                      "unsourced_prices": gaps},
             holds=own.holds, basis="model", cases=tuple(cases),
         ))  # fmt: skip
     return out
@@ -288,6 +316,7 @@ def fault_claim(cat: Catalog, known: Pairs | None = None) -> ClaimResult:
                               f"${diff:,.0f}; {diff / (gpus * roce.gpu_hour_cost_usd):.0f} h of "
                               "the whole cluster needed to match it"))  # fmt: skip
     first = cases[0]
+    gaps, unsourced = price_gaps(*_pair(cat, FAULT_SIZES[0], "policy", known))
     return ClaimResult(
         id="one-fault-exceeds-capex-difference", source=source("001"),
         claim="In a large cluster a single RoCE misconfiguration event can exceed the capital "
@@ -296,7 +325,7 @@ def fault_claim(cat: Catalog, known: Pairs | None = None) -> ClaimResult:
                     "model prices it (no training job here: the restart)"},
         claimed={"value": 1.0, "unit": "x the capex difference (event cost, at least)"},
         computed={"value": first.value, "unit": "event cost / capex difference",
-                  "summary": f"{first.note}"},
+                  "summary": f"{first.note}; {unsourced}", "unsourced_prices": gaps},
         holds=first.holds, basis="model", cases=tuple(cases),
     )  # fmt: skip
 

@@ -20,6 +20,8 @@ from fabricplan.cost import CostError, dollars, usd
 from fabricplan.workload import WorkloadError
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from fabricplan.advise import Advice
 
 
@@ -130,7 +132,10 @@ def _show(a: Advice) -> None:
         per = ", ".join(f"{m} {_gpus(gpus)}" for m, gpus in be["by_maturity"].items())
         console.print(f"break-even by network maturity: {per}", highlight=False)
     if be.get("by_model"):
-        print_table(_by_model_table(be["by_model"]))
+        table, lines = _by_model_table(be["by_model"])
+        print_table(table)
+        for line in lines:
+            console.print(line)
     for f in a.fabrics:
         console.print(
             f"[dim]{f['fabric']}, not modelled: {'; '.join(f['not_modelled'])}[/]", highlight=False
@@ -199,8 +204,8 @@ def _gpus(n: int | None) -> str:
     return f"{n:,}" if n else "none"
 
 
-def _by_model_table(rows: list[dict]) -> object:
-    from rich.console import Group
+def _by_model_table(rows: list[dict]) -> tuple[Table, list[str]]:
+    """The per-model break-even table, and a line per model on where its plan comes from."""
     from rich.table import Table
 
     from fabricplan.scenario.models import MATURITIES
@@ -228,7 +233,7 @@ def _by_model_table(rows: list[dict]) -> object:
         origin = p["origin"] if p else "-"
         t.add_row(r["model"], plan, origin, *(_gpus(m[k]) for k in MATURITIES), span)
         lines.append(_plan_line(r))
-    return Group(t, *lines)
+    return t, lines
 
 
 def _plan_line(row: dict) -> str:

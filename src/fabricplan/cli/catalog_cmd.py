@@ -13,6 +13,7 @@ from fabricplan.catalog import (
     Gpu,
     Model,
     Nic,
+    Price,
     Switch,
     UnknownIdError,
     count_params,
@@ -35,6 +36,11 @@ def entry_record(e: Entry) -> dict[str, Any]:
     return {"kind": e.KIND, **e.model_dump(mode="json")}
 
 
+def price_fact(price: Price) -> str:
+    """A price at a glance: its nominal figure and whether anything public backs it."""
+    return f"${price.usd:,.0f} ({price.status})"
+
+
 def key_facts(e: Entry) -> str:
     """The few numbers that identify an entry at a glance."""
     match e:
@@ -47,10 +53,13 @@ def key_facts(e: Entry) -> str:
         case Switch():
             return (
                 f"{e.ports} x {e.port_speed_gbps:g}G, "
-                f"{e.port_to_port_latency_ns.nominal:g} ns, ${e.price.usd:,.0f}*"
+                f"{e.port_to_port_latency_ns.nominal:g} ns, {price_fact(e.price)}"
             )
         case Nic():
-            return f"{e.ports} x {e.port_speed_gbps:g}G, PCIe Gen{e.pcie_gen} x{e.pcie_lanes}"
+            return (
+                f"{e.ports} x {e.port_speed_gbps:g}G, PCIe Gen{e.pcie_gen} x{e.pcie_lanes}, "
+                f"{price_fact(e.price)}"
+            )
         case Gpu():
             return (
                 f"{e.bf16_dense_tflops:g} BF16 TFLOPS, {e.memory_gb:g} GB, "
@@ -64,7 +73,7 @@ def key_facts(e: Entry) -> str:
         case _:
             media = getattr(e, "medium", None) or getattr(e, "reach", "")
             price = getattr(e, "price", None)
-            cost = f", ${price.usd:,.0f}*" if price else ""
+            cost = f", {price_fact(price)}" if price else ""
             return f"{e.speed_gbps:g}G {media}, {e.power_w:g} W{cost}"  # type: ignore[attr-defined]
 
 
@@ -93,7 +102,9 @@ def list_cmd(
         table.add_row(e.KIND, e.id, e.name, key_facts(e), e.as_of)
     print_table(table)
     output.console.print(
-        "* prices are labelled assumptions; `fabricplan catalog show ID` gives sources."
+        "prices: nominal figure (quoted: public prices cited; assumption: a stated basis, no "
+        "listing cited; no-public-price: none to cite); `fabricplan catalog show ID` gives "
+        "each one's range, basis and sources."
     )
 
 

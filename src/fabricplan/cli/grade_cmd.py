@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -30,6 +30,9 @@ from fabricplan.cli.system_opts import (
 from fabricplan.nccltests.grade import PASS_BW_RATIO
 from fabricplan.ops.grade import grade_document, grade_runs, worst_verdict
 
+if TYPE_CHECKING:
+    from fabricplan.cli.report_out import Targets
+
 # Exit code when a run is graded `fail`: the command worked, the fabric did not.
 EXIT_GRADE_FAIL = 3
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
@@ -52,12 +55,30 @@ def grade_cmd(
     run_index: list[int] | None = RUN_OPT,
     catalog: Path | None = CATALOG_OPT,
     max_file_mb: int = MAX_FILE_OPT,
+    report: Path | None = typer.Option(
+        None,
+        "--report",
+        metavar="FILE.html",
+        help="Also write the grade as a self-contained HTML report: each run's measured and "
+        "expected busbw as a chart, its findings and the log lines behind them (replaced).",
+    ),
+    report_pdf: Path | None = typer.Option(
+        None,
+        "--report-pdf",
+        metavar="FILE.pdf",
+        help="Also print that report to PDF (replaced); needs headless Chromium.",
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Grade measured nccl-tests output against what the fabric should deliver.
 
     Exit codes: 0 pass or warn, 3 a run failed, 2 bad input.
     """
+    targets = None
+    if report is not None or report_pdf is not None:
+        from fabricplan.cli.report_out import output_targets
+
+        targets = output_targets(report, report_pdf, as_json, ("--report", "--report-pdf"))
     triples = measured_runs(
         results, op=op, run_index=run_index, catalog=catalog_from(catalog, as_json),
         as_json=as_json, max_file_mb=max_file_mb, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
@@ -66,13 +87,52 @@ def grade_cmd(
     )  # fmt: skip
     graded = grade_runs(triples)
     worst = worst_verdict(graded)
+    written = {}
+    if targets is not None:
+        systems = [m.system for m in triples]
+        given = {
+            "fabric graded against": ", ".join(dict.fromkeys(s.fabric for s in systems)),
+            "GPU": ", ".join(dict.fromkeys(s.gpu for s in systems)),
+            "--op": op,
+            "--nodes": nodes,
+            "--gpus-per-node": gpus_per_node,
+            "--nics-per-node": nics_per_node,
+            "--hops": hops,
+            "--sharp": sharp,
+            "--scenario": scenario,
+            "--set": ", ".join(set_ or []),
+            "--run": ", ".join(map(str, run_index or [])),
+            "--catalog": catalog,
+        }
+        written = _write_report(graded, results, targets, as_json, given)
     if as_json:
-        emit_json(grade_document(graded))
+        emit_json({**grade_document(graded), **({"report": written} if written else {})})
     else:
         for d in graded:
             _print_grade(d)
+        if written:
+            console.print()
+        for path in written.values():
+            console.print(f"wrote {path}", highlight=False)
     if worst == "fail":
         raise typer.Exit(EXIT_GRADE_FAIL)
+
+
+def _write_report(
+    graded: list[dict[str, Any]],
+    results: Path,
+    targets: Targets,
+    as_json: bool,
+    given: dict[str, Any],
+) -> dict[str, str]:
+    """The grade as an HTML report (and PDF) where ``targets`` say; where each went."""
+    from fabricplan.cli.report_out import progress, write_reports
+    from fabricplan.report.grade_report import grade_report_html
+
+    settings = {k: str(v) for k, v in given.items() if v not in (None, False, "")}
+    with progress(f"making the report on {results}"):
+        html = grade_report_html(graded, source=results.name, settings=settings)
+        return write_reports(html, targets, as_json)
 
 
 def _print_grade(d: dict[str, Any]) -> None:

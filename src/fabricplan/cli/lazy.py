@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "step": ("step_cmd", "step_cmd"),
     "cost": ("cost_cmd", "cost_cmd"),
     "advise": ("advise_cmd", "advise_cmd"),
+    "report": ("report_cmd", "report_cmd"),
     "providers": ("providers_cmd", "providers_cmd"),
     "claims": ("claims_cmd", "claims_cmd"),
     "serve": ("serve_cmd", "serve_cmd"),

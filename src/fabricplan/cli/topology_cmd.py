@@ -89,6 +89,11 @@ def price_notes(d: FabricDesign) -> list[str]:
     out = []
     if d.no_public_price:
         out.append(f"no public price for {', '.join(d.no_public_price)}: priced by assumption")
+    if d.no_listing_cited:
+        out.append(
+            f"no listing cited for {', '.join(d.no_listing_cited)}: priced by assumption "
+            "(each one's basis: fabricplan catalog show ID)"
+        )
     if d.oem_fallback:
         out.append(
             f"no compatible part in the catalog for {', '.join(d.oem_fallback)}: priced as OEM"
@@ -137,7 +142,7 @@ def _print(d: FabricDesign) -> None:
             mods = ", ".join(f"{n:,} x {t}" for t, n in m.transceivers.items()) or "-"
             media.add_row(m.tier, f"{m.links:,}", f"{m.length_m:g}", m.medium, m.cable_id,
                           f"{m.cables:,}", mods)  # fmt: skip
-    console.print(media)
+    print_table(media)
     defaults = DEFAULT_LENGTHS[lay.design]
     runs = ", ".join(
         f"{m.tier} {m.length_m:g} m" + ("" if m.length_m == defaults[m.tier] else " (given)")

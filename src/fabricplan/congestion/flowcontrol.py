@@ -36,15 +36,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.sparse import csr_matrix, vstack
+from scipy.sparse import csr_matrix
 
 from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
 from fabricplan.congestion.dcqcn import Quality, fluid_keys, fluids_of
 from fabricplan.congestion.groupfill import group_fill
+from fabricplan.congestion.groups import runs, unique_inverse
 from fabricplan.congestion.network import Network, Routed
-from fabricplan.congestion.ports import PathArrivals, port_ids, port_pairs
+from fabricplan.congestion.ports import PathArrivals, PortPairs, port_ids, port_pairs
 from fabricplan.congestion.settings import FlowSettings
-from fabricplan.congestion.waterfill import max_min_rates
+from fabricplan.congestion.waterfill import Matrix, max_min_rates, with_rows
 from fabricplan.topology.graph import LEAF
 
 # Congestion spreads hop by hop: the hot port pauses the ports feeding it (level 1), and a
@@ -150,7 +151,8 @@ class Phases:
 
     ``push``: what each column's senders push before congestion control reacts (its NIC
     share; background at its load); ``demand_cap``: a column's own rate limit (background);
-    ``self_clocked``: windowed columns (ring and tree channels)."""
+    ``self_clocked``: windowed columns (ring and tree channels); ``a_t``: ``a``'s transpose,
+    for the compiled fill (None: built where needed)."""
 
     def __init__(
         self,
@@ -158,7 +160,7 @@ class Phases:
         routed: Routed,
         col_of: np.ndarray,
         a: csr_matrix,
-        a_t: csr_matrix,
+        a_t: csr_matrix | None,
         push: np.ndarray,
         demand_cap: np.ndarray,
         self_clocked: np.ndarray,
@@ -170,6 +172,7 @@ class Phases:
         self.push, self.cap, self.job = push, demand_cap, job
         self.rtt_us = rtt_us
         pp = port_pairs(net, routed) if fc.acts else None
+        self.pairs: PortPairs | None = pp  # which ingress port feeds which egress, per hop flow
         if pp is not None:
             self.p_out, self.p_in, self.p_w = pp.out, pp.into, pp.weight
             self.p_col = col_of[pp.flow]
@@ -205,7 +208,7 @@ class Phases:
         mult = np.ones(lanes)  # capacity left by congestion control's own losses
         pause = np.zeros(lanes)
         queues: dict[int, tuple[float, ...]] = {}
-        extra: csr_matrix | None = None
+        m: Matrix = a  # the links, and the arbiters' constraints when they bind
         extra_cap = np.zeros(0)
         if hot.any():
             h = np.flatnonzero(hot[out])
@@ -243,13 +246,13 @@ class Phases:
                     # the arbiter's per-port shares bind the flows of each port, and each
                     # switch upstream shares what its port gets the same way
                     rows, cols, weights, extra_cap = self._arbitrated(sel, h, inv, share, bring)
-                    extra = csr_matrix((weights, (rows, cols)), shape=(len(extra_cap), a.shape[1]))
+                    m = with_rows(a, rows, cols, weights, len(extra_cap))
                 pause = self._spread(pause, out, sel, bring, cap)
         eff = cap * mult * (1 - pause)
-        m, c = (a, eff) if extra is None else (vstack([a, extra]).tocsr(), np.r_[eff, extra_cap])
-        rates = max_min_rates(m, c, running, self.cap, None if extra is not None else self.a_t)
+        c = np.concatenate([eff, extra_cap])
+        rates = max_min_rates(m, c, running, self.cap, self.a_t if m is a else None)
         if self.record.victims is None and pause.any():  # the first phase with pauses
-            c0 = cap * mult if extra is None else np.r_[cap * mult, extra_cap]
+            c0 = np.concatenate([cap * mult, extra_cap])
             unpaused = max_min_rates(m, c0, running, self.cap)
             self.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
         self._note(running, rates, pause, queues, eff)
@@ -274,8 +277,8 @@ class Phases:
         mult = np.ones(lanes)
         pause = np.zeros(lanes)
         queues: dict[int, tuple[float, ...]] = {}
-        hot_lanes, first = np.unique(p_lane, return_index=True)
-        dense = np.searchsorted(hot_lanes, p_lane)
+        first, dense = runs(p_lane)  # p_lane is sorted, as the ports are
+        hot_lanes = p_lane[first]
         if fc.dcqcn:  # rate cuts share per flow: a port's share is its flows' part of the port
             flows_in = np.bincount(inv, weights=w_h, minlength=len(p_lane))
             flows_at = np.bincount(dense, weights=flows_in, minlength=len(hot_lanes))
@@ -378,8 +381,9 @@ class Phases:
             if not len(member):
                 break
             # sub-groups: (row above, ingress port of the switch before), with what each brings
-            subs, sub = np.unique(group.astype(np.int64) * lanes + into[prev], return_inverse=True)
-            above, dense = np.unique(subs // lanes, return_inverse=True)
+            subs, sub = unique_inverse(group.astype(np.int64) * lanes + into[prev])
+            starts, dense = runs(subs // lanes)
+            above = subs[starts] // lanes
             demand = np.bincount(sub, weights=bring[prev], minlength=len(subs))
             sub_share = group_fill(dense, demand, cap_of[above])
             # round-robin binds only where it holds a sub-group below what it brings

@@ -147,7 +147,9 @@ class FlowletMoves:
         self.tier = np.where(kind >= LEAF, kind, LEAF - 1)  # NICs and below: under the leaves
         self.up_lane = self.tier[net.head] > self.tier[net.tail]
         self.switch_ups = np.flatnonzero(self.up_lane & (self.tier[net.tail] >= LEAF))
+        self.is_switch_up = _flags(self.switch_ups, net.lanes)
         self.into_nic = kind[net.head] < LEAF
+        self.level_kb = np.array(QUEUE_LEVELS) * policy.buffer_kb  # where the levels start
         self.due = np.full(len(movable), np.inf)
         self.moved = np.zeros(len(movable), np.int64)  # moves per hop flow
         self.share = np.ones(len(movable))  # its part of its ingress's traffic, when due
@@ -160,7 +162,7 @@ class FlowletMoves:
 
     def _use(self, routed: Routed, phases: Phases) -> None:
         self.routed, self.phases = routed, phases
-        pp = port_pairs(self.net, routed)
+        pp = phases.pairs if phases.pairs is not None else port_pairs(self.net, routed)
         lane = routed.lane
         up = self.up_lane[lane[pp.e_out]] & self.movable[pp.flow]
         # per hop flow leaving a switch upwards: that switch, the lane it left by and came in on
@@ -216,8 +218,7 @@ class FlowletMoves:
         return held, phi, queue, behind, load
 
     def _level(self, queue_kb: np.ndarray) -> np.ndarray:
-        bounds = np.array(QUEUE_LEVELS) * self.policy.buffer_kb
-        return np.searchsorted(bounds, queue_kb, side="left").astype(float)
+        return np.searchsorted(self.level_kb, queue_kb, side="left").astype(float)
 
     def next_change_us(self, now_us: float) -> float:
         pol, net = self.policy, self.net
@@ -293,24 +294,24 @@ class FlowletMoves:
             go = go[current[go] >= 0]
             if not len(go):
                 continue
-            mine = np.isin(r.flow, go)
+            mine = _flags(go, len(self.due))[r.flow]
             past = mine & ~(is_up & (head_tier <= self.tier[np.maximum(at_of[r.flow], 0)]))
             np.subtract.at(queue, r.lane[past], pol.xon_kb)
             queue = np.maximum(queue, 0.0)
             part = self.reroute(go, at_of[go], self._level(queue))
             # a flow whose best port is still its own stays where it is
-            first = np.isin(part.lane, ups) & (net.tail[part.lane] == at_of[go][part.flow])
+            first = self.is_switch_up[part.lane] & (net.tail[part.lane] == at_of[go][part.flow])
             same = np.zeros(len(go), bool)
             same[part.flow[first]] = part.lane[first] == current[go][part.flow[first]]
             stay = same[part.flow]
             part = Routed(part.lane[~stay], part.flow[~stay], part.weight[~stay])
             np.add.at(queue, part.lane, pol.xon_kb)
-            np.add.at(queue, r.lane[past & np.isin(r.flow, go[same])], pol.xon_kb)
+            np.add.at(queue, r.lane[past & _flags(go[same], len(self.due))[r.flow]], pol.xon_kb)
             keep_idx = np.flatnonzero(~same)
             remap = np.full(len(go), -1)
             remap[keep_idx] = np.arange(len(keep_idx))
             go = go[keep_idx]
-            leave |= past & np.isin(r.flow, go)
+            leave |= past & _flags(go, len(self.due))[r.flow]
             parts.append(Routed(part.lane, go[remap[part.flow]], part.weight))
             moved.append(go)
         if not moved:
@@ -338,6 +339,14 @@ class FlowletMoves:
         per_move = pol.resend_kb(self.share[went], push, worst[went] > 0) * 1024
         np.add.at(resend, self.col_of[went], per_move)
         return resend
+
+
+def _flags(items: np.ndarray, n: int) -> np.ndarray:
+    """A mask of ``n`` with ``items`` set: ``np.isin(x, items)`` is then ``mask[x]``, a gather
+    instead of a sort (moves test a few flows against every routed entry, many times a run)."""
+    out = np.zeros(n, bool)
+    out[items] = True
+    return out
 
 
 def flowlet_policy(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabricplan.congestion.groups import runs
+
 
 def group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Share of ``capacity[group[i]]`` item ``i`` gets: max-min fair within its group, never
@@ -15,21 +17,21 @@ def group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> n
         return np.zeros(0)
     order = np.lexsort((demand, group))
     g, d = group[order], demand[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    size = np.diff(np.r_[starts, n])
-    pos = np.arange(n) - np.repeat(starts, size)
+    starts, member = runs(g)  # each group's first (smallest) item; each item's group
+    size = np.bincount(member)
+    pos = np.arange(n) - starts[member]
     before = np.cumsum(d) - d  # demand of the smaller items of the same group, and of others
-    before -= np.repeat(before[starts], size)
-    left = np.repeat(size, size) - pos
+    before -= before[starts][member]
+    left = size[member] - pos
     level = (capacity[g] - before) / left  # the share if this and every larger item were capped
-    unmet = level < d
     # the first unmet item of each group sets its level; a group with none gives everything
     # (levels fall after the first unmet item, so it must be the first, not the least)
+    hit = np.flatnonzero(level < d)
+    first_hit = np.ones(len(hit), bool)
+    np.not_equal(member[hit[1:]], member[hit[:-1]], out=first_hit[1:])
     first = np.full(len(starts), np.inf)
-    hit = np.flatnonzero(unmet)
-    grp, at = np.unique(np.searchsorted(starts, hit, "right") - 1, return_index=True)
-    first[grp] = level[hit[at]]
-    share = np.minimum(d, np.repeat(first, size))
+    first[member[hit[first_hit]]] = level[hit[first_hit]]
+    share = np.minimum(d, first[member])
     out = np.empty(n)
     out[order] = share
     return out

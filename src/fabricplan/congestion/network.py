@@ -40,6 +40,7 @@ from scipy.sparse import csr_matrix
 
 from fabricplan.congestion.adaptive import TIE_JITTER_GBPS, adaptive_pick
 from fabricplan.congestion.dragonfly_routes import DragonflyRoutes
+from fabricplan.congestion.groups import runs, unique_inverse
 from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.graph import (
     E_NODE_LEAF,
@@ -239,7 +240,7 @@ class Network:
         s_leaf = (self.leaf_of(src) if start is None else np.asarray(start)) - sw0
         d_leaf = self.leaf_of(dst) - sw0
         via = self.dragonfly_routes.via(s_leaf, d_leaf, dragonfly, rng, demand)
-        targets, t_idx = np.unique(np.r_[d_leaf, via[via >= 0]], return_inverse=True)
+        targets, t_idx = unique_inverse(np.concatenate([d_leaf, via[via >= 0]]))
         t_via = np.full(n, -1)
         t_via[via >= 0] = t_idx[n:]
         t_idx = t_idx[:n]
@@ -262,16 +263,17 @@ class Network:
         standing = None if preload is None else load.copy()
         rate = np.ones(n) if demand is None else np.asarray(demand, float)
         entries = len(ends) * n  # the NIC up- and downlinks above
-        rounds = (rng.integers(0, ADAPTIVE_ROUNDS, len(flow)) if mode == "adaptive"
-                  else np.zeros(len(flow), np.int64))  # fmt: skip
-        # the pieces of each round, in piece order (a stable sort keeps it within a round; on
-        # 16-bit keys numpy's stable sort is a radix sort)
-        by_round = np.argsort(rounds.astype(np.int16), kind="stable")
-        flow, here, mass, tgt = flow[by_round], here[by_round], mass[by_round], tgt[by_round]
-        then = then[by_round]
+        bounds = np.array([0, len(flow)])  # one round, but for adaptive routing
+        if mode == "adaptive":
+            rounds = rng.integers(0, ADAPTIVE_ROUNDS, len(flow))
+            # the pieces of each round, in piece order (a stable sort keeps it within a round;
+            # on 16-bit keys numpy's stable sort is a radix sort)
+            by_round = np.argsort(rounds.astype(np.int16), kind="stable")
+            flow, here, mass, tgt = flow[by_round], here[by_round], mass[by_round], tgt[by_round]
+            then = then[by_round]
+            bounds = np.searchsorted(rounds[by_round], np.arange(int(rounds.max(initial=0)) + 2))
         # a polarized hash: one draw per piece, used at every tier
         u_hash = rng.random(len(flow)) if polarized else np.zeros(len(flow))
-        bounds = np.searchsorted(rounds[by_round], np.arange(int(rounds.max(initial=0)) + 2))
         for a, b in itertools.pairwise(bounds.tolist()):
             f, v, w, t, u = flow[a:b], here[a:b], mass[a:b], tgt[a:b], u_hash[a:b]
             nx = then[a:b]
@@ -346,7 +348,10 @@ class Network:
         a few hundred such pairs (an all-to-all's 130k flows leave 32 leaves for 32 others)."""
         _, out, _ = self.switch_table
         key = v.astype(np.int64) * (int(t.max(initial=0)) + 1) + t
-        _, first, at = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(key, kind="stable")
+        starts, member = runs(key[order])
+        first, at = order[starts], np.empty(len(key), np.int64)  # as np.unique returns them
+        at[order] = member
         v, t, d_here = v[first], t[first], d_here[first]
         cand, nxt = out[v], self._heads_or_zero[v]
         ok = (cand >= 0) & (hops_to[(t * len(out))[:, None] + nxt] == d_here[:, None] - 1)

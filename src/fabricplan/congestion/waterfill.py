@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
-from scipy.sparse import csr_matrix
+from scipy.sparse import csr_matrix, vstack
 
 from fabricplan.congestion import kernels
 
@@ -34,22 +34,62 @@ TIME_ROUNDOFF = 1e-12
 BYTES_ROUNDOFF = 1e-9
 
 
-def _row_min(m: csr_matrix, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per row of ``m``: the least ``values[col]`` over its non-zero columns with ``mask``."""
-    vals = np.where(mask[m.indices], values[m.indices], np.inf)
-    out = np.full(m.shape[0], np.inf)
-    nonempty = np.diff(m.indptr) > 0
-    if vals.size:
-        out[nonempty] = np.minimum.reduceat(vals, m.indptr[:-1][nonempty])
-    return out
+class Rows(NamedTuple):
+    """A link x flow matrix as the arrays of its CSR form, in scipy's canonical order (each
+    row's entries by flow, no duplicates), without a scipy object: small problems build one per
+    event, where constructing and checking a ``csr_matrix`` costs more than the arithmetic."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple[int, int]
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices)
+
+    def csr(self) -> csr_matrix:
+        return csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+
+Matrix = csr_matrix | Rows
+
+
+def with_rows(
+    a: csr_matrix, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int
+) -> Matrix:
+    """``a`` with ``n_rows`` rows more, given as (row, column, weight) entries: what
+    ``vstack([a, csr_matrix((weights, (rows, cols)))])`` gives; below the compiled fill's size
+    as :class:`Rows`, in a handful of array operations (entries of one cell summed in the
+    order given). From that size scipy builds it: the compiled fill takes its matrices, and
+    its compiled conversion beats the sort here on tens of thousands of entries."""
+    if a.nnz + len(rows) >= kernels.COMPILED_MIN_SIZE:
+        extra = csr_matrix((weights, (rows, cols)), shape=(n_rows, a.shape[1]))
+        return vstack([a, extra]).tocsr()
+    order = np.lexsort((cols, rows))
+    key = rows[order].astype(np.int64) * a.shape[1] + cols[order]
+    first = np.ones(len(key), bool)  # each cell's first entry
+    np.not_equal(key[1:], key[:-1], out=first[1:])
+    cell = np.cumsum(first) - 1
+    data = np.bincount(
+        cell, weights=weights[order], minlength=int(cell[-1]) + 1 if len(cell) else 0
+    )
+    per_row = np.bincount(rows[order][first], minlength=n_rows)
+    return Rows(
+        np.concatenate([a.indptr, a.indptr[-1] + np.cumsum(per_row)]),
+        np.concatenate([a.indices, cols[order][first]]),
+        np.concatenate([a.data, data]),
+        (a.shape[0] + n_rows, a.shape[1]),
+    )
+
+
+# Below this many non-zeros a sum per link is a weighted bincount (the same additions in the
+# same order as a sparse product, without its fixed cost); above it the sparse product is faster.
+BINCOUNT_MAX_SIZE = 2048
 
 
 def _max_min_rounds(
-    a: csr_matrix,
-    capacity: np.ndarray,
-    active: np.ndarray | None,
-    cap: np.ndarray | None,
-    a_t: csr_matrix | None,
+    a: Matrix, capacity: np.ndarray, active: np.ndarray | None, cap: np.ndarray | None
 ) -> np.ndarray:
     """:func:`max_min_rates` in array code, for problems too small to repay the compiled
     kernel's start-up.
@@ -59,46 +99,60 @@ def _max_min_rounds(
     (fair shares only grow as other flows freeze, so none of those flows can end lower). The
     globally tightest link always qualifies, so every round makes progress; rounds follow the
     chains of bottlenecks, not the number of distinct rates.
+
+    Works on ``a``'s CSR arrays: minima per flow are taken entry by entry, which needs no
+    transpose (building one costs a small problem more than all its rounds).
     """
-    n_flows = a.shape[1]
-    a = a.tocsr()
-    a_t = a.T.tocsr() if a_t is None else a_t
+    n_links, n_flows = a.shape
+    flow_of, data = a.indices, np.asarray(a.data, float)
+    per_link = np.diff(a.indptr)
+    link_of = np.repeat(np.arange(n_links), per_link)
+    has_link = per_link > 0
+    link_starts = a.indptr[:-1][has_link]
+    if len(flow_of) < BINCOUNT_MAX_SIZE:
+
+        def link_sums(x: np.ndarray) -> np.ndarray:
+            return np.bincount(link_of, weights=data * x[flow_of], minlength=n_links)
+
+    else:
+        link_sums = (a.csr() if isinstance(a, Rows) else a).__matmul__
+    crossing = data > 0  # a stored zero carries none of the flow
+    touches = np.zeros(n_flows, bool)
+    touches[flow_of] = True
     active = np.ones(n_flows, bool) if active is None else active
     cap = np.full(n_flows, np.inf) if cap is None else np.asarray(cap, float)
     rate = np.zeros(n_flows)
     residual = np.asarray(capacity, float).copy()
-    touches = np.diff(a_t.indptr) > 0
     free = active & ~touches
     rate[free] = np.where(np.isfinite(cap[free]), cap[free], 0.0)
     unfrozen = active & touches
-    idx = np.arange(n_flows)  # the original flow of each column still carried
     while unfrozen.any():
-        if 2 * np.count_nonzero(unfrozen) < len(idx):
-            # drop settled flows: they only add exact zeros to every product below
-            keep = np.flatnonzero(unfrozen)
-            a, a_t, cap, idx = a[:, keep], a_t[keep], cap[keep], idx[keep]
-            unfrozen = np.ones(len(keep), bool)
-        slope = a @ unfrozen.astype(float)
+        slope = link_sums(unfrozen.astype(float))
         used = slope > 0
-        share = np.full(len(residual), np.inf)
-        share[used] = np.maximum(residual[used], 0.0) / slope[used]
-        flow_min = np.minimum(_row_min(a_t, share, used), cap)
-        link_min = _row_min(a, flow_min, unfrozen)
+        share = np.divide(
+            np.maximum(residual, 0.0), slope, out=np.full(n_links, np.inf), where=used
+        )
+        flow_min = cap.copy()  # the least share on each flow's path (inf: unused), or its cap
+        np.minimum.at(flow_min, flow_of, share[link_of])
+        carried = np.where(unfrozen[flow_of], flow_min[flow_of], np.inf)
+        link_min = np.full(n_links, np.inf)
+        if len(carried):
+            link_min[has_link] = np.minimum.reduceat(carried, link_starts)
         bottleneck = used & (share <= link_min * (1 + LEVEL_MERGE))
-        hit = (a_t @ bottleneck.astype(float)) > 0
+        hit = np.zeros(n_flows, bool)
+        hit[flow_of[bottleneck[link_of] & crossing]] = True
         settle = unfrozen & (hit | (cap <= flow_min * (1 + LEVEL_MERGE)))
         if not settle.any():  # only uncapped flows on links of infinite capacity remain
             break
-        now = np.zeros(len(idx))  # this round's rates, by column
-        now[settle] = np.where(np.isfinite(flow_min[settle]), flow_min[settle], 0.0)
-        rate[idx[settle]] = now[settle]
-        residual -= a @ now
+        now = np.where(settle & np.isfinite(flow_min), flow_min, 0.0)  # this round's rates
+        rate[settle] = now[settle]
+        residual -= link_sums(now)
         unfrozen &= ~settle
     return rate
 
 
 def max_min_rates(
-    a: csr_matrix,
+    a: Matrix,
     capacity: np.ndarray,
     active: np.ndarray | None = None,
     cap: np.ndarray | None = None,
@@ -109,12 +163,13 @@ def max_min_rates(
     Exact progressive filling, bottleneck by bottleneck (:func:`.kernels.fill`), from
     ``kernels.COMPILED_MIN_SIZE`` non-zeros; below, rounds of array code settling every
     independent bottleneck at once, within ``LEVEL_MERGE`` of exact. Flows that only cross links
-    of infinite capacity and have no cap of their own get 0 (nothing bounds them).
+    of infinite capacity and have no cap of their own get 0 (nothing bounds them). ``a_t``:
+    ``a``'s transpose in CSR, when the caller has it (only the compiled kernel uses it).
     """
     n_flows = a.shape[1]
-    a = a.tocsr()
     if a.nnz < kernels.COMPILED_MIN_SIZE:
-        return _max_min_rounds(a, capacity, active, cap, a_t)
+        return _max_min_rounds(a, capacity, active, cap)
+    a = a.csr() if isinstance(a, Rows) else a.tocsr()
     if a.nnz and not a.data.all():  # a stored zero is no crossing: it must not settle a flow
         a = a.copy()
         a.eliminate_zeros()
@@ -187,7 +242,8 @@ def complete(
     events = 0
     durations: list[float] = []
     a = a.tocsr()
-    a_t = a.T.tocsr() if a_t is None else a_t
+    if rates is None and a_t is None and a.nnz >= kernels.COMPILED_MIN_SIZE:
+        a_t = a.T.tocsr()  # once for every event's compiled fill
     moves = rates if hasattr(rates, "next_change_us") else None
     move_at = np.inf
     while (finite & ~done).any():

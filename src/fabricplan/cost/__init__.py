@@ -6,7 +6,7 @@ labelled assumptions in ``catalog/data/economics/costs.toml``; nothing here reac
 
 from fabricplan.cost.assumptions import CostAssumptions, load_assumptions
 from fabricplan.cost.run import RunCost, dollars, run_cost, usd
-from fabricplan.cost.tco import CostError, FabricCost, fabric_cost
+from fabricplan.cost.tco import CostError, FabricCost, fabric_cost, scenario_design
 
 __all__ = [
     "CostAssumptions",
@@ -17,5 +17,6 @@ __all__ = [
     "fabric_cost",
     "load_assumptions",
     "run_cost",
+    "scenario_design",
     "usd",
 ]

@@ -18,7 +18,7 @@ from fabricplan.cost.assumptions import CostAssumptions
 from fabricplan.cost.rent import RentTier, rent_tier
 from fabricplan.cost.run import DAYS_PER_YEAR, HOURS_PER_WEEK, HOURS_PER_YEAR, SECONDS_PER_HOUR
 from fabricplan.scenario import Scenario
-from fabricplan.topology.bom import design_fabric
+from fabricplan.topology.bom import FabricDesign, design_fabric
 from fabricplan.topology.layout import TopologyError
 from fabricplan.workload.interruptions import hours_per_interruption
 
@@ -119,6 +119,27 @@ class FabricCost:
         }
 
 
+def scenario_design(sc: Scenario, cat: Catalog, fabric: str) -> FabricDesign:
+    """The bill of materials ``fabric`` is priced with on the scenario's cluster."""
+    c, t = sc.cluster, sc.cluster.topology
+    try:
+        return design_fabric(
+            c.gpus,
+            t.design,
+            fabric,
+            gpu=c.gpu,
+            switch=c.switch_for(fabric),
+            oversubscription=t.oversubscription,
+            spine_oversubscription=t.spine_oversubscription,
+            gpus_per_node=c.gpus_per_node,
+            nics_per_node=c.nics_per_node,
+            optics=sc.costs.optics,
+            catalog=cat,
+        )
+    except TopologyError as exc:
+        raise CostError(f"cluster.topology: cannot price {fabric}: {exc}") from None
+
+
 def fabric_cost(
     sc: Scenario,
     cat: Catalog,
@@ -134,15 +155,7 @@ def fabric_cost(
     c, k, org = sc.cluster, sc.costs, sc.organization
     fam = cat.fabric(fabric).family
     maturity = org.network_maturity
-    try:
-        t = c.topology
-        bom = design_fabric(c.gpus, t.design, fabric, gpu=c.gpu, switch=c.switch_for(fabric),
-                            oversubscription=t.oversubscription,
-                            spine_oversubscription=t.spine_oversubscription,
-                            gpus_per_node=c.gpus_per_node, nics_per_node=c.nics_per_node,
-                            optics=k.optics, catalog=cat)  # fmt: skip
-    except TopologyError as exc:
-        raise CostError(f"cluster.topology: cannot price {fabric}: {exc}") from None
+    bom = scenario_design(sc, cat, fabric)
     net_capex = bom.cost_usd["total"]
     servers = c.gpus * a.server_usd_per_gpu(c.gpu)
     node_kw = c.gpus * cat.gpu(c.gpu).tdp_w * a.tdp_multiplier / 1000

@@ -89,6 +89,13 @@ class FabricDesign:
         return tuple(dict.fromkeys(ids))
 
     @cached_property
+    def no_listing_cited(self) -> tuple[str, ...]:
+        """The parts of this bill priced by a stated assumption: no public listing is cited."""
+        ids = [e.id for e in (self.switch, self.nic) if e.price.status == "assumption"]
+        ids += [i for m in self.media for i in m.no_listing_cited]
+        return tuple(dict.fromkeys(ids))
+
+    @cached_property
     def oem_fallback(self) -> tuple[str, ...]:
         """OEM parts priced where compatible ones were asked for (none in the catalog)."""
         return tuple(dict.fromkeys(i for m in self.media for i in m.oem_fallback))
@@ -98,6 +105,7 @@ class FabricDesign:
             "optics": self.optics,
             "range_usd": list(self.cost_range_usd),
             "no_public_price": list(self.no_public_price),
+            "no_listing_cited": list(self.no_listing_cited),
             "oem_fallback": list(self.oem_fallback),
         }
 

@@ -67,6 +67,7 @@ class TierMedia:
     cost_usd: float = 0.0
     cost_range_usd: tuple[float, float] = (0.0, 0.0)  # at every part's low and high price
     no_public_price: tuple[str, ...] = ()  # parts priced without any public price
+    no_listing_cited: tuple[str, ...] = ()  # parts priced by a stated assumption, no listing
     oem_fallback: tuple[str, ...] = ()  # OEM parts used where compatible ones were asked for
 
     def to_dict(self) -> dict:
@@ -81,6 +82,7 @@ class TierMedia:
             "cost_usd": self.cost_usd,
             "cost_range_usd": list(self.cost_range_usd),
             "no_public_price": list(self.no_public_price),
+            "no_listing_cited": list(self.no_listing_cited),
             "oem_fallback": list(self.oem_fallback),
         }
 
@@ -245,5 +247,6 @@ def choose_media(
         cost_usd=best.cost_usd * links,
         cost_range_usd=(low * links, high * links),
         no_public_price=tuple(i for i in parts if not by_id[i].price.public),
+        no_listing_cited=tuple(i for i in parts if by_id[i].price.status == "assumption"),
         oem_fallback=tuple(i for i in parts if optics == "compatible" and by_id[i].oem),
     )

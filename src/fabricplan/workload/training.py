@@ -285,6 +285,11 @@ def training_step(
         cp_f = ring_exchange(cp_ring, score, p.cp)
         cp_b = ring_exchange(BACKWARD_PER_FORWARD * cp_ring, score_bwd, p.cp)
         cp_traffic_f, cp_traffic_b = cp_ring, BACKWARD_PER_FORWARD * cp_ring
+    # recomputation (full, or selective: the core attention) reruns the attention's forward,
+    # and with it the K/V exchange inside it (Transformer Engine's attention holds the CP
+    # communication, so Megatron-Core's checkpointed core attention repeats it)
+    rerun = 0.0 if p.recompute == "none" else 1.0
+    cp_b, cp_traffic_b = cp_b + rerun * cp_f, cp_traffic_b + rerun * cp_traffic_f
     cp_layer = cp_f + cp_b
     cp_hidden = cp_traffic_f + cp_traffic_b - cp_layer
 

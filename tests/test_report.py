@@ -1,0 +1,281 @@
+"""`fabricplan report` and `grade --report`: one self-contained page with the advice's figures,
+charts that parse and carry their series, every user string escaped, and the PDF."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fabricplan
+from conftest import DESIGN_EXAMPLE, ROOT
+from fabricplan.advise import advise
+from fabricplan.report import build_scenario_report, fmt, html_to_pdf, render_scenario_report
+from fabricplan.report.scenario_sections import scenario_charts
+from fabricplan.scenario import load_scenario
+
+SCRIPT = Path(sys.executable).with_name("fabricplan")
+ENTRY = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "fabricplan"]
+# the package under test, whichever way it is installed
+SRC = str(Path(fabricplan.__file__).resolve().parents[1])
+NCCL_LOGS = ROOT / "src" / "fabricplan" / "validation" / "data" / "nccl-tests"
+ISSUE_290 = NCCL_LOGS / "02_nccl-tests-issue290_H100_IB-NDR_2nodes_underperforming.txt"
+SECTIONS = (
+    "recommendation",
+    "fabrics",
+    "step-time",
+    "cost",
+    "sensitivity",
+    "uncertainty",
+    "size",
+    "topology",
+    "questions",
+    "assumptions",
+    "scenario",
+)
+
+
+def run(*args: str, path: str = "/usr/bin:/bin") -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [*ENTRY, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"PATH": path, "PYTHONPATH": SRC, "COLUMNS": "120"},
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def example(cat):
+    """The example's report: its record, charts and page, made once."""
+    sc = load_scenario(DESIGN_EXAMPLE, catalog=cat)
+    r = build_scenario_report(sc, cat, scenario_text=DESIGN_EXAMPLE.read_text())
+    charts = scenario_charts(r)
+    return r, charts, render_scenario_report(r, charts)
+
+
+def svgs(page: str) -> dict[str, ET.Element]:
+    """Each inline chart parsed as XML, by the key its ids start with."""
+    out = {}
+    for text in re.findall(r"<svg\b.*?</svg>", page, flags=re.S):
+        root = ET.fromstring(text)
+        first = next(e.get("id") for e in root.iter() if e.get("id"))
+        out[first.split("-")[0]] = root
+    return out
+
+
+def ids(root: ET.Element, pattern: str) -> list[str]:
+    return [e.get("id") for e in root.iter() if re.search(pattern, e.get("id") or "")]
+
+
+def texts(root: ET.Element) -> str:
+    return " ".join(t for e in root.iter() if e.tag.endswith("text") for t in e.itertext())
+
+
+def test_every_section_and_the_recommendation(example):
+    r, _, page = example
+    for sid in SECTIONS:
+        assert f'<section id="{sid}">' in page, sid
+    assert f"Recommendation: {r.best}</strong>" in page
+    assert f"{r.best} (recommended)" in page  # its column in the per-fabric table
+    assert "labelled assumption" in page
+    assert f"fabricplan {fabricplan.__version__}" in page
+    assert "name: llama3-70b-on-512-h100" in page  # the scenario itself
+
+
+def test_the_advice_figures_appear_formatted(example, cat):
+    """The numbers advise gives (its JSON is Advice.to_dict), in the report's units."""
+    r, _, page = example
+    js = json.loads(json.dumps(advise(r.scenario, cat).to_dict()))
+    assert js["recommendation"]["fabric"] == r.best
+    for f in js["fabrics"]:
+        for shown in (
+            fmt.seconds(f["step_time_s"]),
+            fmt.days(f["time_to_train_days"]),
+            fmt.days(f["expected_time_to_train_days"]),
+            fmt.number(f["gpu_hours"], unit="GPU-h"),
+            fmt.money(f["capex_usd"]),
+            fmt.money(f["opex_usd_per_year"]),
+            fmt.money(f["tco_usd"]),
+            fmt.money(f["cost_per_run_usd"]),
+            fmt.money(f["risk_usd"]),
+            fmt.money(f["cost_same_work_usd"]),
+        ):
+            assert f">{shown}</td>" in page, (f["fabric"], shown)
+    assert fmt.share(js["recommendation"]["p_cheapest"]) in page
+    for reason in js["recommendation"]["reasons"]:
+        assert f"<li>{html.escape(reason)}</li>" in page
+    for d in js["sensitivity"]:
+        assert fmt.money(d["margin_at_low_usd"]) in page
+        if d["tips_at"] is not None and d["range"].startswith("x"):
+            assert fmt.multiplier(d["tips_at"]) in page
+    for row in js["break_even_gpus"]["sizes"]:
+        assert fmt.money(row["ib-ndr_usd"]) in page and fmt.money(row["roce-400g_usd"]) in page
+    for q in js["questions"]:
+        assert html.escape(q["question"]) in page
+
+
+def test_the_page_loads_nothing_from_outside(example):
+    _, _, page = example
+    assert not re.search(r"<script|<link|<iframe|<img|@import|@font-face", page, re.I)
+    for attr in re.findall(r'\b(?:src|href)="([^"]*)"', page):
+        assert attr.startswith(("#", "data:")), attr
+    for target in re.findall(r"url\(([^)]*)\)", page):
+        assert target.startswith(("#", "data:")), target
+
+
+def test_charts_parse_and_carry_their_series(example):
+    r, charts, page = example
+    names = [f["fabric"] for f in r.advice.fabrics]
+    got = svgs(page)
+    assert set(got) == {"step", "cost", "tornado", "margin", "size", "bom"} == set(charts)
+    for key in ("step", "cost", "bom"):  # one bar per fabric and part, the fabrics named
+        bars = ids(got[key], r"-bar-\d+-\d+$")
+        assert {b.split("-")[2] for b in bars} == {str(i) for i in range(len(names))}, key
+        assert all(n in texts(got[key]) for n in names), key
+    assert len(ids(got["bom"], r"-bar-")) == 3 * len(names)  # switches, optics and cables, NICs
+    rows = min(len(r.advice.sensitivity), 10)
+    assert len(ids(got["tornado"], r"-bar-\d+-(low|high)$")) == 2 * rows
+    assert len(ids(got["margin"], r"-bin-")) == 40 and len(ids(got["margin"], r"-mark-")) == 3
+    assert len(ids(got["size"], r"-line-")) == 5  # cost x2, their difference, step time x2
+    all_ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(all_ids) == len(set(all_ids))  # no chart's id clashes with another's
+
+
+def test_the_same_input_gives_the_same_page(example):
+    r, _, page = example
+    assert render_scenario_report(r) == page
+
+
+class _Page(HTMLParser):
+    """Start tags, and the text of <title>, <h1> and the last <pre>."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.open: list[str] = []
+        self.text: dict[str, str] = {}
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.open.append(tag)
+        if tag in ("title", "h1", "pre"):
+            self.text[tag] = ""
+
+    def handle_endtag(self, tag):
+        if self.open and self.open[-1] == tag:
+            self.open.pop()
+
+    def handle_data(self, data):
+        if self.open and self.open[-1] in ("title", "h1", "pre"):
+            self.text[self.open[-1]] += data
+
+
+def _parse(page: str) -> _Page:
+    p = _Page()
+    p.feed(page)
+    p.close()
+    return p
+
+
+user_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"),
+    min_size=1,
+    max_size=200,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=user_text, note=user_text)
+def test_user_strings_are_escaped(example, name, note):
+    """Whatever a scenario's name or text holds, it is text on the page: the page has the same
+    elements, and the title, heading and scenario read back exactly."""
+    r, charts, page = example
+    base = _parse(page)
+    text = f"name: {note}\n# {note}\n"
+    sc = r.scenario.model_copy(update={"name": name})
+    got = _parse(render_scenario_report(replace(r, scenario=sc, scenario_text=text), charts))
+    assert got.tags == base.tags
+    assert got.text["title"] == got.text["h1"] == f"Fabric report: {name}"
+    assert got.text["pre"] == text
+
+
+def test_report_command_json_and_errors(tmp_path):
+    out = tmp_path / "r.html"
+    out.write_text("old")  # -o replaces the named file
+    proc = run("report", str(DESIGN_EXAMPLE), "-o", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    js = json.loads(proc.stdout)
+    assert js["written"] == {"html": str(out)}
+    assert js["recommendation"] in ("ib-ndr", "roce-400g") and js["confidence"]
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and f"Recommendation: {js['recommendation']}" in page
+    assert run("report", str(DESIGN_EXAMPLE)).returncode == 2  # no output named
+    missing = run("report", str(DESIGN_EXAMPLE), "-o", str(tmp_path / "no" / "r.html"))
+    assert missing.returncode == 2 and "no such folder" in missing.stderr
+    assert run("report", str(tmp_path / "none.yaml"), "-o", str(out)).returncode == 2
+    no_browser = run(
+        "report", str(DESIGN_EXAMPLE), "--pdf", str(tmp_path / "r.pdf"), path=str(tmp_path)
+    )
+    assert no_browser.returncode == 2 and "chromium" in no_browser.stderr
+
+
+def test_grade_report_shows_each_run_and_finding(tmp_path):
+    out = tmp_path / "grade.html"
+    proc = run("grade", str(ISSUE_290), "--report", str(out), "--json")
+    assert proc.returncode == 3  # the log has failing runs: the grade's own exit code
+    js = json.loads(proc.stdout)
+    assert js["report"] == {"html": str(out)}
+    page = out.read_text()
+    got = svgs(page)
+    assert len(js["runs"]) == 3
+    for i, r in enumerate(js["runs"], 1):
+        assert f'<section id="run-{i}">' in page and f"Run {i}: {r['verdict']}" in page
+        assert len(ids(got[f"run{i}"], r"-line-0-[01]$")) == 2  # measured and expected busbw
+        assert "measured" in texts(got[f"run{i}"]) and "expected" in texts(got[f"run{i}"])
+        for row in r["rows"]:
+            assert f">{fmt.size_bytes(row['size_bytes'])}</td>" in page
+        for f in r["findings"]:
+            assert f"{f['severity']} {f['code']}" in page
+            for line in f["evidence"]:
+                assert html.escape(line) in page
+
+
+def test_nothing_imports_matplotlib_until_a_chart_is_drawn():
+    code = (
+        "import sys, fabricplan.cli.app, fabricplan.cli.report_cmd, fabricplan.report; "
+        "print('matplotlib' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": SRC},
+        timeout=60,
+    )
+    assert proc.stdout.strip() == "False", proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium (make browser)")
+def test_pdf(example, tmp_path):
+    out = tmp_path / "r.pdf"
+    html_to_pdf(example[2], out)
+    data = out.read_bytes()
+    assert data.startswith(b"%PDF")
+    assert len(re.findall(rb"/Type\s*/Page\b", data)) >= 1
