@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from fabricplan.web import create_app
 from fabricplan.web.limits import MAX_JSON_BYTES, MAX_UPLOAD_BYTES
-from web_helpers import DEMO, LOGS, ROOT, UNDERPERFORMING, cli_json, scenario_body
+from web_helpers import DEMO, LOGS, ROOT, UNDERPERFORMING, cli_json, cli_text, scenario_body
 
 
 @pytest.fixture(scope="module")
@@ -211,8 +211,6 @@ def test_the_page_and_its_files_are_served_with_a_strict_policy(client):
 def test_serve_binds_loopback_by_default_and_warns_otherwise(monkeypatch):
     import uvicorn
 
-    from web_helpers import cli_text
-
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(kw))
     code, out = cli_text("serve", "--port", "8123")
@@ -232,3 +230,14 @@ def test_other_commands_do_not_import_the_web_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.replace("'", '"')) == []
+
+
+def test_report_is_the_report_commands_file(client, tmp_path):
+    r = client.post("/api/report", json=scenario_body("cluster.gpus=1024"))
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert r.headers["content-disposition"] == 'attachment; filename="fabricplan-report.html"'
+    out = tmp_path / "report.html"
+    code, _ = cli_text("report", str(DEMO), "--set", "cluster.gpus=1024", "-o", str(out))
+    assert code == 0 and r.content == out.read_bytes()
+    bad = client.post("/api/report", json=scenario_body("cluster.gpus=0"))
+    assert bad.status_code == 422 and bad.json()["problems"][0]["field"] == "cluster.gpus"

@@ -197,3 +197,19 @@ def test_upload_a_log_and_see_its_grade(browser, api):
         assert finding["code"] in text
     browser.execute_script("document.getElementById('grade').scrollIntoView()")
     shot(browser, "04-graded")
+
+
+def test_download_the_report(browser, downloads, api):
+    browser.find_element(By.ID, "download").click()
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: d.find_element(By.ID, "download-status").get_attribute("data-state") == "ready"
+    )
+    path = downloads / "fabricplan-report.html"
+    deadline = time.monotonic() + WAIT_S
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    expected = api.post("/api/report", json=scenario_body()).content
+    assert path.read_bytes() == expected
+    browser.get(path.as_uri())  # the downloaded page opens on its own, with nothing fetched
+    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.TAG_NAME, "svg"))
+    shot(browser, "05-report")

@@ -32,3 +32,12 @@ def check_document(sc: Scenario, cat: Catalog) -> dict[str, Any]:
     """What ``scenario check --json`` prints for a valid scenario."""
     summary = summarize(sc, cat)
     return {"valid": True, "scenario": sc.model_dump(mode="json"), "warnings": summary["warnings"]}
+
+
+def text_with_overrides(text: str, overrides: Iterable[str]) -> str:
+    """A scenario's text as a report shows it: as given, with the --set overrides applied to it
+    named at its end."""
+    overrides = list(overrides)
+    if overrides:
+        text += "\n# applied with --set:\n" + "".join(f"#   {o}\n" for o in overrides)
+    return text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import UploadFile
@@ -54,10 +55,12 @@ SetList = Annotated[
         description="Overrides as the command line's --set takes them: 'key.path=value'.",
     ),
 ]
+# The example scenario the page opens with, as the schema's example of a scenario.
+DEMO_SCENARIO = (Path(__file__).parent / "static" / "demo.yaml").read_text(encoding="utf-8")
 ScenarioText = Annotated[
     str,
     StringConstraints(max_length=MAX_SCENARIO_BYTES),
-    Field(description="The scenario: the text of a scenario YAML file."),
+    Field(description="The scenario: the text of a scenario YAML file.", examples=[DEMO_SCENARIO]),
 ]
 
 
@@ -89,8 +92,11 @@ class AdviseRequest(ScenarioRequest):
     congestion: Congestion | None = Field(None, description="How congestion is priced.")
 
 
-class ReportRequest(AdviseRequest):
-    """`fabricplan report`: the advice as one HTML page."""
+class ReportRequest(ScenarioRequest):
+    """`fabricplan report`: the advice as one self-contained HTML page."""
+
+    seed: bounded(0, MAX_SEED) = Field(0, description="Monte Carlo seed.")  # type: ignore[valid-type]
+    congestion: Congestion | None = Field(None, description="How congestion is priced.")
 
 
 class _Cluster(_Request):

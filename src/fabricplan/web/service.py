@@ -68,11 +68,13 @@ def advise(req: AdviseRequest, cat: Catalog) -> dict[str, Any]:
 
 def report(req: ReportRequest, cat: Catalog) -> str:
     """`report`: the advice as one self-contained HTML page."""
+    from fabricplan.ops.scenario import text_with_overrides
     from fabricplan.report import scenario_report_html
 
     backend = _backend(req.congestion)
     sc = _scenario(req.scenario, req.set, cat)
-    return scenario_report_html(sc, cat, backend=backend, seed=req.seed, scenario_text=req.scenario)
+    text = text_with_overrides(req.scenario, req.set)
+    return scenario_report_html(sc, cat, backend=backend, seed=req.seed, scenario_text=text)
 
 
 def collective(req: CollectiveRequest, cat: Catalog) -> dict[str, Any]:
