@@ -11,7 +11,7 @@ has its own HTTP connection and sends its next request as soon as the last is an
 - uncached, the model re-run: every request has its own workload.tokens, so each re-runs the
   workload model everywhere advise needs it (nothing shared but the congestion simulations'
   own caches);
-- cached: the same request again and again, answered from the cache after the first.
+- cached: the same request again and again, after one that puts its answer in the cache.
 
     python benchmarks/web.py [--clients 20] [--requests 200] [--workers 1]
 """
@@ -136,6 +136,7 @@ def main() -> None:
             TARGET_P99_S,
         )
         same = [{"scenario": text, "set": []}] * max(args.requests, 1000)
+        httpx.post(url, json=same[0], timeout=120).raise_for_status()  # kept from here on
         report(
             f"cached, {args.clients} clients, {args.workers} worker(s)",
             *load(url, same, args.clients),
