@@ -14,3 +14,13 @@ DESIGN_EXAMPLE = ROOT / "examples" / "llama3-70b-512-h100.yaml"
 @pytest.fixture(scope="session")
 def cat() -> Catalog:
     return default_catalog()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_workload_memo():
+    """Each test computes the workload model afresh: a test that patches the model must not be
+    answered from evaluations another test kept (workload.memo)."""
+    from fabricplan.workload.memo import MEMO
+
+    MEMO.clear()
+    yield

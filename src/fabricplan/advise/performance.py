@@ -151,8 +151,9 @@ def _time(
     fabric: str,
     backend: NetworkBackend,
     adjust: Callable[[Hardware], Hardware] | None,
+    variant: tuple | None = None,
 ) -> float:
-    (r,) = evaluate_scenario(sc, cat, [fabric], backend=backend, adjust=adjust)
+    (r,) = evaluate_scenario(sc, cat, [fabric], backend=backend, adjust=adjust, adjust_key=variant)
     v = r.values
     return float(v["step_time_s"] if v["kind"] == "training" else 1.0 / v["tokens_per_s"])
 
@@ -167,14 +168,23 @@ def perf_table(sc: Scenario, cat: Catalog, backend: NetworkBackend) -> PerfTable
         for i, lat in enumerate(GRID):
             for j, good in enumerate(GRID):
                 grid[k, i, j] = _time(
-                    sc, cat, fab, backend, lambda hw, a=lat, b=good: with_performance(hw, cat, a, b)
+                    sc,
+                    cat,
+                    fab,
+                    backend,
+                    lambda hw, a=lat, b=good: with_performance(hw, cat, a, b),
+                    ("performance", lat, good),
                 )
         nominal = grid[k, 1, 1]
         uncongested[k] = _time(sc, cat, fab, NO_CONGESTION, None) / nominal
         if cat.fabric(fab).family == "roce" and backend.models_flow_control:
             lo, hi = _neighbours(own)
-            better[k] = _time(sc, cat, fab, backend, lambda hw, q=lo: replace(hw, roce_quality=q))
-            worse[k] = _time(sc, cat, fab, backend, lambda hw, q=hi: replace(hw, roce_quality=q))
+            better[k] = _time(
+                sc, cat, fab, backend, lambda hw, q=lo: replace(hw, roce_quality=q), ("roce", lo)
+            )
+            worse[k] = _time(
+                sc, cat, fab, backend, lambda hw, q=hi: replace(hw, roce_quality=q), ("roce", hi)
+            )
             better[k] /= nominal
             worse[k] /= nominal
     return PerfTable(grid, better, worse, uncongested)

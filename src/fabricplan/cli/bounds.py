@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from fabricplan.ops import range_message
+
 
 def within(low: float, high: float | None = None) -> Callable[[Any], Any]:
     """A typer option callback refusing values outside ``low`` .. ``high`` (exit 2); a
@@ -15,8 +17,7 @@ def within(low: float, high: float | None = None) -> Callable[[Any], Any]:
 
     def one(value: float) -> None:
         if value < low or (high is not None and value > high):
-            allowed = f"{low:,} to {high:,}" if high is not None else f"{low:,} or more"
-            raise typer.BadParameter(f"{value:,} is outside the allowed range, {allowed}")
+            raise typer.BadParameter(range_message(value, low, high))
 
     def check(value: Any) -> Any:
         for v in value if isinstance(value, list | tuple) else [value]:

@@ -23,9 +23,9 @@ from fabricplan.cli.system_opts import (
     RUN_OPT,
     SCENARIO_OPT,
     SET_OPT,
-    Measured,
     measured_runs,
 )
+from fabricplan.ops.grade import Measured
 
 
 def calibrate_cmd(

@@ -21,11 +21,12 @@ from fabricplan.cli.system_opts import (
     SCENARIO_OPT,
     SET_OPT,
     SHARP_OPT,
-    size_list,
     system_from,
-)  # fmt: skip
-from fabricplan.collectives import OPS, CollectiveTable, CommSystem, predict, resolve_op
+)
+from fabricplan.collectives import OPS, CollectiveTable, CommSystem, resolve_op
 from fabricplan.collectives.nccl_constants import MAX_CTAS
+from fabricplan.ops.cluster import size_list
+from fabricplan.ops.collective import collective_table
 
 # nccl-tests' default element type
 DTYPE_BYTES = 4
@@ -82,15 +83,10 @@ def collective(
         fabric=fabric, hops=hops, sharp=sharp, scenario=scenario, overrides=set_, catalog=cat,
         as_json=as_json,
     )  # fmt: skip
-    if min_ctas or max_ctas:
-        system = system.with_(min_ctas=min_ctas or system.min_ctas,
-                              max_ctas=max_ctas or system.max_ctas)  # fmt: skip
     try:
-        table = predict(
-            system, op, size_values,
-            algorithms=algo.split(",") if algo else None,
-            protocols=proto.split(",") if proto else None,
-        )  # fmt: skip
+        table = collective_table(
+            system, op, size_values, algo=algo, proto=proto, min_ctas=min_ctas, max_ctas=max_ctas
+        )
     except ValueError as exc:
         fail(str(exc), as_json=as_json)
     if as_json:

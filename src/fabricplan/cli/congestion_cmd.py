@@ -17,8 +17,6 @@ from fabricplan.cli.system_opts import (
     JSON_OPT,
     NICS_OPT,
     SWITCH_OPT,
-    parse_ratios,
-    parse_size,
 )
 from fabricplan.congestion.budget import (
     DEFAULT_MEMORY_BUDGET_GB,
@@ -35,6 +33,7 @@ from fabricplan.congestion.network import ROUTINGS
 from fabricplan.congestion.settings import CONGESTION_CONTROLS, FlowSettings
 from fabricplan.congestion.simulate import run_case
 from fabricplan.congestion.traffic import PATTERNS, PLACEMENTS
+from fabricplan.ops.cluster import parse_ratios, parse_size
 from fabricplan.scenario import default_fabric
 from fabricplan.scenario.models import MAX_GPUS
 from fabricplan.topology import DESIGNS

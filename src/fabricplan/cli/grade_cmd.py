@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -29,54 +27,15 @@ from fabricplan.cli.system_opts import (
     SHARP_OPT,
     measured_runs,
 )
-from fabricplan.nccltests.compare import compare
-from fabricplan.nccltests.findings import across_runs
-from fabricplan.nccltests.grade import PASS_BW_RATIO, Grade, grade
+from fabricplan.nccltests.grade import PASS_BW_RATIO
+from fabricplan.ops.grade import grade_document, grade_runs, worst_verdict
 
 if TYPE_CHECKING:
     from fabricplan.cli.report_out import Targets
 
 # Exit code when a run is graded `fail`: the command worked, the fabric did not.
 EXIT_GRADE_FAIL = 3
-VERDICT_ORDER = {"pass": 0, "warn": 1, "fail": 2}
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
-
-
-def _grade_dict(g: Grade, index: int, label: str) -> dict[str, Any]:
-    c = g.comparison
-    ratio = c.speed_ratio
-    return {
-        "run": index,
-        "label": label,
-        "op": c.op,
-        "verdict": g.verdict,
-        "bandwidth_ratio": g.bandwidth_ratio,
-        "latency_ratio": g.latency_ratio,
-        "rows": [
-            {
-                "run": index,
-                "size_bytes": int(c.sizes[i]),
-                "measured_busbw_GBps": float(c.measured_busbw_GBps[i]),
-                "expected_busbw_GBps": float(c.expected_busbw_GBps[i]),
-                "ratio": float(ratio[i]) if np.isfinite(ratio[i]) else None,
-                "measured_time_us": float(c.measured_time_us[i]),
-                "expected_time_us": float(c.expected_time_us[i]),
-                "expected_algorithm": c.algorithm[i],
-            }
-            for i in range(len(c.sizes))
-        ],
-        "worst": [int(c.sizes[i]) for i in g.worst()],
-        "findings": [
-            {
-                "run": index,
-                "code": f.code,
-                "severity": f.severity,
-                "message": f.message,
-                "evidence": [str(q) for q in f.evidence],
-            }
-            for f in g.findings
-        ],
-    }
 
 
 def grade_cmd(
@@ -126,30 +85,11 @@ def grade_cmd(
         nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=sharp, scenario=scenario,
         overrides=set_,
     )  # fmt: skip
-    grades = [
-        (run, system, grade(run, system, compare(run, system, run_op), layout_warnings=lw.warnings))
-        for run, system, run_op, lw in triples
-    ]
-    # what only the runs side by side show (nodes added, repeated runs) joins the run it is about
-    for k, extra in across_runs(grades).items():
-        run, system, g = grades[k]
-        verdict = "warn" if g.verdict == "pass" else g.verdict
-        grades[k] = (run, system, replace(g, verdict=verdict, findings=g.findings + extra))
-    graded = []
-    for i, ((run, system, g), (*_, layout)) in enumerate(zip(grades, triples, strict=True), 1):
-        d = _grade_dict(g, i, run.label or f"run {i} (line {run.first_line})")
-        d["layout"] = {
-            "nodes": system.nodes,
-            "gpus_per_node": system.gpus_per_node,
-            "nics_per_node": system.nics_per_node,
-            "ranks": system.nranks,
-            "read_from": layout.source or "flags",
-        }
-        graded.append(d)
-    worst = max(graded, key=lambda d: VERDICT_ORDER[d["verdict"]])["verdict"]
+    graded = grade_runs(triples)
+    worst = worst_verdict(graded)
     written = {}
     if targets is not None:
-        systems = [system for _, system, _ in grades]
+        systems = [m.system for m in triples]
         given = {
             "fabric graded against": ", ".join(dict.fromkeys(s.fabric for s in systems)),
             "GPU": ", ".join(dict.fromkeys(s.gpu for s in systems)),
@@ -166,13 +106,7 @@ def grade_cmd(
         }
         written = _write_report(graded, results, targets, as_json, given)
     if as_json:
-        emit_json({
-            "verdict": worst,
-            "rows": [r for d in graded for r in d["rows"]],
-            "findings": [f for d in graded for f in d["findings"]],
-            "runs": graded,
-            **({"report": written} if written else {}),
-        })  # fmt: skip
+        emit_json({**grade_document(graded), **({"report": written} if written else {})})
     else:
         for d in graded:
             _print_grade(d)

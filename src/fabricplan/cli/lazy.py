@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report_cmd", "report_cmd"),
     "providers": ("providers_cmd", "providers_cmd"),
     "claims": ("claims_cmd", "claims_cmd"),
+    "serve": ("serve_cmd", "serve_cmd"),
 }
 
 

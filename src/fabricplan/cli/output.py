@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
+from fabricplan.ops import BadInput, jsonable
 from fabricplan.scenario import Problem
 
 if TYPE_CHECKING:
@@ -45,18 +45,8 @@ def __getattr__(name: str) -> Console:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 def emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(_jsonable(obj), indent=2) + "\n")
+    sys.stdout.write(json.dumps(jsonable(obj), indent=2) + "\n")
 
 
 def fail(message: str, problems: Iterable[Problem] = (), *, as_json: bool = False) -> NoReturn:
@@ -72,6 +62,11 @@ def fail(message: str, problems: Iterable[Problem] = (), *, as_json: bool = Fals
         for p in problems:
             err.print(f"  [red]-[/] {escape(str(p))}", highlight=False)
     raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def fail_with(exc: BadInput, as_json: bool) -> NoReturn:
+    """Report an operation's bad input (its message and problems) and exit with code 2."""
+    fail(exc.message, exc.problems, as_json=as_json)
 
 
 def fmt(value: Any, digits: int = 3) -> str:

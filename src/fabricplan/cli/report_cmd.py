@@ -15,6 +15,7 @@ from fabricplan.cli.output import emit_json, fail
 from fabricplan.cli.report_out import output_targets, progress, write_reports
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cost import CostError
+from fabricplan.ops.scenario import text_with_overrides
 from fabricplan.workload import WorkloadError
 
 HTML_OPT = typer.Option(
@@ -83,6 +84,4 @@ def _scenario_text(file: Path, overrides: list[str] | None) -> str | None:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None  # the page shows the scenario as loaded instead
-    if overrides:
-        text += "\n# applied with --set:\n" + "".join(f"#   {o}\n" for o in overrides)
-    return text
+    return text_with_overrides(text, overrides or ())

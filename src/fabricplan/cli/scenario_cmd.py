@@ -12,6 +12,8 @@ from fabricplan.cli import output
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.catalog_opt import JSON_OPT as JSON_OPT
 from fabricplan.cli.output import emit_json, fail, fmt, kv_table, print_table
+from fabricplan.ops import scenario_problems_message
+from fabricplan.ops.scenario import check_document
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, summarize
 
 if TYPE_CHECKING:
@@ -35,10 +37,7 @@ def load_or_fail(
     try:
         return load_scenario(path, overrides=overrides or (), catalog=catalog)
     except ScenarioError as exc:
-        n = len(exc.problems)
-        fail(
-            f"{path}: {n} problem{'s' if n != 1 else ''} in scenario", exc.problems, as_json=as_json
-        )
+        fail(scenario_problems_message(str(path), len(exc.problems)), exc.problems, as_json=as_json)
 
 
 def _print_warnings(warnings: list[dict[str, Any]]) -> None:
@@ -59,12 +58,10 @@ def check_cmd(
     """Validate FILE: exit 0 if usable, 2 with every problem listed if not."""
     cat = catalog_from(catalog, as_json)
     s = load_or_fail(file, set_, as_json, cat)
-    summary = summarize(s, cat)
     if as_json:
-        emit_json(
-            {"valid": True, "scenario": s.model_dump(mode="json"), "warnings": summary["warnings"]}
-        )
+        emit_json(check_document(s, cat))
         return
+    summary = summarize(s, cat)
     c = summary["cluster"]
     output.console.print(
         f"[green]ok[/] {file}: '{s.name}' - {c['gpus']} x {c['gpu']} in {c['nodes']} nodes, "

@@ -10,17 +10,18 @@ from rich.table import Table
 
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
-from fabricplan.cli.output import console, emit_json, fail, print_table
+from fabricplan.cli.output import console, emit_json, fail, fail_with, print_table
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.cli.time_to_train import cell, time_to_train_table
 from fabricplan.cli.validated_range import validation_lines
-from fabricplan.workload import WorkloadError, evaluate_scenario
+from fabricplan.ops import BadInput
+from fabricplan.ops.step import step_fabrics, step_results
+from fabricplan.workload import WorkloadError
 
 if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
     from fabricplan.congestion.network_backend import NetworkBackend
     from fabricplan.scenario import Scenario
-    from fabricplan.workload import FabricResult
 
 _TRAIN_COLS = (
     ("step (s)", "step_time_s", "{:.3f}"),
@@ -73,8 +74,9 @@ def _serving_rates_table(results: list[dict[str, Any]], tp: int, pp: int) -> Tab
     return t
 
 
-def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], backend: NetworkBackend
-                   ) -> list[FabricResult]:  # fmt: skip
+def _with_progress(
+    sc: Scenario, cat: Catalog, fabrics: list[str], backend: NetworkBackend
+) -> list[dict[str, Any]]:
     """Behind a transient bar: a group spanning hundreds of nodes makes the congestion
     simulation take a minute or more."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -84,8 +86,7 @@ def _with_progress(sc: Scenario, cat: Catalog, fabrics: list[str], backend: Netw
     cols = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*cols, console=err_console, transient=True) as bar:
         task = bar.add_task("step per fabric", total=len(fabrics))
-        return evaluate_scenario(sc, cat, fabrics, backend=backend,
-                                 tick=lambda _f: bar.advance(task))  # fmt: skip
+        return step_results(sc, cat, fabrics, backend, tick=lambda _f: bar.advance(task))
 
 
 def step_cmd(
@@ -119,26 +120,15 @@ def step_cmd(
     backend = backend_from(congestion, as_json)
     cat = catalog_from(catalog, as_json)
     sc = load_or_fail(file, set_, as_json, cat)
-    if fabric:
-        unknown = [f for f in fabric if f not in cat.ids("fabric")]
-        if unknown:
-            fail(f"--fabric: unknown id {', '.join(unknown)}; known: "
-                 f"{', '.join(cat.ids('fabric'))}", as_json=as_json)  # fmt: skip
-    fabrics = list(fabric or sc.cluster.fabrics)
+    try:
+        fabrics = step_fabrics(sc, cat, fabric)
+    except BadInput as exc:
+        fail_with(exc, as_json)
     try:
         if as_json:
-            found = evaluate_scenario(sc, cat, fabrics, backend=backend)
+            results = step_results(sc, cat, fabrics, backend)
         else:
-            found = _with_progress(sc, cat, fabrics, backend)
-        results = [
-            {
-                "fabric": r.fabric,
-                "congestion_backend": backend.name,
-                **r.to_dict(),
-                "not_modelled": _limits(cat, backend.name, r.fabric, sc),
-            }
-            for r in found
-        ]
+            results = _with_progress(sc, cat, fabrics, backend)
     except WorkloadError as exc:  # a design the fabric cannot build is one too
         fail(str(exc), as_json=as_json)
     if as_json:
@@ -186,11 +176,3 @@ def step_cmd(
         console.print(
             f"[dim]{r['fabric']}, not modelled: {'; '.join(r['not_modelled'])}[/]", highlight=False
         )
-
-
-def _limits(cat: Catalog, backend: str, fabric: str, sc: Scenario) -> list[str]:
-    from fabricplan.congestion.limits import not_modelled_by
-
-    f = cat.fabric(fabric)
-    routing = sc.cluster.routing or f.default_routing
-    return not_modelled_by(backend, f.family, sc.cluster.topology.design, routing)

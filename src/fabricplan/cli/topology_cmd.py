@@ -7,10 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricplan.catalog import UnknownIdError
 from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
-from fabricplan.cli.output import console, emit_json, fail, kv_table, print_table
+from fabricplan.cli.output import console, emit_json, fail_with, kv_table, print_table
 from fabricplan.cli.scenario_cmd import load_or_fail
 from fabricplan.cli.system_opts import (
     GPN_OPT,
@@ -19,26 +18,12 @@ from fabricplan.cli.system_opts import (
     SCENARIO_OPT,
     SET_OPT,
     SWITCH_OPT,
-    parse_ratios,
 )
-from fabricplan.scenario import default_fabric
+from fabricplan.ops import BadInput
+from fabricplan.ops.topology import design_fabrics, topology_document
 from fabricplan.scenario.models import MAX_GPUS
-from fabricplan.topology import DESIGNS, FabricDesign, TopologyError, design_fabric
+from fabricplan.topology import DESIGNS, FabricDesign
 from fabricplan.topology.cabling import DEFAULT_LENGTHS
-
-
-def _lengths(items: list[str] | None) -> dict[str, float]:
-    out = {}
-    for item in items or []:
-        tier, sep, value = item.partition("=")
-        try:
-            metres = float(value)
-        except ValueError:
-            metres = -1.0
-        if not sep or metres <= 0:
-            raise ValueError(f"--cable-length '{item}': use TIER=METRES, e.g. node_leaf=3")
-        out[tier.strip()] = metres
-    return out
 
 
 def topology(
@@ -82,47 +67,26 @@ def topology(
     {"designs": [...]}); otherwise one design (JSON: the design object).
     """
     cat = catalog_from(catalog, as_json)
-    fabrics = [fabric] if fabric else []
-    o_leaf, o_spine = None, None
-    optics = "policy"
-    scenario_switch: dict[str, str | None] = {}  # per fabric: the scenario's, on its own ones
-    if scenario is not None:
-        sc = load_or_fail(scenario, set_, as_json, cat)
-        c, optics = sc.cluster, sc.costs.optics
-        gpus, gpu = gpus or c.gpus, gpu or c.gpu
-        gpus_per_node = gpus_per_node or c.gpus_per_node
-        nics_per_node = nics_per_node or c.nics_per_node
-        design = design or c.topology.design
-        o_leaf, o_spine = c.topology.oversubscription, c.topology.spine_oversubscription
-        fabrics = fabrics or list(c.fabrics)
-        scenario_switch = {f: c.switch_for(f) for f in fabrics}
-    if gpus is None:
-        fail("give --gpus (or --scenario)", as_json=as_json)
+    sc = load_or_fail(scenario, set_, as_json, cat) if scenario is not None else None
     try:
-        if oversubscription is not None:
-            o_leaf, o_spine = parse_ratios(oversubscription)
-        lengths = _lengths(cable_length)
-        gpu = gpu or "h100"
-        fabrics = fabrics or [default_fabric(cat, gpu, "infiniband")]
-        designs = [
-            design_fabric(
-                gpus, design or "rail-optimized", f, gpu=gpu,
-                switch=switch or scenario_switch.get(f),
-                oversubscription=1.0 if o_leaf is None else o_leaf,
-                spine_oversubscription=1.0 if o_spine is None else o_spine,
-                gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
-                cable_lengths=lengths,
-                optics=optics if compatible_optics is None else
-                ("compatible" if compatible_optics else "oem"),
-                catalog=cat,
-            )
-            for f in fabrics
-        ]  # fmt: skip
-    except (TopologyError, UnknownIdError, ValueError) as exc:
-        fail(str(exc), as_json=as_json)
+        designs = design_fabrics(
+            gpus=gpus,
+            gpu=gpu,
+            design=design,
+            fabric=fabric,
+            switch=switch,
+            oversubscription=oversubscription,
+            gpus_per_node=gpus_per_node,
+            nics_per_node=nics_per_node,
+            cable_length=cable_length,
+            compatible_optics=compatible_optics,
+            scenario=sc,
+            catalog=cat,
+        )
+    except BadInput as exc:
+        fail_with(exc, as_json)
     if as_json:
-        emit_json(designs[0].to_dict() if len(designs) == 1 else
-                  {"designs": [d.to_dict() for d in designs]})  # fmt: skip
+        emit_json(topology_document(designs))
         return
     for d in designs:
         _print(d)

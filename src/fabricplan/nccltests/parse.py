@@ -462,15 +462,22 @@ def parse_file(
     the cap)."""
     try:
         with open_capped(path, max_bytes, what=str(path), raise_with=raise_with) as lines:
-            head: list[str] = []  # blank lines before the first with text
-            for line in lines:
-                head.append(line)
-                if line.strip():
-                    break
-            if head and head[-1].lstrip().startswith(("{", "[")):  # JSON: one document
-                return parse("".join(itertools.chain(head, lines)))
-            return parse_lines(itertools.chain(head, lines))
+            return parse_stream(lines)
     except InputTooLarge as exc:
         raise ParseError(str(exc)) from None
     except OSError as exc:
         raise ParseError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def parse_stream(lines: Iterable[str]) -> list[Run]:
+    """Every run in a log given as its lines, each with its line end (a file streamed by
+    :func:`parse_file`, or an upload read the same way), text or JSON."""
+    lines = iter(lines)
+    head: list[str] = []  # blank lines before the first with text
+    for line in lines:
+        head.append(line)
+        if line.strip():
+            break
+    if head and head[-1].lstrip().startswith(("{", "[")):  # JSON: one document
+        return parse("".join(itertools.chain(head, lines)))
+    return parse_lines(itertools.chain(head, lines))

@@ -8,7 +8,13 @@
 
 from fabricplan.scenario.checks import check_scenario, scenario_warnings
 from fabricplan.scenario.errors import Problem, ScenarioError
-from fabricplan.scenario.load import default_fabric, load_scenario, resolve, scenario_from_data
+from fabricplan.scenario.load import (
+    default_fabric,
+    load_scenario,
+    resolve,
+    scenario_from_data,
+    scenario_from_text,
+)
 from fabricplan.scenario.models import (
     Cluster,
     Costs,
@@ -42,6 +48,7 @@ __all__ = [
     "parse_override",
     "resolve",
     "scenario_from_data",
+    "scenario_from_text",
     "scenario_warnings",
     "summarize",
 ]

@@ -249,10 +249,25 @@ def load_scenario(
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ScenarioError([Problem("", f"cannot read file: {reason}")], str(path)) from None
+    return scenario_from_text(
+        text, overrides=overrides, catalog=catalog, origin=str(path), default_name=path.stem
+    )
+
+
+def scenario_from_text(
+    text: str,
+    *,
+    overrides: Iterable[str] = (),
+    catalog: Catalog | None = None,
+    origin: str | None = None,
+    default_name: str | None = None,
+) -> Scenario:
+    """Validate and resolve a scenario given as YAML text (a file's contents, or a scenario sent
+    to the web planner). Raises :class:`ScenarioError` for any problem."""
     try:
         data = parse_yaml(text)
     except YamlError as exc:
-        raise ScenarioError([Problem("", str(exc))], str(path)) from None
+        raise ScenarioError([Problem("", str(exc))], origin) from None
     return scenario_from_data(
-        data, overrides=overrides, catalog=catalog, origin=str(path), default_name=path.stem
+        data, overrides=overrides, catalog=catalog, origin=origin, default_name=default_name
     )

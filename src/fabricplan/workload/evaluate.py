@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,6 +17,7 @@ from fabricplan.validation.envelope import Validation, validation_of
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.inference import serve, serving_rates
 from fabricplan.workload.interruptions import ExpectedRun, checkpoint_bytes, expected_run
+from fabricplan.workload.memo import MEMO
 from fabricplan.workload.memory import describe, memory, usable_bytes
 from fabricplan.workload.plan import Hardware, Plans, hardware_from_scenario, plans_from_scenario
 from fabricplan.workload.shapes import Shape, shape_of, weight_flops_per_token
@@ -211,16 +212,44 @@ def evaluate_scenario(
     backend: NetworkBackend = DEFAULT_BACKEND,
     tick: Callable[[str], None] | None = None,
     adjust: Callable[[Hardware], Hardware] | None = None,
+    adjust_key: Hashable | None = None,
 ) -> list[FabricResult]:
     """Step time (training) or latency and throughput (inference) on each fabric, the network's
     congestion priced by ``backend``; ``tick`` is called with each fabric's id once it is done
-    (for a progress bar); ``adjust`` changes each fabric's hardware first (a variant of it)."""
+    (for a progress bar); ``adjust`` changes each fabric's hardware first (a variant of it),
+    ``adjust_key`` names that variant (equal for equal variants).
+
+    Without ``tick``, a result is kept for later calls with the same inputs (an adjusted one
+    only when named): see :mod:`fabricplan.workload.memo`."""
     w = sc.workload
     if w is None:
         raise WorkloadError("workload: the scenario has no workload; add one to compute a step")
+    fabrics = list(fabrics or sc.cluster.fabrics)
+    key = None
+    if tick is None and (adjust is None or adjust_key is not None):
+        key = MEMO.key(sc, cat, fabrics, backend, adjust_key)
+        found = MEMO.get(key)
+        if found is not None:
+            return found
+    out = _evaluate(sc, cat, fabrics, backend, tick, adjust)
+    if key is not None:
+        MEMO.put(key, cat, out)
+    return out
+
+
+def _evaluate(
+    sc: Scenario,
+    cat: Catalog,
+    fabrics: list[str],
+    backend: NetworkBackend,
+    tick: Callable[[str], None] | None,
+    adjust: Callable[[Hardware], Hardware] | None,
+) -> list[FabricResult]:
+    w = sc.workload
+    assert w is not None
     s = shape_of(cat.model(w.model))
     out = []
-    for fab in fabrics or list(sc.cluster.fabrics):
+    for fab in fabrics:
         hw = hardware_from_scenario(sc, cat, fab)
         if adjust is not None:
             hw = adjust(hw)
