@@ -16,7 +16,9 @@ with the least time per token that fits in memory, divides the cluster and keeps
 default batch (no more data-parallel replicas than sequences). Plans are chosen and checked on
 the InfiniBand fabric without congestion, so that the choice does not lean on either fabric's
 congestion, and then used on both. Sequence length, batch and tokens are the model's defaults
-(see ``scenario.load``) and precision is the scenario's, for every origin.
+(see ``scenario.load``) and precision is the scenario's, for every origin. The search is
+:mod:`fabricplan.planning`'s over ``BREAK_EVEN_SPACE``: every plan priced in one vectorised pass
+per recomputation mode.
 """
 
 from __future__ import annotations
