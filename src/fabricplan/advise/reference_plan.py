@@ -16,7 +16,9 @@ with the least time per token that fits in memory, divides the cluster and keeps
 default batch (no more data-parallel replicas than sequences). Plans are chosen and checked on
 the InfiniBand fabric without congestion, so that the choice does not lean on either fabric's
 congestion, and then used on both. Sequence length, batch and tokens are the model's defaults
-(see ``scenario.load``) and precision is the scenario's, for every origin.
+(see ``scenario.load``) and precision is the scenario's, for every origin. The search is
+:mod:`fabricplan.planning`'s over ``BREAK_EVEN_SPACE``: every plan priced in one vectorised pass
+per recomputation mode.
 """
 
 from __future__ import annotations
@@ -24,14 +26,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from fabricplan.catalog import Catalog
 from fabricplan.catalog.transformer import TrainedPlan
 from fabricplan.congestion.network_backend import NO_CONGESTION
+from fabricplan.planning import Candidate, Job, SearchSpace, evaluate
+from fabricplan.planning.search import INT_COLS, ranked
 from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
 from fabricplan.scenario.load import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_SEQ_LEN
 from fabricplan.workload import shape_of, training_step
 from fabricplan.workload.memory import describe
-from fabricplan.workload.plan import Plans, hardware_from_scenario, plans_from_scenario
+from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
 
 # The parallel sizes searched. Tensor parallel stops at the node (it is capped there too);
 # pipelines deeper than 16 stages only add bubble at the sizes evaluated; expert parallel goes to
@@ -43,6 +49,25 @@ EP_SIZES = (1, 2, 4, 8, 16, 32, 64)
 # fits (the fastest plan is kept either way)
 RECOMPUTE = ("selective", "full")
 SEARCH_ZERO = 1  # ZeRO stage of searched plans: optimizer state sharded, as most runs do
+# The space searched: those sizes, one micro-batch, no interleaving or context parallelism, the
+# scenario defaults' overlap options; each plan's batch is the model's default batch resolved
+# for its dp (so dp never exceeds the batch's sequences); uneven pipeline stages allowed, as
+# with the published layouts (Llama 3 405B: 126 layers over 16 stages)
+BREAK_EVEN_SPACE = SearchSpace(
+    tp=TP_SIZES,
+    pp=PP_SIZES,
+    ep=EP_SIZES,
+    vp=(1,),
+    cp=(1,),
+    micro_batch=(1,),
+    zero=(SEARCH_ZERO,),
+    recompute=RECOMPUTE,
+    overlap_dp=(True,),
+    tp_comm_overlap=(False,),
+    cp_comm=("p2p",),
+    pp_divides_layers=False,
+    batch_tokens=DEFAULT_BATCH_TOKENS,
+)
 
 PlanOrigin = Literal["published", "adapted", "searched"]
 NO_LAYOUT = "searched plan (no published layout)"
@@ -100,14 +125,34 @@ def _batch_seqs(cat: Catalog, model: str) -> int:
     return max(1, DEFAULT_BATCH_TOKENS // seq)
 
 
-def _candidates(tp_max: int, heads: int, experts: int) -> list[dict[str, int]]:
-    tps = [t for t in TP_SIZES if t <= tp_max and heads % t == 0]
-    eps = [e for e in EP_SIZES if experts % e == 0]  # [1] for a dense model
-    return [{"tp": t, "pp": p, "ep": e} for t in tps for p in PP_SIZES for e in eps]
-
-
 def _gpus_per_node(sc: Scenario, cat: Catalog) -> int:
     return sc.cluster.gpus_per_node or cat.gpu(sc.cluster.gpu).node.gpus_per_node
+
+
+def _job(sc: Scenario, cat: Catalog, model: str, gpus: int) -> Job:
+    """The model at ``gpus`` with its default sequence and the scenario's precision; the batch
+    is resolved per plan (``BREAK_EVEN_SPACE.batch_tokens``)."""
+    w = sc.workload
+    m = cat.model(model)
+    return Job(
+        model=m,
+        gpus=gpus,
+        gpus_per_node=_gpus_per_node(sc, cat),
+        seq_len=min(DEFAULT_MAX_SEQ_LEN, m.max_seq_len),
+        global_batch=_batch_seqs(cat, model),
+        precision="bf16" if w is None else w.precision,
+    )
+
+
+def _scenario(
+    sc: Scenario, cat: Catalog, model: str, gpus: int, c: Candidate, fabrics: list[str]
+) -> Scenario:
+    """The scenario that runs plan ``c`` (a plan the search listed: the scenario's rules hold)."""
+    par = {k: getattr(c, k) for k in ("tp", "pp", "ep", "cp", "vp", "zero", "tp_comm_overlap")}
+    par["cp_comm"] = c.cp_comm
+    data = _model_data(sc, model, gpus, par, c.recompute, fabrics)
+    data["workload"] |= {"micro_batch": c.micro_batch, "overlap_dp": c.overlap_dp}
+    return scenario_from_data(data, catalog=cat)
 
 
 def search(
@@ -115,39 +160,24 @@ def search(
 ) -> Scenario | None:
     """The scenario on ``gpus`` GPUs and fabrics ``ib`` and ``roce``, training ``model`` with
     its fastest fitting plan on ``ib`` among those with EP at least ``ep_floor`` (or, when
-    none fits, with the largest EP that fits); None when no plan tried fits."""
-    m = cat.model(model)
-    experts = m.moe.experts if m.moe is not None else 1
-    valid: dict[str, list[tuple[Scenario, Plans]]] = {r: [] for r in RECOMPUTE}
-    for plan in _candidates(_gpus_per_node(sc, cat), m.heads, experts):
-        if gpus % (plan["tp"] * plan["pp"]) or plan["pp"] > m.layers:
-            continue
-        data = _model_data(sc, model, gpus, plan, RECOMPUTE[0], [ib, roce])
-        try:
-            s = scenario_from_data(data, catalog=cat)
-        except ScenarioError:
-            continue  # does not divide: dp, ep or the batch
-        assert s.workload is not None
-        if s.workload.parallel.dp > _batch_seqs(cat, model):
-            continue  # more replicas than sequences would inflate the batch
-        for r in RECOMPUTE:  # the recomputation mode changes no rule: validated once
-            s_r = s.model_copy(update={"workload": s.workload.model_copy(update={"recompute": r})})
-            valid[r].append((s_r, plans_from_scenario(s_r)))
-    # every candidate of one recomputation mode in one vectorised step, in the order tried
-    fitting: list[tuple[float, Scenario]] = []
-    for found in valid.values():
-        if not found:
-            continue
-        hw = hardware_from_scenario(found[0][0], cat, ib)  # the same cluster for every plan
-        plans = Plans.stack([p for _, p in found])
-        st = training_step(shape_of(m), plans, hw, backend=NO_CONGESTION)
-        per_token = st.time / st.tokens
-        fitting += [(float(per_token[i]), s) for i, (s, _) in enumerate(found) if st.memory.fits[i]]
-    if not fitting:
+    none fits, with the largest EP that fits); None when no plan tried fits. Every plan of
+    ``BREAK_EVEN_SPACE`` is priced in one vectorised pass per recomputation mode
+    (:mod:`fabricplan.planning`)."""
+    job = _job(sc, cat, model, gpus)
+    data = _model_data(sc, model, gpus, {}, RECOMPUTE[0], [ib, roce])
+    try:  # the cluster at this size: the same for every plan
+        base = scenario_from_data(data, catalog=cat)
+    except ScenarioError:
         return None
-    floor = min(ep_floor, max(_ep(s) for _, s in fitting))
-    kept = [(t, s) for t, s in fitting if _ep(s) >= floor]
-    return min(kept, key=lambda ts: ts[0])[1]  # the first of equals, as tried
+    hw = hardware_from_scenario(base, cat, ib)
+    table = evaluate(shape_of(job.model), job, hw, BREAK_EVEN_SPACE, NO_CONGESTION)
+    order = ranked(table)
+    if not len(order):
+        return None
+    eps = table.ints[order, INT_COLS.index("ep")]
+    floor = min(ep_floor, int(eps.max()))
+    best = table.candidate(int(order[np.flatnonzero(eps >= floor)[0]]))
+    return _scenario(sc, cat, model, gpus, best, [ib, roce])
 
 
 def _ep(s: Scenario) -> int:

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "topology": ("topology_cmd", "topology"),
     "congestion": ("congestion_cmd", "congestion"),
     "step": ("step_cmd", "step_cmd"),
+    "plan": ("plan_cmd", "plan_cmd"),
     "cost": ("cost_cmd", "cost_cmd"),
     "advise": ("advise_cmd", "advise_cmd"),
     "report": ("report_cmd", "report_cmd"),

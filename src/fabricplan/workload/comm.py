@@ -148,38 +148,78 @@ def collectives_s(
     by_op: dict[str, list[int]] = {}
     for i, (op, *_rest) in enumerate(requests):
         by_op.setdefault(op, []).append(i)
+    patterns: list[str | None] = [None]
     for op, which in by_op.items():
         parts = []
         for i in which:
             _, size, stride, nbytes, pattern = requests[i]
             live = np.flatnonzero((np.asarray(size) > 1) & (np.asarray(nbytes) > 0))
-            parts.append((i, live, size, stride, nbytes, pattern))
+            if pattern not in patterns:
+                patterns.append(pattern)
+            parts.append((i, live, size, stride, nbytes, patterns.index(pattern)))
         parts = [x for x in parts if len(x[1])]
         if not parts:
             continue
         size = np.concatenate([np.asarray(x[2], dtype=float)[x[1]] for x in parts])
         stride = np.concatenate([np.asarray(x[3], dtype=float)[x[1]] for x in parts])
         nbytes = np.concatenate([np.asarray(x[4], dtype=float)[x[1]] for x in parts])
-        sa = group_arrays(hw, size, stride)
-        factor = np.ones(len(size))
-        # an ideal fabric stretches nothing: skip asking it, so that its trivial answers do not
-        # take the cache's room from simulated ones
-        if backend != NO_CONGESTION:
-            start = 0
-            for _, live, *_r, pattern in parts:
-                sel = slice(start, start + len(live))
-                start += len(live)
-                if pattern is None:
-                    continue
-                nodes = sa.nodes[sel]
-                f = factor[sel]
-                for n in np.unique(nodes[nodes > 1]):
-                    # the pattern runs on every rail at once, across the nodes a group spans
-                    f[nodes == n] = congestion_factor(hw, pattern, int(n), backend)
-        res = sweep(sa, op, nbytes[:, None], backend=ConstantSlowdown(factor))
-        t = res.time_us[:, 0] * 1e-6
+        pat = np.concatenate([np.full(len(x[1]), x[5]) for x in parts])
+        rows, back = _distinct(hw, pat, size, stride, nbytes)
+        if rows is not None:
+            size, stride, nbytes, pat = size[rows], stride[rows], nbytes[rows], pat[rows]
+        t = _priced(hw, op, size, stride, nbytes, pat, patterns, backend)
+        if back is not None:
+            t = t[back]
         start = 0
         for i, live, *_r in parts:
             out[i][live] = t[start : start + len(live)]
             start += len(live)
     return out
+
+
+# From this many collectives of one op on, equal ones are priced once: a search or sweep repeats
+# the same group and size across many plans, and sorting them out costs less than pricing each
+# (below it, the sort's fixed cost is more than it saves).
+DISTINCT_MIN_ROWS = 256
+
+
+def _distinct(
+    hw: Hardware, pat: np.ndarray, size: np.ndarray, stride: np.ndarray, nbytes: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The rows that are distinct in (pattern, ranks, stride, bytes), and for every row the
+    index of its distinct row; (None, None) when there are too few rows to be worth it."""
+    if len(size) < DISTINCT_MIN_ROWS:
+        return None, None
+    # one exact integer per (pattern, ranks, stride): both are whole numbers up to the cluster
+    width = float(hw.gpus + 1)
+    group = (pat * width + size) * width + stride
+    _, by_bytes = np.unique(nbytes, return_inverse=True)
+    key = group.astype(np.int64) * (int(by_bytes.max()) + 1) + by_bytes
+    _, rows, back = np.unique(key, return_index=True, return_inverse=True)
+    return rows, back
+
+
+def _priced(
+    hw: Hardware,
+    op: str,
+    size: np.ndarray,
+    stride: np.ndarray,
+    nbytes: np.ndarray,
+    pat: np.ndarray,
+    patterns: list[str | None],
+    backend: NetworkBackend,
+) -> np.ndarray:
+    """Seconds of each collective (one row each), congestion included."""
+    sa = group_arrays(hw, size, stride)
+    factor = np.ones(len(size))
+    # an ideal fabric stretches nothing: skip asking it, so that its trivial answers do not
+    # take the cache's room from simulated ones
+    if backend != NO_CONGESTION:
+        crossing = (sa.nodes > 1) & (pat > 0)
+        for k, n in set(zip(pat[crossing].tolist(), sa.nodes[crossing].tolist(), strict=True)):
+            # the pattern runs on every rail at once, across the nodes a group spans
+            pattern = patterns[k]
+            assert pattern is not None
+            factor[(pat == k) & (sa.nodes == n)] = congestion_factor(hw, pattern, int(n), backend)
+    res = sweep(sa, op, nbytes[:, None], backend=ConstantSlowdown(factor))
+    return res.time_us[:, 0] * 1e-6

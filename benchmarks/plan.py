@@ -1,0 +1,118 @@
+"""Speed of the step model as the plan search uses it, and of the search itself.
+
+Targets (issue 25, point 6; one core, warm: the congestion factors already simulated):
+- a 10k-plan step sweep with the congestion backend on: >= 500,000 plan evaluations per second;
+- a 152-plan batch: >= 50,000 per second;
+- one plan: under 0.2 ms.
+Each figure is printed with its ratio to the target (>= 1 meets it), as the median of
+``REPEATS`` runs with the range, in wall time and in CPU time (``time.process_time``), since
+a shared machine's wall time is noisy. Then the exhaustive ``plan`` search on the examples.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from fabricplan.catalog import default_catalog
+from fabricplan.congestion.network_backend import backend
+from fabricplan.planning import search_scenario
+from fabricplan.scenario import load_scenario
+from fabricplan.workload import Hardware, Plans, shape_of, training_step
+
+REPEATS = 7
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SEARCHED = (
+    "llama3-70b-512-h100.yaml",
+    "256-gpu-moe.yaml",
+    "16-gpu-finetune.yaml",
+    "1024-gpu-30-day-pretraining.yaml",
+)
+
+
+def _timed(run: Callable[[], object], reps: int) -> tuple[list[float], list[float]]:
+    """Seconds per call of ``run`` (wall, CPU), one figure per repeat of ``reps`` calls."""
+    run()  # warm: congestion factors, caches
+    wall, cpu = [], []
+    for _ in range(REPEATS):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(reps):
+            run()
+        wall.append((time.perf_counter() - t0) / reps)
+        cpu.append((time.process_time() - c0) / reps)
+    return wall, cpu
+
+
+def _plans(n: int, gpus: int, seed: int = 0) -> Plans:
+    rng = np.random.default_rng(seed)
+    tp = rng.choice([1, 2, 4, 8], n)
+    pp = rng.choice([1, 2, 4, 8, 16], n)
+    mb = rng.choice([1, 2, 4], n)
+    dp = gpus // (tp * pp)
+    return Plans.of(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        micro_batch=mb,
+        global_batch=dp * mb * 16,
+        seq_len=rng.choice([2048, 4096, 8192], n),
+        zero=rng.integers(0, 4, n),
+        sp=tp > 1,
+        recompute="full",
+    )
+
+
+def _rate_line(what: str, n: int, wall: list[float], cpu: list[float], target: float) -> str:
+    rates = sorted(n / w for w in wall)
+    cpu_rate = n / statistics.median(cpu)
+    med = statistics.median(rates)
+    return (
+        f"{what}: {med:,.0f} plans/s (range {rates[0]:,.0f}-{rates[-1]:,.0f}; CPU "
+        f"{cpu_rate:,.0f}/s), target >= {target:,.0f}: ratio {med / target:.2f}"
+    )
+
+
+def main() -> None:
+    cat = default_catalog()
+    s = shape_of(cat.model("llama3-70b"))
+    hw = Hardware(
+        gpu=cat.gpu("h100"),
+        gpus=512,
+        gpus_per_node=8,
+        nics_per_node=8,
+        fabric="roce-400g",
+        roce_quality="default",
+    )
+    flow = backend("flow")
+    for n, target, reps in ((10_000, 500_000, 3), (152, 50_000, 30)):
+        plans = _plans(n, 512)
+        wall, cpu = _timed(lambda p=plans: training_step(s, p, hw, backend=flow), reps)
+        print(_rate_line(f"{n:,}-plan step, flow backend", n, wall, cpu, target))
+    one = _plans(1, 512)
+    wall, cpu = _timed(lambda: training_step(s, one, hw, backend=flow), 300)
+    ms = sorted(w * 1e3 for w in wall)
+    med = statistics.median(ms)
+    print(
+        f"one plan, flow backend: {med:.3f} ms (range {ms[0]:.3f}-{ms[-1]:.3f}; CPU "
+        f"{statistics.median(cpu) * 1e3:.3f} ms), target < 0.2 ms: ratio {0.2 / med:.2f}"
+    )
+
+    for name in SEARCHED:
+        sc = load_scenario(EXAMPLES / name, catalog=cat)
+        search_scenario(sc, cat, backend=flow)  # warm: the congestion factors
+        t0, c0 = time.perf_counter(), time.process_time()
+        found = search_scenario(sc, cat, backend=flow)
+        wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        n = found[0].result.evaluated
+        print(
+            f"plan {name}: {n:,} plans x {len(found)} fabrics in {wall_s:.2f} s "
+            f"(CPU {cpu_s:.2f} s; {n * len(found) / cpu_s:,.0f} plans per CPU-second)"
+        )
+
+
+if __name__ == "__main__":
+    main()

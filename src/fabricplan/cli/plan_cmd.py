@@ -1,0 +1,120 @@
+"""``fabricplan plan``: the fastest training plan that fits, per fabric, and why the others
+lose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
+from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
+from fabricplan.cli.output import console, emit_json, fail, fail_with, print_table
+from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
+from fabricplan.ops import BadInput
+from fabricplan.ops.plan import plan_results
+from fabricplan.ops.step import step_fabrics
+from fabricplan.workload import WorkloadError
+
+# Largest --top: each alternative is a row of the table.
+MAX_TOP = 50
+
+TOP_OPT = typer.Option(
+    5, "--top", min=0, max=MAX_TOP, help="Alternatives shown per fabric (other layouts)."
+)
+
+
+def _settings(p: dict[str, Any]) -> str:
+    """ZeRO, micro-batch, recomputation and the overlap options that are on."""
+    out = [f"ZeRO {p['zero']}", f"mb {p['micro_batch']}", f"recompute {p['recompute']}"]
+    out += ["DP overlap"] if p["overlap_dp"] else []
+    out += ["TP overlap"] if p["tp_comm_overlap"] else []
+    out += [f"CP {p['cp_comm']}"] if p["cp"] > 1 else []
+    return ", ".join(out)
+
+
+def _layout(p: dict[str, Any]) -> str:
+    parts = [(k, p[k]) for k in ("tp", "pp", "vp", "dp", "cp", "ep")]
+    return " ".join(f"{k} {v}" for k, v in parts if v > 1 or k in ("tp", "pp", "dp"))
+
+
+def _row(label: str, p: dict[str, Any], why: list[dict[str, Any]]) -> list[str]:
+    return [
+        label,
+        _layout(p),
+        _settings(p),
+        f"{p['step_time_s']:.3f}",
+        f"{p['tokens_per_s']:,.0f}",
+        f"{p['memory_per_gpu_GB']:.1f}",
+        "; ".join(w["text"] for w in why),
+    ]
+
+
+def _table(r: dict[str, Any]) -> Table:
+    n, fit = r["plans_evaluated"], r["plans_fitting"]
+    title = (
+        f"{r['fabric']}: the fastest plan that fits ({fit:,} of {n:,} plans fit in "
+        f"{r['usable_memory_per_gpu_GB']:.1f} GB usable per GPU)"
+    )
+    t = Table(title=title, title_justify="left", title_style="bold")
+    for h in ("plan", "layout", "settings"):
+        t.add_column(h)
+    for h in ("step (s)", "tokens/s", "GB/GPU"):
+        t.add_column(h, justify="right")
+    t.add_column("why it loses")
+    if r["best"] is not None:
+        t.add_row(*_row("best", r["best"], []))
+    for i, a in enumerate(r["alternatives"], 2):
+        t.add_row(*_row(f"#{i} ({a['relative_throughput']:.1%})", a, a["why"]))
+    for a in r["faster_but_does_not_fit"]:
+        t.add_row(*_row("faster, does not fit", a, a["why"]))
+    own = r["scenario_plan"]
+    t.add_row(*_row("the scenario's", own, own["why"]))
+    return t
+
+
+def plan_cmd(
+    file: Path = FILE_ARG,
+    fabric: list[str] | None = typer.Option(
+        None, "--fabric", help="Search on this fabric id instead of the scenario's (repeatable)."
+    ),
+    top: int = TOP_OPT,
+    congestion: str | None = CONGESTION_OPT,
+    set_: list[str] | None = SET_OPT,
+    catalog: Path | None = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """The fastest training plan that fits, per fabric: every plan searched (tp, pp, vp, dp,
+    cp, ep, ZeRO stage, recomputation, micro-batch, overlap options), the best of other
+    layouts and why each loses, and faster plans that do not fit."""
+    backend = backend_from(congestion, as_json)
+    cat = catalog_from(catalog, as_json)
+    sc = load_or_fail(file, set_, as_json, cat)
+    try:
+        fabrics = step_fabrics(sc, cat, fabric)
+    except BadInput as exc:
+        fail_with(exc, as_json)
+    try:
+        results = plan_results(sc, cat, fabrics, backend, top)
+    except WorkloadError as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        emit_json(results)
+        return
+    for r in results:
+        print_table(_table(r))
+        best, own = r["best"], r["scenario_plan"]
+        if best is None:
+            console.print(f"{r['fabric']}: no plan fits; use more GPUs", highlight=False)
+        elif r["best_over_scenario_plan"] is not None:
+            console.print(
+                f"{r['fabric']}: the best plan is {r['best_over_scenario_plan']:+.1%} over the "
+                f"scenario's plan ({best['tokens_per_s']:,.0f} vs {own['tokens_per_s']:,.0f} "
+                "tokens/s)",
+                highlight=False,
+            )
+    note = backend_note(backend)
+    if note:
+        console.print(note, highlight=False)

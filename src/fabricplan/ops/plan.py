@@ -1,0 +1,28 @@
+"""``plan``'s answer per fabric, as its ``--json`` prints it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fabricplan.catalog import Catalog
+    from fabricplan.congestion.network_backend import NetworkBackend
+    from fabricplan.scenario import Scenario
+
+
+def plan_results(
+    sc: Scenario,
+    cat: Catalog,
+    fabrics: list[str],
+    backend: NetworkBackend,
+    top: int,
+    tick: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Each fabric's fastest fitting plan, its runners-up and why each loses, the faster plans
+    that do not fit, and the scenario's own plan: what ``plan --json`` prints. Raises
+    WorkloadError for a scenario without training or a network the backend cannot price."""
+    from fabricplan.planning import search_scenario
+
+    found = search_scenario(sc, cat, fabrics, backend=backend, top=top, tick=tick)
+    return [{**f.to_dict(), "congestion_backend": backend.name} for f in found]

@@ -1,0 +1,123 @@
+"""The plan search for a scenario: its model, cluster, sequence, batch and numerics fixed, every
+plan searched, on each of its fabrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fabricplan.catalog import Catalog
+from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
+from fabricplan.planning.search import (
+    Candidate,
+    SearchResult,
+    alternative,
+    evaluate,
+    summarize,
+)
+from fabricplan.planning.space import Job, SearchSpace
+from fabricplan.scenario import Scenario
+from fabricplan.workload.errors import WorkloadError
+from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
+from fabricplan.workload.shapes import shape_of
+from fabricplan.workload.training import training_step
+
+# Alternatives shown per fabric unless asked otherwise.
+DEFAULT_TOP = 5
+
+
+def job_of(sc: Scenario, cat: Catalog) -> Job:
+    """What the search keeps from a (resolved) training scenario."""
+    w = sc.workload
+    if w is None or w.kind != "training":
+        what = "no workload" if w is None else "an inference workload"
+        raise WorkloadError(f"workload: the plan search is for training; the scenario has {what}")
+    assert w.seq_len is not None and w.global_batch is not None
+    assert sc.cluster.gpus_per_node is not None, "resolve first"
+    return Job(
+        model=cat.model(w.model),
+        gpus=sc.cluster.gpus,
+        gpus_per_node=sc.cluster.gpus_per_node,
+        seq_len=w.seq_len,
+        global_batch=w.global_batch,
+        precision=w.precision,
+        flash=w.flash_attention,
+        grad_accum_fusion=w.grad_accum_fusion,
+    )
+
+
+@dataclass(frozen=True)
+class FabricSearch:
+    """The search on one fabric, and the scenario's own plan priced the same way."""
+
+    result: SearchResult
+    scenario_plan: Candidate
+
+    def to_dict(self) -> dict[str, Any]:
+        best, own = self.result.best, self.scenario_plan
+        fits = own.fits and best is not None
+        gain = best.tokens_per_s / own.tokens_per_s - 1.0 if fits and best else None
+        why = alternative(own, best, self.result.capacity_GB).to_dict()["why"] if best else []
+        return {
+            **self.result.to_dict(),
+            "scenario_plan": {**own.to_dict(), "why": why},
+            "best_over_scenario_plan": gain,
+        }
+
+
+def _own(sc: Scenario, cat: Catalog, fabric: str, backend: NetworkBackend) -> Candidate:
+    w = sc.workload
+    assert w is not None
+    p = plans_from_scenario(sc)
+    hw = hardware_from_scenario(sc, cat, fabric)
+    st = training_step(shape_of(cat.model(w.model)), p, hw, backend=backend)
+    t = float(st.time[0])
+    par = w.parallel
+    assert par.dp != "auto"
+    return Candidate(
+        tp=par.tp,
+        pp=par.pp,
+        vp=par.vp,
+        cp=par.cp,
+        ep=par.ep,
+        dp=par.dp,
+        micro_batch=w.micro_batch,
+        global_batch=int(p.global_batch[0]),
+        zero=par.zero,
+        recompute=w.recompute,
+        overlap_dp=w.overlap_dp,
+        tp_comm_overlap=par.tp_comm_overlap,
+        cp_comm=par.cp_comm,
+        step_time_s=t,
+        tokens_per_s=float(st.tokens[0]) / t,
+        memory_GB=float(st.memory.total[0]) / 1e9,
+        fits=bool(st.memory.fits[0]),
+        breakdown={k.removesuffix("_s"): v for k, v in st.breakdown().items()},
+    )
+
+
+def search_scenario(
+    sc: Scenario,
+    cat: Catalog,
+    fabrics: list[str] | None = None,
+    *,
+    space: SearchSpace | None = None,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+    top: int = DEFAULT_TOP,
+    tick: Callable[[str], None] | None = None,
+) -> list[FabricSearch]:
+    """The fastest fitting plan of ``space`` (default: every plan) on each fabric, with the
+    best of the next ``top`` layouts and the faster layouts that do not fit. Raises
+    WorkloadError for a scenario without training, or a network a backend cannot price."""
+    job = job_of(sc, cat)
+    space = space or SearchSpace()
+    s = shape_of(job.model)
+    out = []
+    for fab in fabrics or list(sc.cluster.fabrics):
+        hw = hardware_from_scenario(sc, cat, fab)
+        table = evaluate(s, job, hw, space, backend)
+        out.append(FabricSearch(summarize(table, fab, top), _own(sc, cat, fab, backend)))
+        if tick is not None:
+            tick(fab)
+    return out
