@@ -73,10 +73,14 @@ def test_deepseek_v3_keeps_ep_64_where_the_published_layout_cannot_run():
     got = _plan("deepseek-v3", 1024)
     assert got.origin == "adapted" and "does not fit at 1,024 GPUs" in got.why
     assert got.to_dict()["ep"] == 64
-    # 128 GPUs: no fitting plan has EP 64 (it needs tp x pp <= 2): the largest EP that fits
-    got = _plan("deepseek-v3", 128)
+    # 256 GPUs: no fitting plan has EP 64 (with dp x cp = 64 every expert would have one copy,
+    # its optimizer state unsharded): the largest EP that fits
+    got = _plan("deepseek-v3", 256)
     assert got.origin == "adapted" and got.to_dict()["ep"] == 32
     assert "the largest with a fitting plan" in got.why
+    # 128 GPUs: 671B weights with BF16 weights, FP32 gradients and Adam state are 12 TB, more
+    # than 128 GPUs hold (9.4 TB usable): nothing fits
+    assert reference_plan(SC, CAT, "deepseek-v3", 128, IB, ROCE) is None
 
 
 def test_a_model_without_a_published_layout_is_searched():
@@ -127,7 +131,7 @@ def test_break_even_per_model_names_each_plan_and_its_origin_through_the_cli():
     rows = {r["model"]: r for r in json.loads(out.stdout)["break_even_gpus"]["by_model"]}
     ds = rows["deepseek-v3"]
     here = ds["plan_at_scenario_size"]
-    assert (here["ep"], here["origin"], here["gpus"]) == (64, "adapted", 256)
+    assert (here["ep"], here["origin"], here["gpus"]) == (32, "adapted", 256)
     assert ds["published_layout"]["ep"] == 64 and "2412.19437" in here["source"]
     assert [p["gpus"] for p in ds["plans"]] == ds["evaluated_gpus"]
     gpt = rows["gpt3-175b"]["plan_at_scenario_size"]

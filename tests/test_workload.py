@@ -16,7 +16,7 @@ from fabricplan.validation.training_runs import gpt_model
 from fabricplan.workload import Hardware, Plans, shape_of, training_step
 from fabricplan.workload.comm import base_system
 from fabricplan.workload.memory import memory
-from fabricplan.workload.plan import hardware_from_scenario
+from fabricplan.workload.plan import OPTIMIZER_BYTES, hardware_from_scenario
 from fabricplan.workload.shapes import activation_bytes_per_token_layer, model_flops_per_token
 
 CAT = default_catalog()
@@ -280,25 +280,39 @@ def test_the_scenarios_switch_sets_the_latency_of_every_hop():
 
 
 def test_suggested_plans_keep_the_expert_groups_whole():
-    """DeepSeek-V3 at 131k context, ep 64 on 64 GPUs, ZeRO-3 and full recompute: 216 GB of
-    activations. More TP would fit but shrinks dp below 64, which ep must divide, so nothing
-    is suggested; with ep 8, TP 8 (dp 8) is a valid plan that fits."""
+    """DeepSeek-V3 at 131k context on 1,024 GPUs, ZeRO-3 and full recompute, does not fit with
+    tp 1. More TP fits but shrinks dp: with ep 256, TP 8 leaves dp 128, which ep must divide,
+    so only TP 4 is suggested; with ep 128 both are."""
     from fabricplan.workload.evaluate import _alternatives
 
     s = shape_of(CAT.model("deepseek-v3"))
     kw = {
         "tp": 1,
         "pp": 1,
-        "dp": 64,
-        "global_batch": 64,
+        "dp": 1024,
+        "global_batch": 1024,
         "seq_len": 131072,
         "zero": 3,
         "recompute": "full",
     }
-    p64, p8 = Plans.of(ep=64, **kw), Plans.of(ep=8, **kw)
-    assert not memory(s, p64, _hw(64)).fits[0]
-    assert _alternatives(s, p64, _hw(64)) == []
-    assert [a.split(" (")[0] for a in _alternatives(s, p8, _hw(64))] == ["tp: 8"]
+    p256, p128 = Plans.of(ep=256, **kw), Plans.of(ep=128, **kw)
+    assert not memory(s, p256, _hw(1024)).fits[0]
+    assert [a.split(" (")[0] for a in _alternatives(s, p256, _hw(1024))] == ["tp: 4"]
+    assert [a.split(" (")[0] for a in _alternatives(s, p128, _hw(1024))] == ["tp: 4", "tp: 8"]
+
+
+def test_expert_state_is_sharded_over_the_expert_data_parallel_group():
+    """ZeRO shards a routed expert's weights, gradients and optimizer state over the ranks that
+    hold the same expert: dp x cp / ep, not dp x cp. With ep equal to dp every expert has one
+    copy and nothing of it is sharded."""
+    s = shape_of(CAT.model("mixtral-8x7b"))
+    kw = {"tp": 1, "pp": 1, "dp": 8, "global_batch": 8, "seq_len": 4096, "zero": 3}
+    one, eight = memory(s, Plans.of(ep=1, **kw), _hw(8)), memory(s, Plans.of(ep=8, **kw), _hw(8))
+    expert = s.params_expert
+    dense = s.params_total - s.params_expert
+    # ep 1: everything sharded 8 ways; ep 8: experts split 8 ways by ep, not sharded further
+    assert one.optimizer[0] == pytest.approx((dense + expert) * OPTIMIZER_BYTES / 8, rel=1e-9)
+    assert eight.optimizer[0] == pytest.approx((dense / 8 + expert / 8) * OPTIMIZER_BYTES, rel=1e-9)
 
 
 def test_fragmented_placement_reaches_the_congestion_simulator():

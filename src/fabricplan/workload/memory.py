@@ -63,10 +63,23 @@ def params_per_gpu(s: Shape, p: Plans) -> np.ndarray:
 
 def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     n = params_per_gpu(s, p)
-    shard = p.dp * p.cp  # the data-parallel group that ZeRO shards over
-    weights = n * WEIGHT_BYTES / np.where(p.zero >= 3, shard, 1)
-    grads = n * p.grad_bytes / np.where(p.zero >= 2, shard, 1)
-    optim = n * OPTIMIZER_BYTES / np.where(p.zero >= 1, shard, 1)
+    expert_n = s.params_expert / (p.tp * p.pp * p.ep)
+    # ZeRO shards a weight over the ranks that hold the same copy of it: the data-parallel group
+    # (dp x cp) for dense weights, but only dp x cp / ep for routed experts, since expert
+    # parallelism already splits the experts over that group (Megatron-Core's expert
+    # data-parallel group, parallel_state: data_modulo_expert_parallel)
+    shard = p.dp * p.cp
+    expert_shard = np.maximum(shard / p.ep, 1)
+
+    def sharded(bytes_per_param: float | np.ndarray, stage: int) -> np.ndarray:
+        on = p.zero >= stage
+        return bytes_per_param * (
+            (n - expert_n) / np.where(on, shard, 1) + expert_n / np.where(on, expert_shard, 1)
+        )
+
+    weights = sharded(WEIGHT_BYTES, 3)
+    grads = sharded(p.grad_bytes, 2)
+    optim = sharded(OPTIMIZER_BYTES, 1)
     per_token = activation_bytes_per_token_layer(s, p.seq_len, p.tp, p.sp, p.recompute, p.flash)
     tokens = p.micro_batch * p.seq_len / p.cp
     interleaved = p.vp > 1

@@ -337,7 +337,9 @@ def training_step(
         np.maximum(dp_total - dp_exposed, 0.0), dp_total, dp_sm
     ) + m * layers_here * sm_tax(cp_hidden, score + score_bwd, cp_sm)
 
-    optimizer = n / dpz * OPTIMIZER_STEP_BYTES / hbm  # ZeRO >= 1 shards the optimizer step
+    # ZeRO >= 1 shards the optimizer step: dense weights over the data-parallel group, routed
+    # experts over the expert data-parallel group (see memory)
+    optimizer = (dense_n / dpz + expert_n / epz) * OPTIMIZER_STEP_BYTES / hbm
     time = (m + bubble_mbs) * per_mb + dp_exposed + optimizer + slowdown
     # The data-parallel stream (gradient reductions, parameter gathers, ZeRO-3's per-layer
     # traffic) runs on one communicator, one collective after another, and must end before
