@@ -126,6 +126,12 @@ def check_value(key: str, info: Any, value: Any) -> Any:
         if outside:
             msg = f"{short_repr(value)} is outside the allowed range, {_allowed(info)}"
             raise GridError([Problem(key, msg, value)])
+    if _kind(info) == "int" and isinstance(value, float):
+        if value != int(value):
+            raise GridError([Problem(key, f"must be a whole number from {_allowed(info)}", value)])
+        value = int(value)
+    if tuple in {typing.get_origin(a) for a in typing.get_args(info.annotation)}:
+        value = [value] if isinstance(value, str) else value  # one fabric id is a list of one
     annotated = info.annotation
     if info.metadata:
         annotated = typing.Annotated[(annotated, *info.metadata)]
@@ -134,11 +140,10 @@ def check_value(key: str, info: Any, value: Any) -> Any:
     except ValidationError as exc:
         err = exc.errors()[0]
         extra = f"; allowed: {_allowed(info)}" if _allowed(info) else ""
-        raise GridError([Problem(key, f"{err['msg'].lower()}{extra}", value)]) from None
+        words = str(err["msg"]).replace("Input should be", "must be")
+        raise GridError([Problem(key, f"{words}{extra}", value)]) from None
     if isinstance(typed, tuple):  # a list of fabrics: stored as the list it is
         return list(typed)
-    if _kind(info) == "int" and isinstance(value, float) and value != int(value):
-        raise GridError([Problem(key, "must be a whole number", value)])
     return typed
 
 
