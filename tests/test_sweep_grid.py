@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -109,7 +110,7 @@ def test_geometric_range_properties(start, factor, span):
         assert "values; at most" in str(exc)
         return
     assert values[0] == pytest.approx(start)
-    assert all(b > a for a, b in zip(values, values[1:], strict=False))
+    assert all(b > a for a, b in itertools.pairwise(values))
     assert values[-1] <= end * (1 + 1e-9)
     assert values[-1] * factor > end * (1 - 1e-9)  # no value short of END is left out
     assert len(values) <= MAX_VALUES_PER_KEY
@@ -136,7 +137,6 @@ def test_any_float_is_taken_or_refused_with_the_key(value):
     try:
         a = parse_axis(f"costs.pue={value!r}")
     except GridError as exc:
-        assert exc.value.problems[0].field == "costs.pue" if hasattr(exc, "value") else True
         assert all(p.field == "costs.pue" for p in exc.problems)
         return
     assert math.isfinite(a.values[0]) and 1.0 <= a.values[0] <= 3.0
