@@ -31,9 +31,10 @@ from fabricplan.sweep.variants import Variant, catalog_digest, combination_key, 
 if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
 
-# Combinations per chunk: small enough that a killed sweep loses little and the progress bar
-# moves, large enough that sending a chunk costs little next to evaluating it.
-MAX_CHUNK = 8
+# Combinations per chunk: at least MIN_CHUNK (sending a chunk costs little next to evaluating
+# it), at most MAX_CHUNK (a killed sweep loses its chunks in flight, and the progress bar moves).
+MIN_CHUNK = 8
+MAX_CHUNK = 32
 # Chunks per worker at least, so that the last ones finish together.
 CHUNKS_PER_WORKER = 4
 
@@ -95,15 +96,22 @@ def _workload_key(v: Variant) -> str:
 
 
 def chunks_of(tasks: list[tuple[str, Task]], workers: int) -> list[list[tuple[str, Task]]]:
-    """Tasks in chunks of at most MAX_CHUNK, those of one workload side by side."""
+    """Tasks in chunks, each chunk of one workload: the first combination of a workload pays
+    for its evaluation and the others (money only) come from the worker's memo, so a
+    workload split over fewer chunks is evaluated by fewer workers."""
     if not tasks:
         return []
-    size = max(1, min(MAX_CHUNK, math.ceil(len(tasks) / (workers * CHUNKS_PER_WORKER))))
+    size = math.ceil(len(tasks) / (workers * CHUNKS_PER_WORKER))
+    size = max(MIN_CHUNK, min(MAX_CHUNK, size))
     groups: dict[str, list[tuple[str, Task]]] = {}
     for key, task in tasks:
         groups.setdefault(key, []).append((key, task))
-    ordered = [t for g in groups.values() for t in g]
-    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    out = []
+    for g in groups.values():
+        pieces = math.ceil(len(g) / size)
+        step = math.ceil(len(g) / pieces)  # near-equal pieces
+        out += [g[i : i + step] for i in range(0, len(g), step)]
+    return out
 
 
 def combination_keys(
