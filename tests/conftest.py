@@ -19,8 +19,10 @@ def cat() -> Catalog:
 @pytest.fixture(autouse=True)
 def _fresh_workload_memo():
     """Each test computes the workload model afresh: a test that patches the model must not be
-    answered from evaluations another test kept (workload.memo)."""
+    answered from evaluations another test kept (workload.memo, and the sweep engine's cache)."""
+    from fabricplan.sweep.engine import CACHE
     from fabricplan.workload.memo import MEMO
 
     MEMO.clear()
+    CACHE.clear()
     yield

@@ -16,9 +16,8 @@ from fabricplan.advise.scoring import build_parts, costs_of, first_of_family, sc
 from fabricplan.catalog import Catalog
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.cost import CostError
-from fabricplan.scenario import Scenario, ScenarioError
+from fabricplan.scenario import Scenario
 from fabricplan.scenario.models import MATURITIES
-from fabricplan.workload import WorkloadError, evaluate_scenario
 
 MAX_SIZES = 6  # evaluations: each re-runs the workload and congestion layers
 MAX_SCALE = 2  # largest size evaluated, relative to the scenario's
@@ -74,21 +73,31 @@ def sweep(
     """IB and RoCE cost for the same work, and step time, at each size, per maturity.
     ``at(n)`` is the scenario on ``n`` GPUs (None, or a ScenarioError, skips the size).
     Re-evaluating the scenario's own size is cheap: its congestion runs are cached where they
-    are simulated."""
+    are simulated, and its workload by the sweep engine."""
+    from fabricplan.sweep.engine import evaluate_scenarios
+    from fabricplan.sweep.variants import variant_of
+
     rows: dict[str, list[dict[str, Any]]] = {m: [] for m in MATURITIES}
-    for n in at_sizes:
+    # the sizes as the sweep engine's variants: each evaluated once (a size another analysis
+    # of this scenario evaluated already comes from the engine's cache); a size the plan does
+    # not divide, or the model refuses, comes back skipped
+    variants = [
+        variant_of(i, {"cluster.gpus": n}, lambda n=n: at(n)) for i, n in enumerate(at_sizes)
+    ]
+    for rec in evaluate_scenarios(variants, cat, backend):
+        s = variants[rec.index].scenario
+        if not rec.ok or s is None:
+            continue
+        n = at_sizes[rec.index]
+        perf = [o.detail for o in rec.outcomes if o.detail is not None]
+        step = {p["fabric"]: p.get("step_time_s") for p in perf}
         try:
-            s = at(n)
-            if s is None:
-                continue
-            perf = [r.to_dict() for r in evaluate_scenario(s, cat, backend=backend)]
-            step = {p["fabric"]: p.get("step_time_s") for p in perf}
             for m in MATURITIES:
                 i, r = _scores(with_maturity(s, m), cat, perf)
                 rows[m].append({"gpus": n, f"{ib}_usd": i, f"{roce}_usd": r,
                                 f"{ib}_step_s": step.get(ib), f"{roce}_step_s": step.get(roce),
                                 "ib_cheaper": bool(i <= r)})  # fmt: skip
-        except (ScenarioError, WorkloadError, CostError):
+        except CostError:
             continue
     return rows
 

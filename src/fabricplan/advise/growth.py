@@ -8,13 +8,25 @@ from typing import Any
 
 import numpy as np
 
-from fabricplan.advise.scoring import Parts, build_parts, evaluate, scenario_at
+from fabricplan.advise.scoring import Parts, build_parts, costs_of, scenario_at
 from fabricplan.catalog import Catalog
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.cost import CostError
 from fabricplan.cost.run import MONTHS_PER_YEAR
 from fabricplan.scenario import Scenario, ScenarioError
 from fabricplan.workload import WorkloadError
+
+
+def _at_target(s: Scenario, cat: Catalog, backend: NetworkBackend) -> list[dict[str, Any]]:
+    """The target's step documents, through the sweep engine (its cache serves a target that
+    another analysis of this scenario evaluated already). WorkloadError when refused."""
+    from fabricplan.sweep.engine import evaluate_scenarios
+    from fabricplan.sweep.variants import Variant
+
+    (rec,) = evaluate_scenarios([Variant(0, {"cluster.gpus": s.cluster.gpus}, s)], cat, backend)
+    if not rec.ok:
+        raise WorkloadError(rec.skipped or "refused")
+    return [o.detail for o in rec.outcomes if o.detail is not None]
 
 
 def growth_evaluation(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND
@@ -35,7 +47,8 @@ def growth_evaluation(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFA
     }
     try:
         s = scenario_at(sc, cat, g.target_gpus)
-        perf, costs = evaluate(s, cat, backend)
+        perf = _at_target(s, cat, backend)
+        costs = costs_of(s, cat, perf)
     except (ScenarioError, WorkloadError, CostError) as exc:
         return {**out, "cheapest": None, "note": f"cannot evaluate the target: {exc}"}, None
     parts = build_parts(s, cat, perf, costs)

@@ -12,7 +12,7 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NO_CONGESTION
 from fabricplan.cost import usd
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.models import RoceQuality
-from fabricplan.workload import evaluate_scenario
+from fabricplan.workload import WorkloadError
 
 QUALITIES: tuple[str, ...] = get_args(RoceQuality)
 # Step-time differences below this share are reported as the same (the simulation's own
@@ -35,15 +35,26 @@ def tuning_effect(
     if w is None or w.kind != "training" or roce is None:
         return None
     own = next(p for p in perf if p["fabric"] == roce)
-    ideal = evaluate_scenario(sc, cat, [roce], backend=NO_CONGESTION)[0].values["step_time_s"]
-    step = {sc.cluster.roce_quality: own["step_time_s"]}
-    for q in QUALITIES:
-        if q not in step:
-            other = sc.model_copy(
-                update={"cluster": sc.cluster.model_copy(update={"roce_quality": q})}
-            )
-            (res,) = evaluate_scenario(other, cat, [roce], backend=backend)
-            step[q] = res.values["step_time_s"]
+    # the RoCE fabric alone at each other quality, and without congestion: scenario variants
+    # for the sweep engine (each content evaluated once, kept in its cache)
+    from fabricplan.sweep.engine import evaluate_scenarios
+    from fabricplan.sweep.variants import Variant
+
+    def alone(quality: str) -> Scenario:
+        cluster = sc.cluster.model_copy(update={"roce_quality": quality, "fabric": (roce,)})
+        return sc.model_copy(update={"cluster": cluster})
+
+    own_q = sc.cluster.roce_quality
+    (ideal_rec,) = evaluate_scenarios([Variant(0, {}, alone(own_q))], cat, NO_CONGESTION)
+    others = [q for q in QUALITIES if q != own_q]
+    variants = [Variant(i, {"cluster.roce_quality": q}, alone(q)) for i, q in enumerate(others)]
+    found = evaluate_scenarios(variants, cat, backend)
+    for rec in (ideal_rec, *found):
+        if not rec.ok:
+            raise WorkloadError(rec.skipped or "refused")
+    ideal = ideal_rec.outcomes[0].outputs.step_time_s
+    step = {own_q: own["step_time_s"]}
+    step.update({q: r.outcomes[0].outputs.step_time_s for q, r in zip(others, found, strict=True)})
     run_usd = (own.get("gpu_hours") or 0.0) * gpu_hour_cost[roce]
     return {
         "fabric": roce, "gpus": sc.cluster.gpus, "quality": sc.cluster.roce_quality,

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "providers": ("providers_cmd", "providers_cmd"),
     "claims": ("claims_cmd", "claims_cmd"),
     "serve": ("serve_cmd", "serve_cmd"),
+    "sweep": ("sweep_cmd", "app"),  # a group: run, show, export
 }
 
 
@@ -46,8 +47,13 @@ class LazyGroup(TyperGroup):
                 self.get_command(ctx, name)
         return self.commands.get(cmd_name)
 
-    def _load(self, name: str) -> TyperCommand:
+    def _load(self, name: str) -> TyperCommand | TyperGroup:
         module, function = COMMANDS[name]
+        found = getattr(import_module(f"fabricplan.cli.{module}"), function)
+        if isinstance(found, typer.Typer):  # a group of subcommands
+            group = typer.main.get_group(found)
+            group.name = name
+            return group
         one = typer.Typer(add_completion=False, rich_markup_mode=self.rich_markup_mode)
-        one.command(name)(getattr(import_module(f"fabricplan.cli.{module}"), function))
+        one.command(name)(found)
         return typer.main.get_command(one)

@@ -1,0 +1,109 @@
+"""One scenario evaluated at one level (``step``, ``cost`` or ``advise``): the function every
+executor runs, in this process or in a worker. It calls the very functions the commands call,
+so a sweep's figure is the command's figure for that combination."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fabricplan.sweep.records import AdviseOutputs, CostOutputs, Outcome, StepOutputs, pick
+
+if TYPE_CHECKING:
+    from fabricplan.catalog import Catalog
+    from fabricplan.congestion.network_backend import NetworkBackend
+    from fabricplan.scenario import Scenario
+
+
+class Skip(Exception):
+    """The model refuses this combination (a plan that does not fit, a design the fabric cannot
+    build): reported as skipped with the reason, never as a failure of the sweep."""
+
+
+def _refusals() -> tuple[type[Exception], ...]:
+    from fabricplan.congestion.network_backend import BackendError
+    from fabricplan.cost import CostError
+    from fabricplan.scenario import ScenarioError
+    from fabricplan.workload import WorkloadError
+
+    return (WorkloadError, CostError, BackendError, ScenarioError)
+
+
+def _step(sc: Scenario, cat: Catalog, backend: NetworkBackend) -> list[dict[str, Any]]:
+    from fabricplan.workload import evaluate_scenario
+
+    return [r.to_dict() for r in evaluate_scenario(sc, cat, backend=backend)]
+
+
+def _cost(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each fabric's money as ``advise`` words it (a rental has none of an owner's figures)."""
+    from fabricplan.advise.rent import OWNERSHIP_KEYS
+    from fabricplan.advise.scoring import build_parts, costs_of
+
+    costs = costs_of(sc, cat, perf)
+    scores = build_parts(sc, cat, perf, costs).nominal()
+    low = float(min(scores))
+    out = []
+    for c, score in zip(costs, scores, strict=True):
+        d = {
+            "capex_usd": c.capex_usd,
+            "capex_network_usd": c.capex_network_usd,
+            "opex_usd_per_year": c.opex_usd_per_year,
+            "tco_usd": c.tco_usd,
+            "cost_per_run_usd": c.cost_per_run_usd,
+            "cost_per_million_output_tokens_usd": c.cost_per_million_output_tokens_usd,
+            "cost_same_work_usd": float(score),
+            "cheapest": bool(float(score) == low),
+        }
+        if c.rent is not None:
+            d.update({k: None for k in OWNERSHIP_KEYS if k in d})
+        out.append(d)
+    return out
+
+
+def _advise(sc: Scenario, cat: Catalog, backend: NetworkBackend, seed: int) -> list[dict[str, Any]]:
+    from fabricplan.advise import advise
+
+    a = advise(sc, cat, backend=backend, seed=seed)
+    r = a.recommendation
+    low = min(f["cost_same_work_usd"] for f in a.fabrics)
+    return [
+        {
+            **f,
+            "cheapest": f["cost_same_work_usd"] == low,
+            "recommended": f["fabric"] == r["fabric"],
+            "recommendation": r["fabric"],
+            "confidence": r["confidence"],
+            "p_cheapest": a.uncertainty["p_cheapest"].get(f["fabric"]),
+            "cost_indeterminate": r.get("cost_indeterminate") is not None,
+            "break_even_gpus": a.break_even_gpus.get("gpus"),
+        }
+        for f in a.fabrics
+    ]
+
+
+def evaluate_one(
+    sc: Scenario,
+    what: str,
+    cat: Catalog,
+    backend: NetworkBackend,
+    *,
+    seed: int = 0,
+    detail: bool = False,
+) -> tuple[Outcome, ...]:
+    """Each fabric's outcome for ``sc`` at level ``what``; ``detail`` keeps the full step
+    documents on the outcomes. Raises Skip when the model refuses the combination."""
+    try:
+        perf = _step(sc, cat, backend)
+        if what == "step":
+            extra: list[dict[str, Any]] = [{} for _ in perf]
+            cls: type[StepOutputs] = StepOutputs
+        elif what == "cost":
+            extra, cls = _cost(sc, cat, perf), CostOutputs
+        else:
+            extra, cls = _advise(sc, cat, backend, seed), AdviseOutputs
+    except _refusals() as exc:
+        raise Skip(str(exc)) from None
+    return tuple(
+        Outcome(p["fabric"], pick(cls, {**p, **e}), p if detail else None)
+        for p, e in zip(perf, extra, strict=True)
+    )
