@@ -38,8 +38,10 @@ CONGESTED = ["cluster.topology.design=fat-tree", "cluster.topology.oversubscript
 # its kernels' own rates: 2.636693695188964; before overlapped communication was bounded per
 # bucket and layer, shared the NIC and cost the compute beside it SMs: 2.6952392213839; before
 # each gradient bucket was priced as its own collective and selective recomputation reran fused
-# attention: 2.7059408128788522; before each GEMM's output store was priced: 2.762689980529797).
-TODAY_IDEAL_STEP_S = 2.9230582163083634
+# attention: 2.7059408128788522; before each GEMM's output store was priced: 2.762689980529797;
+# before the experts' optimizer step was sharded over the expert data-parallel group only:
+# 2.9230582163083634).
+TODAY_IDEAL_STEP_S = 2.924591954338214
 
 
 def _ring_only(gpus: int) -> tuple[Hardware, Plans]:

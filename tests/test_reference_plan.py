@@ -143,4 +143,4 @@ def test_break_even_per_model_names_each_plan_and_its_origin_through_the_cli():
     assert table.returncode == 0, table.stderr
     assert "mixtral-8x7b: searched plan (no published layout)" in table.stdout
     assert "deepseek-v3: here published 1·16·64 at 256 GPUs" in table.stdout
-    assert "4·1·64, full" in table.stdout and "adapted 128-512" in table.stdout
+    assert "4·2·32, full" in table.stdout and "adapted 256-512" in table.stdout
