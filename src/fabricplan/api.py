@@ -703,7 +703,9 @@ def sweep(
     ``engine``: ``local`` (``jobs`` processes, default every core) or ``ray`` (``address``: a
     running cluster). ``out``: a DuckDB file to store the rows in, as the command does (an
     existing one from the same sweep is resumed); without it nothing is written.
-    ``progress(done, total)`` is called after each batch."""
+    ``progress(done, total)`` is called after each batch. Local workers are new processes that
+    import the calling script: in a script, call this under ``if __name__ == "__main__":`` (a
+    notebook needs nothing), or give ``jobs=1`` to evaluate in this process."""
     from fabricplan.sweep.engine import Spec, evaluate_variants
     from fabricplan.sweep.executors import make_executor
     from fabricplan.sweep.grid import count
