@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from fabricplan.catalog import Catalog, CatalogError, default_catalog, load_catalog
-from fabricplan.cli.output import fail
+from fabricplan.catalog import Catalog
+from fabricplan.cli.output import fail_with
 
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 CATALOG_OPT = typer.Option(
@@ -18,9 +18,10 @@ CATALOG_OPT = typer.Option(
 
 
 def catalog_from(path: Path | None, as_json: bool) -> Catalog:
-    if path is None:
-        return default_catalog()
+    from fabricplan.ops import BadInput
+    from fabricplan.ops.options import catalog_with
+
     try:
-        return load_catalog([path])
-    except CatalogError as exc:
-        fail(f"catalog file: {exc}", as_json=as_json)
+        return catalog_with(path)
+    except BadInput as exc:
+        fail_with(exc, as_json)

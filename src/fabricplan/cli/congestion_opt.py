@@ -6,13 +6,8 @@ from __future__ import annotations
 
 import typer
 
-from fabricplan.cli.output import fail
-from fabricplan.congestion.network_backend import (
-    BACKEND_NAMES,
-    DEFAULT_BACKEND,
-    NetworkBackend,
-    backend,
-)
+from fabricplan.cli.output import fail_with
+from fabricplan.congestion.network_backend import BACKEND_NAMES, DEFAULT_BACKEND, NetworkBackend
 
 # None (not given) is the default backend; commands that must tell "not given" apart (a
 # deprecated alias, a suite without congestion) can.
@@ -30,14 +25,13 @@ CONGESTION_OPT = typer.Option(
 def backend_from(name: str | None, as_json: bool) -> NetworkBackend:
     """The backend ``--congestion`` names (the default when not given); an unknown name exits
     with code 2 and the known ones."""
-    if name is None:
-        return DEFAULT_BACKEND
-    if name not in BACKEND_NAMES:
-        fail(
-            f"--congestion: unknown backend '{name}'; allowed: {', '.join(BACKEND_NAMES)}",
-            as_json=as_json,
-        )
-    return backend(name)
+    from fabricplan.ops import BadInput
+    from fabricplan.ops.options import backend_named
+
+    try:
+        return backend_named(name)
+    except BadInput as exc:
+        fail_with(exc, as_json)
 
 
 def backend_note(b: NetworkBackend) -> str | None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
     from fabricplan.congestion.network_backend import NetworkBackend
+    from fabricplan.planning.scenario import FabricSearch
     from fabricplan.scenario import Scenario
 
 
@@ -25,4 +26,9 @@ def plan_results(
     from fabricplan.planning import search_scenario
 
     found = search_scenario(sc, cat, fabrics, backend=backend, top=top, tick=tick)
-    return [{**f.to_dict(), "congestion_backend": backend.name} for f in found]
+    return [plan_document(f, backend) for f in found]
+
+
+def plan_document(found: FabricSearch, backend: NetworkBackend) -> dict[str, Any]:
+    """One fabric's entry of ``plan --json``."""
+    return {**found.to_dict(), "congestion_backend": backend.name}

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
     from fabricplan.congestion.network_backend import NetworkBackend
     from fabricplan.scenario import Scenario
+    from fabricplan.workload import FabricResult
 
 
 def step_fabrics(sc: Scenario, cat: Catalog, fabric: list[str] | None) -> list[str]:
@@ -36,15 +37,20 @@ def step_results(
     from fabricplan.workload import evaluate_scenario
 
     found = evaluate_scenario(sc, cat, fabrics, backend=backend, tick=tick)
-    return [
-        {
-            "fabric": r.fabric,
-            "congestion_backend": backend.name,
-            **r.to_dict(),
-            "not_modelled": not_modelled(cat, backend.name, r.fabric, sc),
-        }
-        for r in found
-    ]
+    return [step_document(r, sc, cat, backend) for r in found]
+
+
+def step_document(
+    r: FabricResult, sc: Scenario, cat: Catalog, backend: NetworkBackend
+) -> dict[str, Any]:
+    """One fabric's entry of ``step --json``: the model's figures, the backend that priced
+    them and what it leaves out."""
+    return {
+        "fabric": r.fabric,
+        "congestion_backend": backend.name,
+        **r.to_dict(),
+        "not_modelled": not_modelled(cat, backend.name, r.fabric, sc),
+    }
 
 
 def not_modelled(cat: Catalog, backend: str, fabric: str, sc: Scenario) -> list[str]:

@@ -229,13 +229,30 @@ def parse_axis(spec: str) -> Axis:
                 raw.append(parse_yaml(t))
             except YamlError:
                 raw.append(t)
+    return _axis(key, info, raw)
+
+
+def _axis(key: str, info: Any, raw: Sequence[Any]) -> Axis:
     values = [check_value(key, info, v) for v in raw]
     seen: list[Any] = []
     for v in values:
         if v in seen:
             raise GridError([Problem(key, "lists a value twice", v)])
         seen.append(v)
-    return Axis(key, tuple(values), kind)
+    return Axis(key, tuple(values), _kind(info))
+
+
+def axis_of(key: str, values: Sequence[Any]) -> Axis:
+    """An :class:`Axis` from values already typed (the Python API's ``{key: [values]}``): each
+    checked as a ``--grid`` value is. Raises GridError."""
+    info = field_of(key)
+    if not values:
+        raise GridError([Problem(key, "has no values")])
+    if len(values) > MAX_VALUES_PER_KEY:
+        raise GridError(
+            [Problem(key, f"lists {len(values):,} values; at most {MAX_VALUES_PER_KEY:,}")]
+        )
+    return _axis(key, info, list(values))
 
 
 def parse_grid(specs: Sequence[str]) -> list[Axis]:
@@ -247,6 +264,15 @@ def parse_grid(specs: Sequence[str]) -> list[Axis]:
             axes.append(parse_axis(spec))
         except GridError as exc:
             problems += exc.problems
+    if not specs:
+        problems.append(Problem("--grid", "give at least one, e.g. --grid cluster.gpus=256,512"))
+    return check_grid(axes, problems)
+
+
+def check_grid(axes: Sequence[Axis], problems: Sequence[Problem] = ()) -> list[Axis]:
+    """``axes`` once each key is swept once, no key inside another and at most
+    MAX_COMBINATIONS combinations; else GridError with these and ``problems``."""
+    axes, problems = list(axes), list(problems)
     keys = [a.key for a in axes]
     for k in sorted({k for k in keys if keys.count(k) > 1}):
         problems.append(Problem(k, "is swept by more than one --grid; list its values in one"))
@@ -254,8 +280,6 @@ def parse_grid(specs: Sequence[str]) -> list[Axis]:
         for b in axes:
             if a.key < b.key and b.key.startswith(a.key + "."):
                 problems.append(Problem(b.key, f"lies inside {a.key}, which is swept too"))
-    if not specs:
-        problems.append(Problem("--grid", "give at least one, e.g. --grid cluster.gpus=256,512"))
     if problems:
         raise GridError(problems)
     total = math.prod(len(a.values) for a in axes)

@@ -71,10 +71,12 @@ def run_sweep(
     name: str | None = None,
     engine: str = "local",
     on_progress: Callable[[int, int], None] | None = None,
+    on_records: Callable[[list[Record]], None] | None = None,
 ) -> Summary:
     """Evaluate every combination not already in ``out`` and store it; ``on_progress(done,
-    total)`` after each batch. Raises StoreError when ``out`` holds another sweep, or the same
-    combinations computed from another base scenario, catalog, level or version."""
+    total)`` after each batch, and ``on_records`` with the batch's records once stored. Raises
+    StoreError when ``out`` holds another sweep, or the same combinations computed from another
+    base scenario, catalog, level or version."""
     start = time.perf_counter()
     total = count(axes)
     summary = Summary(str(out), total, engine=engine, workers=executor.workers or 1)
@@ -106,6 +108,8 @@ def run_sweep(
                 if not r.ok and len(summary.skipped_examples) < SHOWN_SKIPS:
                     summary.skipped_examples.append({"point": r.point, "reason": r.skipped})
             progress[0] += len(records)
+            if on_records is not None:
+                on_records(records)
             if on_progress is not None:
                 on_progress(progress[0], total)
 

@@ -84,6 +84,29 @@ def connect(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection
         raise StoreError(f"{path}: cannot open as a DuckDB file ({exc})") from None
 
 
+def point_cells(axes: Sequence[Axis], point: dict[str, Any]) -> tuple[Any, ...]:
+    """A combination's swept values as their columns hold them."""
+    return tuple(cell(point[a.key], a.kind) for a in axes)
+
+
+def rows_of(r: Record, axes: Sequence[Axis], what: str) -> list[list[Any]]:
+    """A record's rows, in :func:`columns` order: one per fabric, or one for a skipped
+    combination (the store's rows, and the Python API's DataFrame of a sweep not stored)."""
+    at = datetime.datetime.fromtimestamp(
+        r.computed_at or datetime.datetime.now(datetime.UTC).timestamp(), datetime.UTC
+    ).replace(tzinfo=None)
+    head = [r.combination, r.index, *point_cells(axes, r.point)]
+    tail = [what, __version__, r.scenario_hash, at]
+    followed = "; ".join(r.followed) or None
+    names = [n for n, _ in output_columns(what)]
+    if not r.ok:
+        return [[*head, None, "skipped", r.skipped, followed, *(None for _ in names), *tail]]
+    return [
+        [*head, o.fabric, "ok", None, followed, *(getattr(o.outputs, n) for n in names), *tail]
+        for o in r.outcomes
+    ]
+
+
 class Store:
     """One sweep's table, opened to add rows."""
 
@@ -137,22 +160,10 @@ class Store:
         return out
 
     def point_cells(self, point: dict[str, Any]) -> tuple[Any, ...]:
-        return tuple(cell(point[a.key], a.kind) for a in self.axes)
+        return point_cells(self.axes, point)
 
     def _rows(self, r: Record) -> list[list[Any]]:
-        at = datetime.datetime.fromtimestamp(
-            r.computed_at or datetime.datetime.now(datetime.UTC).timestamp(), datetime.UTC
-        ).replace(tzinfo=None)
-        head = [r.combination, r.index, *self.point_cells(r.point)]
-        tail = [self.what, __version__, r.scenario_hash, at]
-        followed = "; ".join(r.followed) or None
-        names = [n for n, _ in output_columns(self.what)]
-        if not r.ok:
-            return [[*head, None, "skipped", r.skipped, followed, *(None for _ in names), *tail]]
-        return [
-            [*head, o.fabric, "ok", None, followed, *(getattr(o.outputs, n) for n in names), *tail]
-            for o in r.outcomes
-        ]
+        return rows_of(r, self.axes, self.what)
 
     def write(self, records: Sequence[Record]) -> None:
         """Add the records' rows in one transaction: all of them, or (killed midway) none."""
