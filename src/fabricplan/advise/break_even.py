@@ -129,4 +129,4 @@ def break_even_gpus(
     own = sc.organization.network_maturity
     found, note = summary(rows, own)
     return {"gpus": found[own], "ib": ib, "roce": roce, "note": note, "sizes": rows[own],
-            "by_maturity": found}  # fmt: skip
+            "by_maturity": found, "sizes_by_maturity": rows}  # fmt: skip
