@@ -299,7 +299,8 @@ def _axis(show: Callable[[float], str]) -> Any:
 @dataclass(frozen=True)
 class Heat:
     """A heat map of one quantity over columns (left to right) and rows (top to bottom); a cell
-    not in ``values`` is left blank. ``marks`` puts a bar at the left edge of a cell, per row."""
+    not in ``values`` is grey, marked with a dash. ``marks`` puts a bar at the left edge of a
+    cell, per row."""
 
     title: str
     columns: Sequence[int]
@@ -312,7 +313,8 @@ class Heat:
 def heat_map(key: str, h: Heat, limit: float, colour_label: str, xlabel: str, label: str) -> Html:
     """Cells coloured on a diverging scale centred on zero, from ``-limit`` (blue) to
     ``limit`` (red), each with its value printed; every cell carries the id
-    ``cell-ROW-COLUMN`` and every mark ``mark-ROW``."""
+    ``cell-ROW-COLUMN`` (one without a value ``blank-ROW-COLUMN``) and every mark
+    ``mark-ROW``."""
 
     def draw(ax: Axes) -> None:
         from matplotlib import colormaps
@@ -325,6 +327,17 @@ def heat_map(key: str, h: Heat, limit: float, colour_label: str, xlabel: str, la
             for x, col in enumerate(h.columns):
                 v = h.values.get((row, col))
                 if v is None:
+                    ax.add_patch(
+                        Rectangle(
+                            (x - 0.5, y - 0.5),
+                            1,
+                            1,
+                            facecolor="#f0f1f3",
+                            edgecolor="white",
+                            gid=f"blank-{row}-{col}",
+                        )
+                    )
+                    ax.text(x, y, "\u2013", ha="center", va="center", fontsize=7.5)
                     continue
                 shade = norm(v)
                 ax.add_patch(

@@ -99,8 +99,14 @@ def words(s: Surface) -> str:
     groups: dict[str, list[str]] = {}
     for m in MATURITIES:
         groups.setdefault(_phrase(s, m), []).append(m)
-    said = "; ".join(f"at {' and '.join(ms)} maturity, {p}" for p, ms in groups.items())
+    said = "; ".join(f"at {_maturities(ms)}, {p}" for p, ms in groups.items())
     return f"InfiniBand ({s.ib}) is no dearer than RoCE ({s.roce}) for the same work: {said}."
+
+
+def _maturities(ms: list[str]) -> str:
+    if len(ms) == len(MATURITIES):
+        return "every maturity"
+    return f"{', '.join(ms[:-1])} and {ms[-1]} maturity" if len(ms) > 1 else f"{ms[0]} maturity"
 
 
 def _pct(v: float) -> str:
@@ -114,11 +120,12 @@ def surface_charts(r: ScenarioReport) -> dict[str, Html]:
         return {}
     every = [pct for s in found for _, pct in s.margins().values()]
     limit = max([MIN_LIMIT_PCT, *(abs(v) for v in every)])
+    columns = sorted({n for s in found for n in s.sizes})  # aligned from one model to the next
     out = {}
     for i, s in enumerate(found):
         heat = charts.Heat(
             f"{s.model} ({s.plan})",
-            s.sizes,
+            columns,
             [m for m in MATURITIES if s.rows.get(m)],
             {k: pct for k, (_, pct) in s.margins().items()},
             {m: g for m, g in s.break_even.items() if g is not None},
@@ -154,7 +161,8 @@ def surface_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
         f"Cost for the same work on {s0.ib} minus {s0.roce}, as a share of {s0.roce}'s, at each "
         "size and network maturity: blue where InfiniBand is cheaper, red where RoCE is. The "
         "black bar marks the break-even, the smallest size from which InfiniBand costs no more "
-        "at every larger size evaluated."
+        "at every larger size evaluated; a dash, a size not evaluated for that model (its plan "
+        "does not divide or fit it)."
     )
     for i, s in enumerate(found):
         out.append(figure(ch[f"surface{i}"], caption if i == 0 else f"{s.model}: as above."))
