@@ -23,7 +23,9 @@ from conftest import DESIGN_EXAMPLE, ROOT
 from fabricplan.advise import advise
 from fabricplan.report import build_scenario_report, fmt, html_to_pdf, render_scenario_report
 from fabricplan.report.scenario_sections import scenario_charts
+from fabricplan.report.surface_section import Surface, surface_charts, surface_section, words
 from fabricplan.scenario import load_scenario
+from fabricplan.scenario.models import MATURITIES
 
 SCRIPT = Path(sys.executable).with_name("fabricplan")
 ENTRY = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "fabricplan"]
@@ -39,6 +41,7 @@ SECTIONS = (
     "sensitivity",
     "uncertainty",
     "size",
+    "surface",
     "topology",
     "questions",
     "assumptions",
@@ -129,6 +132,149 @@ def test_the_advice_figures_appear_formatted(example, cat):
         assert html.escape(q["question"]) in page
 
 
+def _section(page: str, sid: str) -> str:
+    start = page.index(f'<section id="{sid}">')
+    return page[start : page.index("</section>", start)]
+
+
+def _cells(root: ET.Element) -> set[tuple[str, int]]:
+    """The heat map's (maturity, GPUs) cells, from their ids."""
+    got = [i.split("-") for i in ids(root, r"-cell-\w+-\d+$")]
+    return {(p[2], int(p[3])) for p in got}
+
+
+def _check_surface(root: ET.Element, section: str, rows: dict, ib: str, roce: str) -> None:
+    """One cell per (size, maturity) advise evaluated, each with its margin printed in the cell
+    and, in dollars and per cent, in the table."""
+    want = {(m, x["gpus"]) for m in MATURITIES for x in rows[m]}
+    assert _cells(root) == want and len(want) == len(ids(root, r"-cell-"))
+    printed = texts(root)
+    for m in MATURITIES:
+        for x in rows[m]:
+            d = x[f"{ib}_usd"] - x[f"{roce}_usd"]
+            pct = 100 * d / x[f"{roce}_usd"]
+            assert f"{pct:+.1f}%" in printed, (m, x["gpus"])
+            assert f">{fmt.money(d)} ({pct:+.1f} %)</td>" in section, (m, x["gpus"])
+
+
+def _check_words(sentence: str, rows: dict, found: dict) -> None:
+    """The sentence says, per maturity, what the rows say."""
+    said: dict[str, str] = {}
+    for part in sentence.rstrip(".").split(": ", 1)[1].split("; "):
+        at, phrase = part.split(", ", 1)
+        group = MATURITIES if at == "at every maturity" else re.findall(r"low|medium|high", at)
+        said.update(dict.fromkeys(group, phrase))
+    assert set(said) == set(MATURITIES)
+    for m in MATURITIES:
+        cheaper = [x["gpus"] for x in rows[m] if x["ib_cheaper"]]
+        if found[m] is not None:
+            first = rows[m][0]["gpus"]
+            assert said[m] == f"from {found[m]:,} GPUs" or (
+                found[m] == first and said[m].startswith("at every size evaluated")
+            )
+        elif cheaper:
+            assert said[m].endswith("GPUs but not at every larger size")
+            assert re.findall(r"[\d,]+(?= |,| and)", said[m].replace(", ", " , ")) == [
+                f"{n:,}" for n in cheaper
+            ]
+        else:
+            assert (
+                said[m] == f"never up to the largest size evaluated ({rows[m][-1]['gpus']:,} GPUs)"
+            )
+
+
+def test_break_even_surface_is_advise_break_even(example, cat):
+    """The surface shows, for the scenario's model, the margin at every size and maturity that
+    advise's break-even evaluated, and says in words what those margins say."""
+    from fabricplan.advise.break_even import break_even_gpus
+
+    r, _, page = example
+    be = r.advice.break_even_gpus
+    fresh = break_even_gpus(r.scenario, cat)  # evaluated again: the same figures
+    assert fresh["sizes_by_maturity"] == be["sizes_by_maturity"]
+    rows = be["sizes_by_maturity"]
+    assert rows[r.scenario.organization.network_maturity] == be["sizes"]
+    assert all(rows[m] for m in MATURITIES)
+    section = _section(page, "surface")
+    _check_surface(svgs(page)["surface0"], section, rows, be["ib"], be["roce"])
+    sentence = html.unescape(re.search(r'<p class="verdict">(.*?)</p>', section).group(1))
+    _check_words(sentence, rows, be["by_maturity"])
+    assert "--break-even-models adds every training model" in section
+
+
+def _synthetic_rows(margin: dict[str, list[float]]) -> dict[str, list[dict]]:
+    """Rows as advise gives them, at 64 to 1,024 GPUs, with IB minus RoCE as given."""
+    sizes = [64, 128, 256, 512, 1024]
+    return {
+        m: [
+            {"gpus": n, "ib_usd": 100.0 + d, "roce_usd": 100.0, "ib_cheaper": d <= 0}
+            for n, d in zip(sizes, margin[m], strict=True)
+        ]
+        for m in MATURITIES
+    }
+
+
+def test_break_even_surface_marks_and_words(example):
+    """A break-even is marked on its maturity's row and said in words, each kind of answer."""
+    r, _, _ = example
+    rows = _synthetic_rows(
+        {
+            "low": [3.0, 1.0, -1.0, -2.0, -4.0],  # from 256
+            "medium": [-1.0, 2.0, 2.0, -1.0, 2.0],  # at 64 and 512, not after
+            "high": [1.0, 2.0, 3.0, 4.0, 5.0],  # never
+        }
+    )
+    found = {"low": 256, "medium": None, "high": None}
+    be = {"gpus": None, "ib": "ib", "roce": "roce", "note": "", "sizes": rows["low"]}
+    be |= {"by_maturity": found, "sizes_by_maturity": rows}
+    r2 = replace(r, advice=replace(r.advice, break_even_gpus=be))
+    ch = surface_charts(r2)
+    root = ET.fromstring(ch["surface0"])
+    assert ids(root, r"-mark-") == ["surface0-mark-low"]
+    section = surface_section(r2, ch)
+    _check_surface(root, section, rows, "ib", "roce")
+    said = words(Surface("m", "", "ib", "roce", rows, found))
+    assert said == (
+        "InfiniBand (ib) is no dearer than RoCE (roce) for the same work: at low maturity, "
+        "from 256 GPUs; at medium maturity, at 64 and 512 GPUs but not at every larger size; "
+        "at high maturity, never up to the largest size evaluated (1,024 GPUs)."
+    )
+    _check_words(said, rows, found)
+    same = {m: [-1.0] * 5 for m in MATURITIES}
+    assert "at every maturity, at every size evaluated (64 to 1,024 GPUs)" in words(
+        Surface("m", "", "ib", "roce", _synthetic_rows(same), dict.fromkeys(same, 64))
+    )
+
+
+def test_break_even_surface_per_model(cat):
+    """With every training model (as advise --break-even-models): a heat map per model that
+    has a size evaluated, columns aligned, each model's cells and margins advise's."""
+    sc = load_scenario(ROOT / "examples" / "64-gpu-70b-training.yaml", catalog=cat)
+    r = build_scenario_report(sc, cat, by_model=True)
+    charts = scenario_charts(r)
+    page = render_scenario_report(r, charts)
+    section = _section(page, "surface")
+    be = r.advice.break_even_gpus
+    models = [m for m in be["by_model"] if m["evaluated_gpus"]]
+    assert len(models) < len(be["by_model"]) == len(cat.ids("model"))  # deepseek-v3 fits none
+    keys = sorted(k for k in charts if k.startswith("surface"))
+    assert keys == [f"surface{i}" for i in range(1 + len(models))]
+    got = svgs(page)
+    _check_surface(got["surface0"], section, be["sizes_by_maturity"], be["ib"], be["roce"])
+    columns = sorted(
+        {n for m in models for n in m["evaluated_gpus"]} | {x["gpus"] for x in be["sizes"]}
+    )
+    for i, m in enumerate(models, 1):
+        root = got[f"surface{i}"]
+        assert m["model"] in texts(root)
+        assert {x["gpus"] for x in m["sizes_by_maturity"]["low"]} == set(m["evaluated_gpus"])
+        _check_surface(root, section, m["sizes_by_maturity"], be["ib"], be["roce"])
+        blanks = len(ids(root, r"-blank-"))
+        assert blanks + len(_cells(root)) == 3 * len(columns)
+        assert html.escape(f"{m['model']} (") in section
+    assert "--break-even-models adds" not in section
+
+
 def test_the_page_loads_nothing_from_outside(example):
     _, _, page = example
     assert not re.search(r"<script|<link|<iframe|<img|@import|@font-face", page, re.I)
@@ -142,7 +288,8 @@ def test_charts_parse_and_carry_their_series(example):
     r, charts, page = example
     names = [f["fabric"] for f in r.advice.fabrics]
     got = svgs(page)
-    assert set(got) == {"step", "cost", "tornado", "margin", "size", "bom"} == set(charts)
+    keys = {"step", "cost", "tornado", "margin", "size", "surface0", "bom"}
+    assert set(got) == keys == set(charts)
     for key in ("step", "cost", "bom"):  # one bar per fabric and part, the fabrics named
         bars = ids(got[key], r"-bar-\d+-\d+$")
         assert {b.split("-")[2] for b in bars} == {str(i) for i in range(len(names))}, key

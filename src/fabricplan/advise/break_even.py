@@ -128,5 +128,12 @@ def break_even_gpus(
     rows = sweep(sizes(sc), lambda n: scenario_at(sc, cat, n, [ib, roce]), cat, ib, roce, backend)
     own = sc.organization.network_maturity
     found, note = summary(rows, own)
-    return {"gpus": found[own], "ib": ib, "roce": roce, "note": note, "sizes": rows[own],
-            "by_maturity": found}  # fmt: skip
+    return {
+        "gpus": found[own],
+        "ib": ib,
+        "roce": roce,
+        "note": note,
+        "sizes": rows[own],
+        "by_maturity": found,
+        "sizes_by_maturity": rows,  # every maturity's rows: the report's break-even surface
+    }

@@ -56,6 +56,7 @@ def break_even_by_model(
                 "plans": [p.to_dict() for n in evaluated if (p := plans[n]) is not None],
                 "by_maturity": found,
                 "evaluated_gpus": evaluated,
+                "sizes_by_maturity": rows,
                 "note": note,
             }
         )

@@ -35,13 +35,21 @@ def report_cmd(
     pdf_out: Path | None = PDF_OPT,
     set_: list[str] | None = SET_OPT,
     seed: int = typer.Option(0, "--seed", callback=within(0), help="Monte Carlo seed."),
+    by_model: bool = typer.Option(
+        False,
+        "--break-even-models",
+        help="Also the break-even surface of every training model in the catalog, each with "
+        "its published training layout where it has one, else its fastest fitting plan "
+        "(as advise --break-even-models; 10-15 s more).",
+    ),
     congestion: str | None = CONGESTION_OPT,
     catalog: Path | None = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Write the scenario's report: the recommendation and its reasons, each fabric's figures,
-    charts (step time, cost by part, tornado, Monte Carlo, cluster size, bill of materials), the
-    provider questions, assumptions and sources, and the scenario. One file, no external
+    charts (step time, cost by part, tornado, Monte Carlo, cluster size, the break-even surface
+    by size, maturity and model, bill of materials), the provider questions, assumptions and
+    sources, and the scenario. One file, no external
     resources, printable; every price in it is a labelled assumption unless a quote is cited."""
     targets = output_targets(html_out, pdf_out, as_json)
     backend = backend_from(congestion, as_json)
@@ -53,7 +61,9 @@ def report_cmd(
 
     with progress(f"making the report on {file}"):
         try:
-            r = build_scenario_report(sc, cat, backend=backend, seed=seed, scenario_text=text)
+            r = build_scenario_report(
+                sc, cat, backend=backend, seed=seed, scenario_text=text, by_model=by_model
+            )
         except (WorkloadError, CostError) as exc:
             fail(str(exc), as_json=as_json)
         html = render_scenario_report(r)

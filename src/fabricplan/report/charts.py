@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -294,3 +294,81 @@ def _axis(show: Callable[[float], str]) -> Any:
     from matplotlib.ticker import FuncFormatter
 
     return FuncFormatter(lambda v, _: show(v))
+
+
+@dataclass(frozen=True)
+class Heat:
+    """A heat map of one quantity over columns (left to right) and rows (top to bottom); a cell
+    not in ``values`` is grey, marked with a dash. ``marks`` puts a bar at the left edge of a
+    cell, per row."""
+
+    title: str
+    columns: Sequence[int]
+    rows: Sequence[str]
+    values: Mapping[tuple[str, int], float]  # (row, column) -> value
+    marks: Mapping[str, int]  # row -> the column whose left edge is marked
+    text: Callable[[float], str]  # a cell's value as printed in it
+
+
+def heat_map(key: str, h: Heat, limit: float, colour_label: str, xlabel: str, label: str) -> Html:
+    """Cells coloured on a diverging scale centred on zero, from ``-limit`` (blue) to
+    ``limit`` (red), each with its value printed; every cell carries the id
+    ``cell-ROW-COLUMN`` (one without a value ``blank-ROW-COLUMN``) and every mark
+    ``mark-ROW``."""
+
+    def draw(ax: Axes) -> None:
+        from matplotlib import colormaps
+        from matplotlib.cm import ScalarMappable
+        from matplotlib.colors import Normalize
+        from matplotlib.patches import Rectangle
+
+        cmap, norm = colormaps["RdBu_r"], Normalize(-limit, limit)
+        for y, row in enumerate(h.rows):
+            for x, col in enumerate(h.columns):
+                v = h.values.get((row, col))
+                if v is None:
+                    ax.add_patch(
+                        Rectangle(
+                            (x - 0.5, y - 0.5),
+                            1,
+                            1,
+                            facecolor="#f0f1f3",
+                            edgecolor="white",
+                            gid=f"blank-{row}-{col}",
+                        )
+                    )
+                    ax.text(x, y, "\u2013", ha="center", va="center", fontsize=7.5)
+                    continue
+                shade = norm(v)
+                ax.add_patch(
+                    Rectangle(
+                        (x - 0.5, y - 0.5),
+                        1,
+                        1,
+                        facecolor=cmap(shade),
+                        edgecolor="white",
+                        linewidth=1.0,
+                        gid=f"cell-{row}-{col}",
+                    )
+                )
+                dark = abs(shade - 0.5) > 0.3
+                ink = "white" if dark else "black"
+                ax.text(x, y, h.text(v), ha="center", va="center", fontsize=7.5, color=ink)
+            if row in h.marks and h.marks[row] in h.columns:
+                x = list(h.columns).index(h.marks[row]) - 0.5
+                ax.plot([x, x], [y - 0.5, y + 0.5], color="black", linewidth=3.0, gid=f"mark-{row}")
+        ax.set_xlim(-0.5, len(h.columns) - 0.5)
+        ax.set_ylim(len(h.rows) - 0.5, -0.5)
+        ax.set_xticks(range(len(h.columns)), [f"{c:,}" for c in h.columns])
+        ax.set_yticks(range(len(h.rows)), list(h.rows))
+        ax.grid(False)
+        ax.tick_params(length=0)
+        for side in ("left", "bottom"):
+            ax.spines[side].set_visible(False)
+        ax.set_xlabel(xlabel)
+        ax.set_title(h.title, fontsize=9, loc="left")
+        bar = ax.figure.colorbar(ScalarMappable(norm, cmap), ax=ax, fraction=0.04, pad=0.01)
+        bar.set_label(_wrap(colour_label, 22), fontsize=7.5)
+        bar.ax.tick_params(labelsize=7.5)
+
+    return _chart(key, 0.55 + 0.32 * len(h.rows), label, draw)

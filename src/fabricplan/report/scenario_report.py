@@ -58,10 +58,13 @@ def build_scenario_report(
     backend: NetworkBackend = DEFAULT_BACKEND,
     seed: int = 0,
     scenario_text: str | None = None,
+    by_model: bool = False,
+    tick: Callable[[str], None] | None = None,
 ) -> ScenarioReport:
-    """Run ``advise`` (with the break-even sweep) and design each fabric's bill of materials.
+    """Run ``advise`` (with the break-even sweep; ``by_model``, also every training model's, as
+    ``advise`` does, ``tick`` called after each) and design each fabric's bill of materials.
     Raises what ``advise`` raises (WorkloadError, CostError) for a scenario it cannot price."""
-    a = advise(sc, cat, backend=backend, seed=seed)
+    a = advise(sc, cat, backend=backend, seed=seed, by_model=by_model, tick=tick)
     designs = tuple(scenario_design(sc, cat, f["fabric"]) for f in a.fabrics)
     text = scenario_text if scenario_text is not None else _as_yaml(sc)
     return ScenarioReport(sc, a, designs, bom_lines(designs, cat), text, seed)
@@ -74,9 +77,12 @@ def scenario_report_html(
     backend: NetworkBackend = DEFAULT_BACKEND,
     seed: int = 0,
     scenario_text: str | None = None,
+    by_model: bool = False,
 ) -> str:
     """The whole report as one self-contained HTML document."""
-    r = build_scenario_report(sc, cat, backend=backend, seed=seed, scenario_text=scenario_text)
+    r = build_scenario_report(
+        sc, cat, backend=backend, seed=seed, scenario_text=scenario_text, by_model=by_model
+    )
     return render_scenario_report(r)
 
 
@@ -84,6 +90,7 @@ def render_scenario_report(r: ScenarioReport, charts: Mapping[str, Html] | None 
     """The page. ``charts`` (from :func:`.scenario_sections.scenario_charts`) are drawn when
     not given; they depend on the figures only, never on the scenario's name or text."""
     from fabricplan.report import scenario_sections as ss
+    from fabricplan.report import surface_section as sf
     from fabricplan.report import topology_section as ts
 
     charts = charts if charts is not None else ss.scenario_charts(r)
@@ -96,6 +103,11 @@ def render_scenario_report(r: ScenarioReport, charts: Mapping[str, Html] | None 
         Section("sensitivity", "What moves the answer", ss.sensitivity_section(r, charts)),
         Section("uncertainty", "Uncertainty (Monte Carlo)", ss.uncertainty_section(r, charts)),
         Section("size", "Cluster size and break-even", ss.size_section(r, charts)),
+        Section(
+            "surface",
+            "Break-even by size, maturity and model",
+            sf.surface_section(r, charts),
+        ),
         Section("topology", "Topology: bill of materials", ts.bom_section(r, charts)),
         Section("questions", "Questions for the provider", _questions(a)),
         Section("assumptions", "Assumptions and sources", ts.assumptions_section(r)),

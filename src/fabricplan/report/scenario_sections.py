@@ -11,6 +11,7 @@ from fabricplan.advise import Advice
 from fabricplan.cost import FabricCost
 from fabricplan.report import charts, fmt
 from fabricplan.report.html import Column, Html, figure, join, table, tag
+from fabricplan.report.surface_section import surface_charts
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -132,6 +133,7 @@ def scenario_charts(r: ScenarioReport) -> dict[str, Html]:
     size = _size_chart(a, r.scenario.cluster.gpus)
     if size is not None:
         out["size"] = size
+    out.update(surface_charts(r))
     return out
 
 
