@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from fabricplan.catalog import default_catalog
 from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.planning import SearchSpace, batches, evaluate, job_of, search_scenario
-from fabricplan.planning.search import PARTS, reasons
+from fabricplan.planning.search import reasons
 from fabricplan.planning.space import CP_MIN_TOKENS_PER_RANK, MICRO_BATCH_MAX
 from fabricplan.scenario import ScenarioError, load_scenario
 from fabricplan.workload import comm, shape_of, training_step
 from fabricplan.workload.plan import Plans, hardware_from_scenario, plans_from_scenario
+from fabricplan.workload.training import STEP_PARTS
 
 ROOT = Path(__file__).resolve().parent.parent
 CAT = default_catalog()
@@ -134,7 +135,7 @@ def test_reasons_are_real_breakdown_differences():
             r.best.tokens_per_s * r.best.step_time_s / (a.plan.tokens_per_s * a.plan.step_time_s)
         )
         for why in a.reasons:
-            if why.part in PARTS:
+            if why.part in STEP_PARTS:
                 real = a.plan.breakdown[why.part] * scale - r.best.breakdown[why.part]
                 assert why.delta_s > 0 and np.isclose(why.delta_s, real)
                 assert why.text().startswith(f"+{why.delta_s:.3g} s")

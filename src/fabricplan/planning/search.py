@@ -18,20 +18,8 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 from fabricplan.planning.space import Flags, Job, SearchSpace, batches
 from fabricplan.workload.plan import Hardware, Plans
 from fabricplan.workload.shapes import Shape
-from fabricplan.workload.training import training_step
+from fabricplan.workload.training import STEP_PARTS, training_step
 
-# The step's parts, as Step names them and ``step``'s breakdown prints them.
-PARTS = (
-    "compute",
-    "overlap_slowdown",
-    "tp_comm",
-    "pp_comm",
-    "ep_comm",
-    "cp_comm",
-    "dp_comm",
-    "bubble",
-    "optimizer",
-)
 # The plan settings each part depends on: an alternative's reason names those that differ.
 PART_SETTINGS: dict[str, tuple[str, ...]] = {
     "compute": ("tp", "recompute", "micro_batch", "cp"),
@@ -181,7 +169,7 @@ class Table:
             tokens_per_s=float(self.tokens[i]) / t,
             memory_GB=float(self.memory[i]) / 1e9,
             fits=bool(self.fits[i]),
-            breakdown={p: float(self.parts[p][i]) for p in PARTS},
+            breakdown={p: float(self.parts[p][i]) for p in STEP_PARTS},
         )
 
 
@@ -194,7 +182,7 @@ def evaluate(
 ) -> Table:
     """Every plan of ``space`` priced on ``hw``: one ``training_step`` per batch of flags."""
     ints, idx, time, tokens, mem, fits = [], [], [], [], [], []
-    parts: dict[str, list[np.ndarray]] = {p: [] for p in PARTS}
+    parts: dict[str, list[np.ndarray]] = {p: [] for p in STEP_PARTS}
     flags: list[Flags] = []
     capacity = 0.0
     for f, plans in batches(job, space):
@@ -207,11 +195,11 @@ def evaluate(
         mem.append(st.memory.total)
         fits.append(st.memory.fits)
         capacity = st.memory.capacity
-        for p in PARTS:
+        for p in STEP_PARTS:
             parts[p].append(np.broadcast_to(getattr(st, p), st.time.shape))
     if not flags:
         e = np.zeros(0)
-        no_parts = {p: e for p in PARTS}
+        no_parts = {p: e for p in STEP_PARTS}
         return Table(np.zeros((0, len(INT_COLS))), [], e.astype(int), e, e, e, e > 0, no_parts)
     cat = np.concatenate
     return Table(
@@ -292,7 +280,7 @@ def reasons(alt: Candidate, best: Candidate) -> tuple[Reason, ...]:
     to the best plan's batch (so that plans of different batches compare), largest first."""
     scale = (best.tokens_per_s * best.step_time_s) / (alt.tokens_per_s * alt.step_time_s)
     floor = max(REASON_SHARE * best.step_time_s, REASON_FLOOR_S)
-    deltas = [(p, alt.breakdown[p] * scale - best.breakdown[p]) for p in PARTS]
+    deltas = [(p, alt.breakdown[p] * scale - best.breakdown[p]) for p in STEP_PARTS]
     slower = sorted((d for d in deltas if d[1] > floor), key=lambda d: -d[1])
     if not slower:  # a near tie: no part stands out, the difference is spread over them
         total = alt.step_time_s * scale - best.step_time_s

@@ -17,13 +17,11 @@ The engine
 from __future__ import annotations
 
 import math
-import pickle
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fabricplan.lru import PickledLRU
 from fabricplan.sweep.executors import Context, Executor, InProcess, Task, TaskResult
 from fabricplan.sweep.records import Record
 from fabricplan.sweep.variants import Variant, catalog_digest, combination_key, scenario_hash
@@ -39,34 +37,11 @@ MAX_CHUNK = 32
 CHUNKS_PER_WORKER = 4
 
 
-class ResultCache:
-    """Outcomes by content hash, in this process: a thread-safe LRU of pickled outcomes (each
-    caller gets its own copy)."""
+class ResultCache(PickledLRU):
+    """Outcomes by content hash, in this process (each caller gets its own copy)."""
 
     def __init__(self, max_entries: int = 4096) -> None:
-        self.max_entries = max_entries
-        self._items: OrderedDict[str, bytes] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> Any:
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                return None
-            self._items.move_to_end(key)
-        return pickle.loads(found)
-
-    def put(self, key: str, value: Any) -> None:
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        with self._lock:
-            self._items[key] = data
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_entries:
-                self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
+        super().__init__(max_entries)
 
 
 CACHE = ResultCache()

@@ -233,7 +233,7 @@ def evaluate_scenario(
             return found
     out = _evaluate(sc, cat, fabrics, backend, tick, adjust)
     if key is not None:
-        MEMO.put(key, cat, out)
+        MEMO.put(key, out, keep=cat)  # the key holds the catalog's id
     return out
 
 

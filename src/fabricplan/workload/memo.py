@@ -12,11 +12,10 @@ stored pickled and each caller gets its own copy: nothing a caller changes reach
 from __future__ import annotations
 
 import hashlib
-import pickle
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from fabricplan.lru import PickledLRU
 
 if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
@@ -26,14 +25,11 @@ if TYPE_CHECKING:
 MAX_ENTRIES = 2048
 
 
-class EvaluationMemo:
-    """A thread-safe LRU of pickled evaluation results."""
+class EvaluationMemo(PickledLRU):
+    """Evaluation results by what determines them."""
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
-        self.max_entries = max_entries
-        # key -> (the catalog, kept alive so that its id is not reused, and the pickled result)
-        self._items: OrderedDict[str, tuple[Any, bytes]] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(max_entries)
 
     def key(
         self,
@@ -46,26 +42,6 @@ class EvaluationMemo:
         h = hashlib.sha256(sc.model_dump_json(exclude={"costs"}).encode())
         h.update(repr((id(cat), tuple(fabrics), repr(backend), variant)).encode())
         return h.hexdigest()
-
-    def get(self, key: str) -> Any:
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                return None
-            self._items.move_to_end(key)
-        return pickle.loads(found[1])
-
-    def put(self, key: str, cat: Catalog, result: Any) -> None:
-        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-        with self._lock:
-            self._items[key] = (cat, data)
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_entries:
-                self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
 
 
 MEMO = EvaluationMemo()

@@ -68,6 +68,20 @@ FLASH_BACKWARD_FACTOR = 2.5
 OPTIMIZER_STEP_BYTES = 30.0
 
 
+# The parts a step's time adds up from, in the order its breakdown lists them.
+STEP_PARTS = (
+    "compute",
+    "overlap_slowdown",
+    "tp_comm",
+    "pp_comm",
+    "ep_comm",
+    "cp_comm",
+    "dp_comm",
+    "bubble",
+    "optimizer",
+)
+
+
 @dataclass(frozen=True)
 class Step:
     """Seconds per training step and its parts, per plan (arrays of shape (N,))."""
@@ -97,18 +111,7 @@ class Step:
         return self.tp_comm + self.pp_comm + self.ep_comm + self.cp_comm + self.dp_comm
 
     def breakdown(self, i: int = 0) -> dict[str, float]:
-        parts = (
-            "compute",
-            "overlap_slowdown",
-            "tp_comm",
-            "pp_comm",
-            "ep_comm",
-            "cp_comm",
-            "dp_comm",
-            "bubble",
-            "optimizer",
-        )
-        return {f"{p}_s": float(getattr(self, p)[i]) for p in parts}
+        return {f"{p}_s": float(getattr(self, p)[i]) for p in STEP_PARTS}
 
 
 def training_step(
