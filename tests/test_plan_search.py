@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from fabricplan.planning.search import reasons
 from fabricplan.planning.space import CP_MIN_TOKENS_PER_RANK, MICRO_BATCH_MAX
 from fabricplan.scenario import ScenarioError, load_scenario
 from fabricplan.workload import comm, shape_of, training_step
-from fabricplan.workload.plan import Plans, hardware_from_scenario, plans_from_scenario
+from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
 from fabricplan.workload.training import STEP_PARTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,24 +173,7 @@ def test_the_search_s_table_matches_the_step_model_plan_by_plan():
     table = evaluate(shape_of(job.model), job, hw, space, NO_CONGESTION)
     ((_, plans),) = list(batches(job, space))
     for i in (0, len(plans) // 2, len(plans) - 1):
-        one = Plans.of(
-            **{
-                k: getattr(plans, k)[i]
-                for k in (
-                    "tp",
-                    "pp",
-                    "dp",
-                    "cp",
-                    "ep",
-                    "vp",
-                    "zero",
-                    "micro_batch",
-                    "global_batch",
-                    "seq_len",
-                    "sp",
-                )
-            }
-        )
+        one = plans.take(i)
         st_ = training_step(shape_of(job.model), one, hw, backend=NO_CONGESTION)
         assert table.time[i] == st_.time[0]
 
@@ -211,29 +193,7 @@ def test_equal_collectives_priced_once_equal_each_priced_alone(monkeypatch):
     slow = training_step(s, plans, hw)
     for part in ("time", "tp_comm", "ep_comm", "dp_comm", "pp_comm", "cp_comm"):
         assert np.array_equal(getattr(fast, part), getattr(slow, part))
-    single = training_step(
-        s,
-        replace(
-            plans,
-            **{
-                k: getattr(plans, k)[:1]
-                for k in (
-                    "tp",
-                    "pp",
-                    "dp",
-                    "cp",
-                    "ep",
-                    "vp",
-                    "zero",
-                    "micro_batch",
-                    "global_batch",
-                    "seq_len",
-                    "sp",
-                )
-            },
-        ),
-        hw,
-    )
+    single = training_step(s, plans.take(slice(0, 1)), hw)
     assert single.time[0] == fast.time[0]
 
 

@@ -113,7 +113,6 @@ def collective(
     collectives package's ``CollectiveTable`` (``.rows``: size, time, algbw, busbw, NCCL's
     algorithm and protocol; ``to_dict()`` is ``collective --json``). ``sizes`` lists sizes
     (bytes, or ``"64M"``); without it, ``min_size`` to ``max_size`` by ``factor``."""
-    from fabricplan.collectives.busbw import resolve_op
     from fabricplan.collectives.nccl_constants import MAX_CTAS
     from fabricplan.ops.cluster import (
         MAX_GPUS_PER_NODE,
@@ -121,9 +120,8 @@ def collective(
         MAX_NICS_PER_NODE,
         MAX_NODES,
         comm_system,
-        size_list,
     )
-    from fabricplan.ops.collective import collective_table
+    from fabricplan.ops.collective import collective_table, op_and_sizes
 
     for name, value, hi in (
         ("nodes", nodes, MAX_NODES),
@@ -137,10 +135,9 @@ def collective(
     if sizes is not None and not isinstance(sizes, str):
         sizes = ",".join(str(s) for s in sizes)
     try:
-        op = resolve_op(op)
-        size_values = size_list(sizes, str(min_size), str(max_size), factor)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+        op, size_values = op_and_sizes(op, sizes, str(min_size), str(max_size), factor)
+    except BadInput as exc:
+        raise InputError.of(exc) from None
     sc, cat = None, _catalog(catalog)
     if scenario is not None:
         sc, cat, _ = _scenario(scenario, catalog)

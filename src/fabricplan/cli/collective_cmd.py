@@ -9,7 +9,7 @@ from rich.table import Table
 
 from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
-from fabricplan.cli.output import console, emit_json, fail, print_table
+from fabricplan.cli.output import console, emit_json, fail_with, print_table
 from fabricplan.cli.system_opts import (
     FABRIC_OPT,
     GPN_OPT,
@@ -23,10 +23,10 @@ from fabricplan.cli.system_opts import (
     SHARP_OPT,
     system_from,
 )
-from fabricplan.collectives import OPS, CollectiveTable, CommSystem, resolve_op
+from fabricplan.collectives import OPS, CollectiveTable, CommSystem
 from fabricplan.collectives.nccl_constants import MAX_CTAS
-from fabricplan.ops.cluster import size_list
-from fabricplan.ops.collective import collective_table
+from fabricplan.ops import BadInput
+from fabricplan.ops.collective import collective_table, op_and_sizes
 
 # nccl-tests' default element type
 DTYPE_BYTES = 4
@@ -73,10 +73,9 @@ def collective(
 ) -> None:
     """Predict an nccl-tests table: time, algbw, busbw and NCCL's algorithm/protocol per size."""
     try:
-        op = resolve_op(op)
-        size_values = size_list(sizes, min_size, max_size, factor)
-    except ValueError as exc:
-        fail(str(exc), as_json=as_json)
+        op, size_values = op_and_sizes(op, sizes, min_size, max_size, factor)
+    except BadInput as exc:
+        fail_with(exc, as_json)
     cat = catalog_from(catalog, as_json)
     system = system_from(
         gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
@@ -87,8 +86,8 @@ def collective(
         table = collective_table(
             system, op, size_values, algo=algo, proto=proto, min_ctas=min_ctas, max_ctas=max_ctas
         )
-    except ValueError as exc:
-        fail(str(exc), as_json=as_json)
+    except BadInput as exc:
+        fail_with(exc, as_json)
     if as_json:
         emit_json(table.to_dict())
         return

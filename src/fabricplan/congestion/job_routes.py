@@ -120,6 +120,8 @@ def route_flows(w: Where, tr: T.Traffic, demand: np.ndarray, rng: np.random.Gene
         r_job = _route_job(w, tr, job, demand, rng, pre, budget - len(r_bg.lane), how)
     except RouteTooLarge as e:
         raise spray_too_large(w.case, w.nodes, e.entries) from None
-    return Routed(lane=np.concatenate([r_job.lane, r_bg.lane]),
-                  flow=np.concatenate([r_job.flow, bg[r_bg.flow]]),
-                  weight=np.concatenate([r_job.weight, r_bg.weight]))  # fmt: skip
+    return Routed(
+        lane=np.concatenate([r_job.lane, r_bg.lane]),
+        flow=np.concatenate([r_job.flow, bg[r_bg.flow]]),
+        weight=np.concatenate([r_job.weight, r_bg.weight]),
+    )

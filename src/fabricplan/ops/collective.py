@@ -4,8 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from fabricplan.ops import BadInput
+
 if TYPE_CHECKING:
     from fabricplan.collectives import CollectiveTable, CommSystem
+
+
+def op_and_sizes(
+    op: str, sizes: str | None, min_size: str, max_size: str, factor: float
+) -> tuple[str, list[int]]:
+    """The collective asked for and its sizes: ``sizes`` (a comma list) or ``min_size`` to
+    ``max_size`` by ``factor``. Raises BadInput for an unknown op or a size that is not one."""
+    from fabricplan.collectives import resolve_op
+    from fabricplan.ops.cluster import size_list
+
+    try:
+        return resolve_op(op), size_list(sizes, min_size, max_size, factor)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def collective_table(
@@ -20,17 +36,20 @@ def collective_table(
 ) -> CollectiveTable:
     """The predicted table for ``op`` at ``sizes``; ``algo`` and ``proto`` limit NCCL's choice
     (comma lists, as NCCL_ALGO and NCCL_PROTO), the CTA counts bound NVLS channels. Raises
-    ValueError for an algorithm or protocol NCCL does not have."""
+    BadInput for an algorithm or protocol NCCL does not have."""
     from fabricplan.collectives import predict
 
     if min_ctas or max_ctas:
         system = system.with_(
             min_ctas=min_ctas or system.min_ctas, max_ctas=max_ctas or system.max_ctas
         )
-    return predict(
-        system,
-        op,
-        sizes,
-        algorithms=algo.split(",") if algo else None,
-        protocols=proto.split(",") if proto else None,
-    )
+    try:
+        return predict(
+            system,
+            op,
+            sizes,
+            algorithms=algo.split(",") if algo else None,
+            protocols=proto.split(",") if proto else None,
+        )
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None

@@ -79,15 +79,10 @@ def report(req: ReportRequest, cat: Catalog) -> str:
 
 def collective(req: CollectiveRequest, cat: Catalog) -> dict[str, Any]:
     """`collective --json`."""
-    from fabricplan.collectives import resolve_op
-    from fabricplan.ops.cluster import comm_system, size_list
-    from fabricplan.ops.collective import collective_table
+    from fabricplan.ops.cluster import comm_system
+    from fabricplan.ops.collective import collective_table, op_and_sizes
 
-    try:
-        op = resolve_op(req.op)
-        sizes = size_list(req.sizes, req.min, req.max, req.factor)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    op, sizes = op_and_sizes(req.op, req.sizes, req.min, req.max, req.factor)
     sc = _scenario(req.scenario, req.set, cat) if req.scenario is not None else None
     system = comm_system(
         gpu=req.gpu,
@@ -100,18 +95,15 @@ def collective(req: CollectiveRequest, cat: Catalog) -> dict[str, Any]:
         scenario=sc,
         catalog=cat,
     )
-    try:
-        table = collective_table(
-            system,
-            op,
-            sizes,
-            algo=req.algo,
-            proto=req.proto,
-            min_ctas=req.min_ctas,
-            max_ctas=req.max_ctas,
-        )
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    table = collective_table(
+        system,
+        op,
+        sizes,
+        algo=req.algo,
+        proto=req.proto,
+        min_ctas=req.min_ctas,
+        max_ctas=req.max_ctas,
+    )
     return table.to_dict()
 
 

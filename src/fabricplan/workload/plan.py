@@ -7,7 +7,7 @@ plan divides the cluster and the model; memory fit is checked in :mod:`.memory`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -82,8 +82,15 @@ class Hardware:
 
 
 # A plan's scalar settings, shared by all rows of one Plans; every other field is an array.
-PLAN_FLAGS = ("recompute", "flash", "overlap_dp", "precision", "grad_accum_fusion",
-              "tp_comm_overlap", "cp_comm")  # fmt: skip
+PLAN_FLAGS = (
+    "recompute",
+    "flash",
+    "overlap_dp",
+    "precision",
+    "grad_accum_fusion",
+    "tp_comm_overlap",
+    "cp_comm",
+)
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,12 @@ class Plans:
 
     def __len__(self) -> int:
         return len(self.tp)
+
+    def take(self, rows: int | slice | np.ndarray) -> Plans:
+        """The plans at ``rows`` (an index, a slice or an index array), flags kept."""
+        keep = np.atleast_1d(np.arange(len(self))[rows])
+        names = [f.name for f in fields(self) if f.name not in PLAN_FLAGS]
+        return replace(self, **{n: getattr(self, n)[keep] for n in names})
 
     @cached_property
     def microbatches(self) -> np.ndarray:
