@@ -22,8 +22,11 @@ def wall(*args: str) -> float:
     times = []
     for _ in range(REPEATS):
         t0 = time.perf_counter()
-        subprocess.run([str(exe), "advise", str(SCENARIO), "--json", *args], check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            [str(exe), "advise", str(SCENARIO), "--json", *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -31,8 +34,10 @@ def wall(*args: str) -> float:
 def main() -> None:
     for label, args in (("with break-even", ()), ("--no-break-even", ("--no-break-even",))):
         t = wall(*args)
-        print(f"advise 16k-gpu-frontier ({label}): {t:.2f} s per process, "
-              f"{t / TARGET_S:.2f}x the {TARGET_S:g} s target")  # fmt: skip
+        print(
+            f"advise 16k-gpu-frontier ({label}): {t:.2f} s per process, "
+            f"{t / TARGET_S:.2f}x the {TARGET_S:g} s target"
+        )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,10 @@ def main() -> None:
     system = build_system("h100", 8, "roce-400g")
     predict(system, "all_reduce")  # warm caches
     table = best_of(lambda: predict(system, "all_reduce", DEFAULT_SIZES), 200)
-    print(f"one table, {len(DEFAULT_SIZES)} sizes (8 B - 16 GiB): {table * 1e3:.3f} ms "
-          f"(target < 1 ms)")  # fmt: skip
+    print(
+        f"one table, {len(DEFAULT_SIZES)} sizes (8 B - 16 GiB): {table * 1e3:.3f} ms "
+        f"(target < 1 ms)"
+    )
 
     rng = np.random.default_rng(0)
     gpus = ["h100", "a100", "b200", "h200", "mi300x"]
@@ -43,8 +45,10 @@ def main() -> None:
         sweep(sa, op, sizes)
         t = best_of(lambda op=op: sweep(sa, op, sizes), 5)
         points = len(systems) * len(sizes)
-        print(f"vectorised {op}: {points:,} points in {t * 1e3:.1f} ms = "
-              f"{points / t:,.0f} points/s (target >= 100,000)")  # fmt: skip
+        print(
+            f"vectorised {op}: {points:,} points in {t * 1e3:.1f} ms = "
+            f"{points / t:,.0f} points/s (target >= 100,000)"
+        )
 
 
 if __name__ == "__main__":

@@ -45,17 +45,24 @@ def main() -> None:
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             if gpus == 16384:  # peak RSS so far: nothing larger has run yet
                 worst_16k, rss_16k = max(worst_16k, secs), rss
-            print(f"{gpus:>7} {fabric:>10} {out['fabric_layout']['tiers']:>5} {secs:>8.3f} "
-                  f"{out['network_slowdown_p50']:>9.3f} {rss:>7.0f} MB")  # fmt: skip
-    print(f"16,384 GPUs: {worst_16k:.2f} s = {worst_16k / TARGET_16K_S:.2f} x the "
-          f"{TARGET_16K_S:g} s target; peak RSS {rss_16k:.0f} MB = "
-          f"{rss_16k / TARGET_16K_MB:.2f} x the {TARGET_16K_MB} MB target")  # fmt: skip
+            print(
+                f"{gpus:>7} {fabric:>10} {out['fabric_layout']['tiers']:>5} {secs:>8.3f} "
+                f"{out['network_slowdown_p50']:>9.3f} {rss:>7.0f} MB"
+            )
+    print(
+        f"16,384 GPUs: {worst_16k:.2f} s = {worst_16k / TARGET_16K_S:.2f} x the "
+        f"{TARGET_16K_S:g} s target; peak RSS {rss_16k:.0f} MB = "
+        f"{rss_16k / TARGET_16K_MB:.2f} x the {TARGET_16K_MB} MB target"
+    )
     secs, out = _timed(Case(gpus=1024, fabric="roce-400g", routing="ecmp", seeds=100))
-    print(f"100 seeds at 1,024 GPUs (roce-400g, ECMP): {secs:.2f} s = "
-          f"{secs / TARGET_100_SEEDS_S:.2f} x the {TARGET_100_SEEDS_S:g} s target "
-          f"({100 / secs:.0f} seeds/s), p50 slowdown {out['p50_slowdown']:.3f}")  # fmt: skip
-    secs, out = _timed(Case(gpus=256, fabric="roce-400g", pattern="alltoall",
-                            size_bytes=2**28, seeds=1))  # fmt: skip
+    print(
+        f"100 seeds at 1,024 GPUs (roce-400g, ECMP): {secs:.2f} s = "
+        f"{secs / TARGET_100_SEEDS_S:.2f} x the {TARGET_100_SEEDS_S:g} s target "
+        f"({100 / secs:.0f} seeds/s), p50 slowdown {out['p50_slowdown']:.3f}"
+    )
+    secs, out = _timed(
+        Case(gpus=256, fabric="roce-400g", pattern="alltoall", size_bytes=2**28, seeds=1)
+    )
     print(
         f"all-to-all at 256 GPUs, one seed: {secs:.2f} s (no target: its cost grows with the "
         "square of the node count)"

@@ -29,12 +29,18 @@ def peak_rss_mib() -> float:
 def main() -> None:
     # 100,000 H100s on 400G Ethernet (Tomahawk-5 class, 128 ports at 400G): 3 tiers
     design_fabric(100_000, "rail-optimized", "roce-400g")  # warm the catalog
-    for design, fabric in (("rail-optimized", "roce-400g"), ("fat-tree", "roce-400g"),
-                           ("rail-only", "ib-ndr"), ("dragonfly", "roce-800g")):  # fmt: skip
+    for design, fabric in (
+        ("rail-optimized", "roce-400g"),
+        ("fat-tree", "roce-400g"),
+        ("rail-only", "ib-ndr"),
+        ("dragonfly", "roce-800g"),
+    ):
         t, d = best_of(lambda d=design, f=fabric: design_fabric(100_000, d, f), 20)
         sw = sum(d.layout.switches.values())
-        print(f"BOM, 100,000 GPUs, {design:>14} {fabric}: {t * 1e3:6.2f} ms "
-              f"({sw:,} switches, {d.layout.tiers} tier(s); target < 50 ms)")  # fmt: skip
+        print(
+            f"BOM, 100,000 GPUs, {design:>14} {fabric}: {t * 1e3:6.2f} ms "
+            f"({sw:,} switches, {d.layout.tiers} tier(s); target < 50 ms)"
+        )
 
     before = peak_rss_mib()
     lay = design_fabric(16_384, "rail-optimized", "ib-ndr").layout

@@ -15,9 +15,20 @@ SIZES = [2**k for k in range(3, 17)] + [2**k for k in range(26, 31)]  # 8 B-64 K
 
 
 def _run(times_us: np.ndarray, env: dict[str, str] | None = None) -> Run:
-    results = [Result(size_bytes=s, count=s // 4, dtype="float", redop="sum", root=None,
-                      time_us=float(t), algbw_GBps=s / t / 1e3, busbw_GBps=s / t / 1e3,
-                      wrong=0) for s, t in zip(SIZES, times_us, strict=True)]  # fmt: skip
+    results = [
+        Result(
+            size_bytes=s,
+            count=s // 4,
+            dtype="float",
+            redop="sum",
+            root=None,
+            time_us=float(t),
+            algbw_GBps=s / t / 1e3,
+            busbw_GBps=s / t / 1e3,
+            wrong=0,
+        )
+        for s, t in zip(SIZES, times_us, strict=True)
+    ]
     return Run(op="all_reduce", env=env or {}, results=results)
 
 
@@ -51,6 +62,7 @@ def test_the_fit_predicts_under_the_logs_channel_limits():
     env = {"NCCL_MIN_CTAS": "24"}
     capped = s.with_(min_ctas=24)
     t = sweep(SystemArrays.of([capped]), "all_reduce", np.array(SIZES, float)).time_us[0]
-    fit = calibrate([(_run(t, env), s, "all_reduce")], CAT.fabric("ib-ndr"), new_id="x",
-                    source="synthetic")  # fmt: skip
+    fit = calibrate(
+        [(_run(t, env), s, "all_reduce")], CAT.fabric("ib-ndr"), new_id="x", source="synthetic"
+    )
     assert fit.rms_log_error_before < 1e-9

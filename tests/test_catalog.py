@@ -17,11 +17,27 @@ from fabricplan.catalog import (
 )
 
 # Public identifiers from DESIGN.md: scenario files depend on them.
-DESIGN_FABRICS = {"ib-hdr", "ib-ndr", "ib-xdr", "roce-100g", "roce-200g", "roce-400g",
-                  "roce-800g", "tcp-25g", "tcp-100g", "tcp-200g"}  # fmt: skip
+DESIGN_FABRICS = {
+    "ib-hdr",
+    "ib-ndr",
+    "ib-xdr",
+    "roce-100g",
+    "roce-200g",
+    "roce-400g",
+    "roce-800g",
+    "tcp-25g",
+    "tcp-100g",
+    "tcp-200g",
+}
 DESIGN_GPUS = {"a100", "h100", "h800", "h20", "h200", "b200", "mi300x"}
-DESIGN_MODELS = {"llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b", "mixtral-8x7b",
-                 "deepseek-v3"}  # fmt: skip
+DESIGN_MODELS = {
+    "llama3-8b",
+    "llama3-70b",
+    "llama3-405b",
+    "gpt3-175b",
+    "mixtral-8x7b",
+    "deepseek-v3",
+}
 
 
 def test_covers_every_public_id(cat):
@@ -166,10 +182,12 @@ def test_extra_file_adds_and_replaces(tmp_path: Path, cat):
 
 def test_malformed_file_names_file_entry_and_field(tmp_path: Path):
     path = tmp_path / "bad.toml"
-    path.write_text('[[nic]]\nid = "x1"\nname = "X"\nsource = "a datasheet"\nas_of = "2024"\n'
-                    'vendor = "V"\nlink_layers = ["ethernet"]\nports = 0\nport_speed_gbps = 400\n'
-                    'pcie_gen = 5\npcie_lanes = 16\npower_w = 20\n'
-                    'price = { usd = 1, assumption = true, basis = "guess" }\n')  # fmt: skip
+    path.write_text(
+        '[[nic]]\nid = "x1"\nname = "X"\nsource = "a datasheet"\nas_of = "2024"\n'
+        'vendor = "V"\nlink_layers = ["ethernet"]\nports = 0\nport_speed_gbps = 400\n'
+        "pcie_gen = 5\npcie_lanes = 16\npower_w = 20\n"
+        'price = { usd = 1, assumption = true, basis = "guess" }\n'
+    )
     with pytest.raises(CatalogError) as err:
         load_catalog([path], packaged=False)
     text = str(err.value)

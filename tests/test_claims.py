@@ -51,8 +51,10 @@ def test_catalog_latency_reaches_the_workload():
     )
     assert high.fabric("ib-ndr") == CAT.fabric("ib-ndr")
     sc = load_scenario(EXAMPLES / "256-gpu-mixtral.yaml", catalog=CAT)
-    t = [evaluate_scenario(sc, c, ["roce-400g"], backend=NO_CONGESTION)[0].values["step_time_s"]
-         for c in (CAT, high)]  # fmt: skip
+    t = [
+        evaluate_scenario(sc, c, ["roce-400g"], backend=NO_CONGESTION)[0].values["step_time_s"]
+        for c in (CAT, high)
+    ]
     assert t[1] > t[0]
 
 
@@ -116,8 +118,10 @@ def test_premium_claims_are_tried_at_each_price_condition(money):
 
 
 def test_pays_verdicts_follow_the_sign(money):
-    for cid, ib_should_win in (("16-gpu-ib-does-not-pay", False),
-                               ("64-gpu-ib-pays-for-itself", True)):  # fmt: skip
+    for cid, ib_should_win in (
+        ("16-gpu-ib-does-not-pay", False),
+        ("64-gpu-ib-pays-for-itself", True),
+    ):
         c = money[cid]
         for case in c.cases:
             assert case.holds == ((case.value >= 0) == ib_should_win)

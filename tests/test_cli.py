@@ -17,9 +17,13 @@ ENTRY = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "fabricplan
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [*ENTRY, *args], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        [*ENTRY, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
         env={"PATH": "/usr/bin:/bin", "COLUMNS": "120"},
-    )  # fmt: skip
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
@@ -52,8 +56,15 @@ def test_catalog_list_json_has_required_keys():
     assert len(rows) > 50
     for row in rows:
         assert {"kind", "id", "source", "as_of"} <= set(row)
-    assert {r["kind"] for r in rows} == {"fabric", "switch", "nic", "cable", "transceiver",
-                                         "gpu", "model"}  # fmt: skip
+    assert {r["kind"] for r in rows} == {
+        "fabric",
+        "switch",
+        "nic",
+        "cable",
+        "transceiver",
+        "gpu",
+        "model",
+    }
 
 
 def test_catalog_list_one_kind_accepts_plurals():
@@ -96,8 +107,18 @@ def test_scenario_check_json_is_resolved():
 
 
 def test_scenario_set_overrides(tmp_path):
-    out = json.loads(run("scenario", "check", str(DESIGN_EXAMPLE), "--set", "cluster.gpus=1024",
-                         "--set", "workload.parallel.pp=8", "--json").stdout)  # fmt: skip
+    out = json.loads(
+        run(
+            "scenario",
+            "check",
+            str(DESIGN_EXAMPLE),
+            "--set",
+            "cluster.gpus=1024",
+            "--set",
+            "workload.parallel.pp=8",
+            "--json",
+        ).stdout
+    )
     assert out["scenario"]["cluster"]["gpus"] == 1024
     assert out["scenario"]["workload"]["parallel"]["dp"] == 16
 

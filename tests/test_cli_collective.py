@@ -13,31 +13,80 @@ DATA = Path(__file__).resolve().parents[1] / "src/fabricplan/validation/data/ncc
 
 
 def test_collective_json_rows():
-    out = json.loads(run("collective", "--op", "all_reduce", "--gpu", "h100", "--nodes", "2",
-                         "--gpus-per-node", "8", "--nics-per-node", "8", "--fabric", "ib-ndr",
-                         "--sizes", "8,1K,1M,64M,1G,8G", "--json").stdout)  # fmt: skip
+    out = json.loads(
+        run(
+            "collective",
+            "--op",
+            "all_reduce",
+            "--gpu",
+            "h100",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "8",
+            "--nics-per-node",
+            "8",
+            "--fabric",
+            "ib-ndr",
+            "--sizes",
+            "8,1K,1M,64M,1G,8G",
+            "--json",
+        ).stdout
+    )
     rows = out["rows"]
     assert [r["size_bytes"] for r in rows] == [8, 1024, 2**20, 64 * 2**20, 2**30, 8 * 2**30]
     for r in rows:
-        assert set(r) == {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "algorithm",
-                          "protocol"}  # fmt: skip
+        assert set(r) == {
+            "size_bytes",
+            "time_us",
+            "algbw_GBps",
+            "busbw_GBps",
+            "algorithm",
+            "protocol",
+        }
     assert rows[-1]["busbw_GBps"] == pytest.approx(458.9, rel=0.01)
     assert out["p2p_latency_us"] == pytest.approx(1.1)
 
 
 def test_collective_range_and_table():
-    proc = run("collective", "--nodes", "4", "--fabric", "roce-400g", "--min", "1M", "--max",
-               "1G", "--factor", "4")  # fmt: skip
+    proc = run(
+        "collective",
+        "--nodes",
+        "4",
+        "--fabric",
+        "roce-400g",
+        "--min",
+        "1M",
+        "--max",
+        "1G",
+        "--factor",
+        "4",
+    )
     assert proc.returncode == 0
     assert "1M" in proc.stdout and "1G" in proc.stdout and "roce-400g" in proc.stdout
-    rows = json.loads(run("collective", "--nodes", "4", "--fabric", "roce-400g", "--min", "1M",
-                          "--max", "1G", "--factor", "4", "--json").stdout)["rows"]  # fmt: skip
+    rows = json.loads(
+        run(
+            "collective",
+            "--nodes",
+            "4",
+            "--fabric",
+            "roce-400g",
+            "--min",
+            "1M",
+            "--max",
+            "1G",
+            "--factor",
+            "4",
+            "--json",
+        ).stdout
+    )["rows"]
     assert [r["size_bytes"] for r in rows] == [2**20 * 4**i for i in range(6)]
 
 
 def test_collective_from_scenario():
-    out = json.loads(run("collective", "--scenario", str(DESIGN_EXAMPLE), "--sizes", "1G",
-                         "--json").stdout)  # fmt: skip
+    out = json.loads(
+        run("collective", "--scenario", str(DESIGN_EXAMPLE), "--sizes", "1G", "--json").stdout
+    )
     assert out["nranks"] == 512 and out["system"]["fabric"] == "ib-ndr"
 
 
@@ -58,8 +107,21 @@ def test_collective_bad_input(args, message):
 
 def test_grade_catches_gdr_off():
     f = next(DATA.glob("10_*"))
-    proc = run("grade", str(f), "--gpu", "h100", "--nodes", "2", "--gpus-per-node", "1",
-               "--nics-per-node", "1", "--fabric", "roce-400g", "--json")  # fmt: skip
+    proc = run(
+        "grade",
+        str(f),
+        "--gpu",
+        "h100",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+        "--nics-per-node",
+        "1",
+        "--fabric",
+        "roce-400g",
+        "--json",
+    )
     assert proc.returncode == 3
     out = json.loads(proc.stdout)
     assert out["verdict"] == "fail"
@@ -116,20 +178,63 @@ def test_calibrate_writes_a_usable_fabric(tmp_path):
     assert fit["nic_goodput_GBps"] == pytest.approx(15.0, rel=0.02)  # GDR off: what it delivers
     assert fit["rms_log_error_after"] < fit["rms_log_error_before"]
     # every command can use the calibrated definition
-    table = json.loads(run("collective", "--catalog", str(out), "--fabric", "roce-moc", "--nodes",
-                           "2", "--gpus-per-node", "1", "--nics-per-node", "1", "--sizes", "16G",
-                           "--json").stdout)  # fmt: skip
+    table = json.loads(
+        run(
+            "collective",
+            "--catalog",
+            str(out),
+            "--fabric",
+            "roce-moc",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "1",
+            "--nics-per-node",
+            "1",
+            "--sizes",
+            "16G",
+            "--json",
+        ).stdout
+    )
     assert table["rows"][0]["busbw_GBps"] == pytest.approx(15.0, rel=0.03)
-    graded = json.loads(run("grade", str(f), "--catalog", str(out), "--fabric", "roce-moc",
-                            "--nodes", "2", "--gpus-per-node", "1", "--nics-per-node", "1",
-                            "--json").stdout)  # fmt: skip
+    graded = json.loads(
+        run(
+            "grade",
+            str(f),
+            "--catalog",
+            str(out),
+            "--fabric",
+            "roce-moc",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "1",
+            "--nics-per-node",
+            "1",
+            "--json",
+        ).stdout
+    )
     assert graded["runs"][0]["bandwidth_ratio"] == pytest.approx(1.0, rel=0.03)
-    check = run("scenario", "check", str(DESIGN_EXAMPLE), "--catalog", str(out), "--set",
-                "cluster.fabric=[ib-ndr, roce-moc]")  # fmt: skip
+    check = run(
+        "scenario",
+        "check",
+        str(DESIGN_EXAMPLE),
+        "--catalog",
+        str(out),
+        "--set",
+        "cluster.fabric=[ib-ndr, roce-moc]",
+    )
     assert check.returncode == 0, check.stderr
     # the workload, congestion simulation included, runs on the calibrated fabric too
-    step = run("step", str(DESIGN_EXAMPLE), "--catalog", str(out), "--set",
-               "cluster.fabric=[ib-ndr, roce-moc]", "--json")  # fmt: skip
+    step = run(
+        "step",
+        str(DESIGN_EXAMPLE),
+        "--catalog",
+        str(out),
+        "--set",
+        "cluster.fabric=[ib-ndr, roce-moc]",
+        "--json",
+    )
     assert step.returncode == 0, step.stderr
     assert [r["fabric"] for r in json.loads(step.stdout)] == ["ib-ndr", "roce-moc"]
 
@@ -144,8 +249,19 @@ def test_run_selection(tmp_path):
 
 def test_collective_cta_limits():
     def busbw(*extra: str) -> float:
-        out = json.loads(run("collective", "--nodes", "8", "--fabric", "ib-ndr", "--sizes",
-                             "64M", *extra, "--json").stdout)  # fmt: skip
+        out = json.loads(
+            run(
+                "collective",
+                "--nodes",
+                "8",
+                "--fabric",
+                "ib-ndr",
+                "--sizes",
+                "64M",
+                *extra,
+                "--json",
+            ).stdout
+        )
         return out["rows"][0]["busbw_GBps"]
 
     assert busbw("--min-ctas", "24") < 0.95 * busbw()
@@ -156,13 +272,15 @@ def test_collective_cta_limits():
 def test_without_fabric_each_command_takes_the_gpus_own_nic_speed():
     """A100 nodes carry 200 Gb/s HDR NICs: collective and topology default to ib-hdr,
     congestion to roce-200g, as a scenario on A100 would; an unknown GPU is exit 2."""
-    coll = json.loads(run("collective", "--gpu", "a100", "--nodes", "2", "--sizes", "1G",
-                          "--json").stdout)  # fmt: skip
+    coll = json.loads(
+        run("collective", "--gpu", "a100", "--nodes", "2", "--sizes", "1G", "--json").stdout
+    )
     assert coll["system"]["fabric"] == "ib-hdr"
     topo = json.loads(run("topology", "--gpu", "a100", "--gpus", "256", "--json").stdout)
     assert topo["fabric"] == "ib-hdr"
-    cong = json.loads(run("congestion", "--gpu", "a100", "--gpus", "64", "--seeds", "1",
-                          "--json").stdout)  # fmt: skip
+    cong = json.loads(
+        run("congestion", "--gpu", "a100", "--gpus", "64", "--seeds", "1", "--json").stdout
+    )
     assert cong["case"]["fabric"] == "roce-200g"
     bad = run("topology", "--gpu", "a1000", "--gpus", "256", "--json")
     assert bad.returncode == 2 and "unknown gpu 'a1000'" in json.loads(bad.stdout)["error"]

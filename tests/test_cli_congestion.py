@@ -8,14 +8,41 @@ import pytest
 
 from test_cli import run
 
-KEYS = ("ideal_time_us", "p50_time_us", "p99_time_us", "p50_slowdown", "p99_slowdown",
-        "busbw_p50_GBps", "paused_fraction", "victim_flows")  # fmt: skip
+KEYS = (
+    "ideal_time_us",
+    "p50_time_us",
+    "p99_time_us",
+    "p50_slowdown",
+    "p99_slowdown",
+    "busbw_p50_GBps",
+    "paused_fraction",
+    "victim_flows",
+)
 
 
 def test_congestion_json_keys_and_qps_effect():
-    args = ("congestion", "--gpu", "h100", "--gpus", "512", "--fabric", "roce-400g",
-            "--roce-quality", "tuned", "--design", "fat-tree", "--routing", "ecmp",
-            "--pattern", "ring-allreduce", "--size", "8G", "--seeds", "5", "--json")  # fmt: skip
+    args = (
+        "congestion",
+        "--gpu",
+        "h100",
+        "--gpus",
+        "512",
+        "--fabric",
+        "roce-400g",
+        "--roce-quality",
+        "tuned",
+        "--design",
+        "fat-tree",
+        "--routing",
+        "ecmp",
+        "--pattern",
+        "ring-allreduce",
+        "--size",
+        "8G",
+        "--seeds",
+        "5",
+        "--json",
+    )
     one = json.loads(run(*args).stdout)
     four = json.loads(run(*args, "--qps", "4").stdout)
     for key in KEYS:
@@ -27,12 +54,34 @@ def test_congestion_json_keys_and_qps_effect():
 
 
 def test_congestion_incast_table_and_pauses():
-    proc = run("congestion", "--gpus", "256", "--pattern", "incast", "--size", "16M",
-               "--roce-quality", "default", "--seeds", "2")  # fmt: skip
+    proc = run(
+        "congestion",
+        "--gpus",
+        "256",
+        "--pattern",
+        "incast",
+        "--size",
+        "16M",
+        "--roce-quality",
+        "default",
+        "--seeds",
+        "2",
+    )
     assert proc.returncode == 0
     assert "paused time" in proc.stdout and "hottest links" in proc.stdout
-    args = ("congestion", "--gpus", "256", "--pattern", "incast", "--size", "16M", "--seeds",
-            "2", "--json", "--roce-quality")  # fmt: skip
+    args = (
+        "congestion",
+        "--gpus",
+        "256",
+        "--pattern",
+        "incast",
+        "--size",
+        "16M",
+        "--seeds",
+        "2",
+        "--json",
+        "--roce-quality",
+    )
     paused = json.loads(run(*args, "default").stdout)  # PFC acts before ECN: pauses
     lossy = json.loads(run(*args, "misconfigured").stdout)  # no PFC: drops, go-back-N
     assert paused["paused_fraction"] > 0.01 and lossy["paused_fraction"] == 0.0
@@ -48,9 +97,24 @@ def test_congestion_bad_input_exits_2():
 
 
 def test_congestion_pipeline_sends_adaptive_is_ideal():
-    out = json.loads(run("congestion", "--gpus", "1024", "--fabric", "ib-ndr", "--pattern",
-                         "pipeline", "--size", "256M", "--seeds", "3", "--jitter-us", "0",
-                         "--json").stdout)  # fmt: skip
+    out = json.loads(
+        run(
+            "congestion",
+            "--gpus",
+            "1024",
+            "--fabric",
+            "ib-ndr",
+            "--pattern",
+            "pipeline",
+            "--size",
+            "256M",
+            "--seeds",
+            "3",
+            "--jitter-us",
+            "0",
+            "--json",
+        ).stdout
+    )
     assert out["routing"] == "adaptive"
     assert out["network_slowdown_p50"] == pytest.approx(1.0, abs=0.02)
     # one stage's 256 MiB over 8 NICs of ~48 GB/s: about 700 us
@@ -60,8 +124,20 @@ def test_congestion_pipeline_sends_adaptive_is_ideal():
 def test_congestion_takes_a_spine_ratio_as_topology_does():
     """--oversubscription LEAF,SPINE: a 3-tier HDR fabric (40-port switches at 1,024 GPUs)
     thins its top tiers at 4:1 spine; a bad ratio is exit 2 naming the flag."""
-    args = ("congestion", "--gpu", "a100", "--gpus", "1024", "--fabric", "ib-hdr", "--design",
-            "fat-tree", "--seeds", "1", "--json")  # fmt: skip
+    args = (
+        "congestion",
+        "--gpu",
+        "a100",
+        "--gpus",
+        "1024",
+        "--fabric",
+        "ib-hdr",
+        "--design",
+        "fat-tree",
+        "--seeds",
+        "1",
+        "--json",
+    )
     flat = json.loads(run(*args).stdout)
     thin = json.loads(run(*args, "--oversubscription", "1,4").stdout)
     assert flat["fabric_layout"]["tiers"] == thin["fabric_layout"]["tiers"] == 3

@@ -12,8 +12,17 @@ from test_cli import run
 
 CAT = default_catalog()
 
-KEYS = {"fabric", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "comm_exposed_fraction",
-        "time_to_train_days", "gpu_hours", "breakdown"}  # fmt: skip
+KEYS = {
+    "fabric",
+    "step_time_s",
+    "tokens_per_s",
+    "tflops_per_gpu",
+    "mfu",
+    "comm_exposed_fraction",
+    "time_to_train_days",
+    "gpu_hours",
+    "breakdown",
+}
 
 
 def test_step_json_per_fabric():
@@ -63,8 +72,12 @@ def test_step_tp_comm_overlap_hides_tensor_parallel_time():
 def test_step_fabric_flag_and_table():
     proc = run("step", "examples/llama3-70b-512-h100.yaml", "--fabric", "tcp-100g")
     assert proc.returncode == 0 and "tcp-100g" in proc.stdout and "bubble" in proc.stdout
-    one = lambda f: json.loads(run("step", "examples/llama3-70b-512-h100.yaml", "--fabric", f,  # noqa: E731
-                                   "--json").stdout)  # fmt: skip
+
+    def one(f):
+        return json.loads(
+            run("step", "examples/llama3-70b-512-h100.yaml", "--fabric", f, "--json").stdout
+        )
+
     tcp, ib = one("tcp-100g"), one("ib-ndr")
     assert len(tcp) == 1 and tcp[0]["step_time_s"] > ib[0]["step_time_s"]
 
@@ -84,9 +97,17 @@ def test_serving_fabric_matters_only_when_tp_leaves_the_node():
     one = json.loads(run("step", "examples/inference-405b.yaml", "--json").stdout)
     assert all(r["network_fraction"] < 0.01 for r in one)
     assert {r["kind"] for r in one} == {"inference"} and all(r["ttft_s"] > 0 for r in one)
-    two = json.loads(run("step", "examples/inference-405b.yaml", "--set",
-                         "workload.parallel.tp=16", "--set", "workload.parallel.pp=1",
-                         "--json").stdout)  # fmt: skip
+    two = json.loads(
+        run(
+            "step",
+            "examples/inference-405b.yaml",
+            "--set",
+            "workload.parallel.tp=16",
+            "--set",
+            "workload.parallel.pp=1",
+            "--json",
+        ).stdout
+    )
     assert max(r["network_fraction"] for r in two) > 0.05
 
 
@@ -167,8 +188,15 @@ def test_the_scenarios_switch_stays_with_its_own_fabrics():
         "none",
     )
     assert step.returncode == 0 and json.loads(step.stdout)[0]["fabric"] == "roce-400g"
-    topo = run("topology", "--scenario", "examples/llama3-70b-512-h100.yaml", *sets,
-               "--fabric", "roce-400g", "--json")  # fmt: skip
+    topo = run(
+        "topology",
+        "--scenario",
+        "examples/llama3-70b-512-h100.yaml",
+        *sets,
+        "--fabric",
+        "roce-400g",
+        "--json",
+    )
     assert json.loads(topo.stdout)["switch"] == "arista-7060x6"
     own = run("topology", "--scenario", "examples/llama3-70b-512-h100.yaml", *sets, "--json")
     assert json.loads(own.stdout)["switch"] == "qm9700"

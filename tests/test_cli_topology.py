@@ -8,9 +8,24 @@ from test_cli import DESIGN_EXAMPLE, run
 
 
 def test_topology_json_keys_and_values():
-    out = json.loads(run("topology", "--gpu", "h100", "--gpus", "1024", "--design",
-                         "rail-optimized", "--fabric", "ib-ndr", "--switch", "qm9700",
-                         "--oversubscription", "1", "--json").stdout)  # fmt: skip
+    out = json.loads(
+        run(
+            "topology",
+            "--gpu",
+            "h100",
+            "--gpus",
+            "1024",
+            "--design",
+            "rail-optimized",
+            "--fabric",
+            "ib-ndr",
+            "--switch",
+            "qm9700",
+            "--oversubscription",
+            "1",
+            "--json",
+        ).stdout
+    )
     assert out["switches"] == {"leaf": 32, "spine": 16, "core": 0}
     assert out["cables"] == {"node_leaf": 1024, "leaf_spine": 1024, "spine_core": 0}
     assert out["nics"] == 1024 and out["transceivers"] == 512 + 1024 + 1024
@@ -49,10 +64,21 @@ def test_topology_from_scenario_designs_every_fabric():
 
 
 def test_topology_dragonfly_and_spine_oversubscription():
-    out = json.loads(run("topology", "--gpus", "16384", "--design", "dragonfly", "--fabric",
-                         "roce-800g", "--json").stdout)  # fmt: skip
+    out = json.loads(
+        run(
+            "topology",
+            "--gpus",
+            "16384",
+            "--design",
+            "dragonfly",
+            "--fabric",
+            "roce-800g",
+            "--json",
+        ).stdout
+    )
     assert out["hops"]["valiant_max"] == 6 and out["dragonfly"]["groups"] > 1
-    out = json.loads(run("topology", "--gpus", "8192", "--oversubscription", "1,2",
-                         "--json").stdout)  # fmt: skip
+    out = json.loads(
+        run("topology", "--gpus", "8192", "--oversubscription", "1,2", "--json").stdout
+    )
     assert out["oversubscription"] == {"leaf": 1.0, "spine": 2.0}
     assert out["switches"]["core"] < 128

@@ -61,8 +61,10 @@ def test_two_node_tree_beats_the_nic_aggregate():
 
 def test_tree_latency_grows_with_log_of_nodes():
     # Tree/LL: 2 x floor(log2 nodes) network steps of hwLat[NET][Tree][LL] = 5.0 us each.
-    t = {n: predict(build_system("h100", n, "ib-ndr", hops=3), "all_reduce", [8]).rows[0]
-         for n in (4, 8, 16)}  # fmt: skip
+    t = {
+        n: predict(build_system("h100", n, "ib-ndr", hops=3), "all_reduce", [8]).rows[0]
+        for n in (4, 8, 16)
+    }
     assert t[8].algorithm == "Tree" and t[8].protocol == "LL"
     assert t[8].time_us - t[4].time_us == pytest.approx(2 * 5.0)
     assert t[16].time_us - t[8].time_us == pytest.approx(2 * 5.0)
@@ -73,8 +75,10 @@ def test_fabric_latency_enters_every_network_step(cat):
     ib = build_system("h100", 2, "ib-ndr", hops=1)
     roce = build_system("h100", 2, "roce-400g", hops=1)
     delta = roce.net_step_delta_us
-    expected = (cat.fabric("roce-400g").rdma_latency_us.nominal
-                - cat.fabric("ib-ndr").rdma_latency_us.nominal)  # fmt: skip
+    expected = (
+        cat.fabric("roce-400g").rdma_latency_us.nominal
+        - cat.fabric("ib-ndr").rdma_latency_us.nominal
+    )
     assert delta == pytest.approx(expected)
     t_ib = predict(ib, "all_reduce", [8]).rows[0].time_us
     t_roce = predict(roce, "all_reduce", [8]).rows[0].time_us
@@ -170,9 +174,15 @@ def _cell(row) -> tuple[int, int]:
 
 
 def test_sweep_matches_single_predictions():
-    systems = [build_system(g, n, f) for g, n, f in
-               [("h100", 2, "ib-ndr"), ("a100", 4, "roce-200g"), ("b200", 16, "roce-400g"),
-                ("mi300x", 3, "tcp-100g")]]  # fmt: skip
+    systems = [
+        build_system(g, n, f)
+        for g, n, f in [
+            ("h100", 2, "ib-ndr"),
+            ("a100", 4, "roce-200g"),
+            ("b200", 16, "roce-400g"),
+            ("mi300x", 3, "tcp-100g"),
+        ]
+    ]
     sizes = np.array([8, 4096, 2**20, 2**26, 2**31], dtype=float)
     res = sweep(SystemArrays.of(systems), "all_reduce", sizes)
     for i, s in enumerate(systems):
@@ -204,11 +214,19 @@ def test_the_design_sets_the_switch_hops_the_collectives_see():
     from fabricplan.workload import Hardware
     from fabricplan.workload.comm import base_system
 
-    hops = {d: build_system("h100", 64, "ib-ndr", design=d).switch_hops
-            for d in ("rail-optimized", "fat-tree", "rail-only", "dragonfly")}  # fmt: skip
+    hops = {
+        d: build_system("h100", 64, "ib-ndr", design=d).switch_hops
+        for d in ("rail-optimized", "fat-tree", "rail-only", "dragonfly")
+    }
     assert hops == {"rail-optimized": 3, "fat-tree": 3, "rail-only": 1, "dragonfly": 2}
-    hw = Hardware(gpu=default_catalog().gpu("h100"), gpus=512, gpus_per_node=8,
-                  nics_per_node=8, fabric="ib-ndr", design="rail-only")  # fmt: skip
+    hw = Hardware(
+        gpu=default_catalog().gpu("h100"),
+        gpus=512,
+        gpus_per_node=8,
+        nics_per_node=8,
+        fabric="ib-ndr",
+        design="rail-only",
+    )
     assert base_system(hw).switch_hops == 1
 
 

@@ -347,8 +347,11 @@ def test_ib_allreduce_falls_from_two_to_eight_nodes():
     # static routing without queue-pair entropy loses more to collisions (congestion layer).
     def busbw(nodes: int, **kw) -> float:
         b = SimulatedCongestion(Case(fabric="ib-ndr", seeds=20, jitter_us=0.0, **kw))
-        return predict(build_system("h100", nodes, "ib-ndr"), "all_reduce", [8 * 2**30],
-                       backend=b).rows[0].busbw_GBps  # fmt: skip
+        return (
+            predict(build_system("h100", nodes, "ib-ndr"), "all_reduce", [8 * 2**30], backend=b)
+            .rows[0]
+            .busbw_GBps
+        )
 
     assert busbw(2, design="rail-optimized") > 440
     adaptive = busbw(8, design="rail-optimized")
@@ -492,8 +495,11 @@ def test_a_sprayed_case_past_the_budget_is_refused_not_crashed(monkeypatch):
     ok = run_case(case).to_dict()
     assert ok["routing"] == "spray"
     monkeypatch.setattr(job_routes, "ROUTE_MEMORY_BUDGET_BYTES", 2**20)  # 1 MiB
-    with pytest.raises(CaseError, match=r"routing spray splits its flows over more than "
-                       r"[\d,]+ \(lane, flow\) pairs.*routing adaptive"):  # fmt: skip
+    with pytest.raises(
+        CaseError,
+        match=r"routing spray splits its flows over more than "
+        r"[\d,]+ \(lane, flow\) pairs.*routing adaptive",
+    ):
         run_case(case)
 
 
@@ -506,12 +512,18 @@ def test_every_flow_is_routed_once_background_first(routing, monkeypatch):
 
     def spy(self, src, dst, mode, rng, qps=1, demand=None, preload=None, **kw):
         calls.append((len(src), 0.0 if preload is None else float(np.sum(preload))))
-        return original(self, src, dst, mode, rng, qps=qps, demand=demand, preload=preload,
-                        **kw)  # fmt: skip
+        return original(self, src, dst, mode, rng, qps=qps, demand=demand, preload=preload, **kw)
 
     monkeypatch.setattr(Network, "route", spy)
-    case = Case(gpus=128, cluster_gpus=512, fabric="ib-ndr", design="fat-tree",
-                routing=routing, background=0.5, seeds=1)  # fmt: skip
+    case = Case(
+        gpus=128,
+        cluster_gpus=512,
+        fabric="ib-ndr",
+        design="fat-tree",
+        routing=routing,
+        background=0.5,
+        seeds=1,
+    )
     run_case(case)
     seed = [c for c in calls if c[0] > 0][-2:]  # the last seed's two routings
     bg, job = seed

@@ -29,13 +29,13 @@ def test_seed_001_run_cost_example_exactly():
 
 
 def test_cost_command_prints_the_seed_figures():
-    out = run("cost", "--gpus", "1024", "--days", "30", "--gpu-hour-price", "3", "--loss",
-              "0.05")  # fmt: skip
+    out = run("cost", "--gpus", "1024", "--days", "30", "--gpu-hour-price", "3", "--loss", "0.05")
     assert out.returncode == 0
     for text in ("737,280", "$2.2M", "36,864", "$110k", "1.50 days"):
         assert text in out.stdout
-    js = json.loads(run("cost", "--gpus", "1024", "--days", "30", "--loss", "0.05",
-                        "--json").stdout)  # fmt: skip
+    js = json.loads(
+        run("cost", "--gpus", "1024", "--days", "30", "--loss", "0.05", "--json").stdout
+    )
     assert js["wasted_gpu_hours"] == 36_864
     assert run("cost", "--gpus", "1024", "--days", "30", "--loss", "1.5").returncode == 2
 
@@ -54,9 +54,18 @@ def test_owned_tco_adds_up_its_parts():
     c = fabric_cost(sc, CAT, a, "ib-ndr", run_gpu_hours=1e6, run_days=30)
     years = sc.costs.lifecycle_years
     assert c.capex_servers_usd == 16384 * a.server_usd_per_gpu("h100")
-    expected = (c.capex_network_usd + c.capex_servers_usd
-                + years * (c.power_usd_per_year + c.staff_usd_per_year + c.support_usd_per_year
-                           + c.risk_usd_per_year) + c.stabilisation_usd)  # fmt: skip
+    expected = (
+        c.capex_network_usd
+        + c.capex_servers_usd
+        + years
+        * (
+            c.power_usd_per_year
+            + c.staff_usd_per_year
+            + c.support_usd_per_year
+            + c.risk_usd_per_year
+        )
+        + c.stabilisation_usd
+    )
     assert c.tco_usd == pytest.approx(expected)
     # power: GPUs at node power (DGX H100: 10.2 kW per 8 x 700 W) plus the fabric, times PUE
     assert c.power_kw > 16384 * 0.7 * 1.8
@@ -66,8 +75,11 @@ def test_owned_tco_adds_up_its_parts():
 
 
 def test_roce_costs_more_staff_and_stabilisation_at_low_maturity():
-    sc = load_scenario("examples/16k-gpu-frontier.yaml", catalog=CAT,
-                       overrides=["organization.network_maturity=low"])  # fmt: skip
+    sc = load_scenario(
+        "examples/16k-gpu-frontier.yaml",
+        catalog=CAT,
+        overrides=["organization.network_maturity=low"],
+    )
     a = load_assumptions()
     ib = fabric_cost(sc, CAT, a, "ib-ndr")
     roce = fabric_cost(sc, CAT, a, "roce-400g")
@@ -105,8 +117,7 @@ def test_advise_json_has_the_documented_shape():
     out = run("advise", "examples/64-gpu-70b-training.yaml", "--json")
     assert out.returncode == 0, out.stderr
     js = json.loads(out.stdout)
-    assert set(js) >= {"recommendation", "fabrics", "break_even_gpus", "sensitivity",
-                       "questions"}  # fmt: skip
+    assert set(js) >= {"recommendation", "fabrics", "break_even_gpus", "sensitivity", "questions"}
     rec = js["recommendation"]
     assert rec["fabric"] in {f["fabric"] for f in js["fabrics"]}
     assert rec["confidence"] in {"high", "medium", "low"} and rec["reasons"]
@@ -162,8 +173,10 @@ def test_advise_flips_with_maturity():
             "--json",
         ).stdout
     )
-    margin = lambda js, fab: next(f["cost_same_work_usd"] for f in js["fabrics"]  # noqa: E731
-                                  if f["fabric"] == fab)  # fmt: skip
+
+    def margin(js, fab):
+        return next(f["cost_same_work_usd"] for f in js["fabrics"] if f["fabric"] == fab)
+
     gap_low = margin(low, "roce-400g") - margin(low, "ib-ndr")
     gap_high = margin(high, "roce-400g") - margin(high, "ib-ndr")
     assert gap_low > gap_high  # RoCE's staffing and stabilisation weigh more in a low-maturity team
@@ -342,9 +355,11 @@ def test_confidence_follows_the_growth_target_when_the_choice_rests_on_it():
     cat = default_catalog()
     sc = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat)
     today = advise(sc, cat, break_even=False)
-    grow = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat,
-                         overrides=["organization.growth.target_gpus=512",
-                                    "organization.growth.months=12"])  # fmt: skip
+    grow = load_scenario(
+        "examples/64-gpu-70b-training.yaml",
+        catalog=cat,
+        overrides=["organization.growth.target_gpus=512", "organization.growth.months=12"],
+    )
     a = advise(grow, cat, break_even=False)
     g = a.recommendation["growth"]
     assert today.uncertainty["gpus"] == 64
@@ -432,8 +447,9 @@ def test_cost_prices_the_design_topology_shows():
     assert oem["cost_usd"]["total"] > topo["cost_usd"]["total"]
     # a deep-buffer chassis as every switch: the scenario's switch is priced, not the default
     roce = ["cluster.fabric=roce-400g"]
-    deep = load_scenario(example, overrides=[*roce, "cluster.topology.switch=arista-7816r3"],
-                         catalog=CAT)  # fmt: skip
+    deep = load_scenario(
+        example, overrides=[*roce, "cluster.topology.switch=arista-7816r3"], catalog=CAT
+    )
     default = load_scenario(example, overrides=roce, catalog=CAT)
     chassis = fabric_cost(deep, CAT, a, "roce-400g").capex_network_usd
     assert chassis > 1.2 * fabric_cost(default, CAT, a, "roce-400g").capex_network_usd
@@ -504,8 +520,9 @@ def test_dollars_round_before_the_unit_is_picked():
     assert usd(-12_345) == "-$12.3k" and usd(0) == "$0" and usd(None) == "-"
 
 
-@pytest.mark.parametrize(("runner_up_cost", "close"), [(1.01, True), (0.99, True), (1.2, False),
-                                                       (0.8, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("runner_up_cost", "close"), [(1.01, True), (0.99, True), (1.2, False), (0.8, False)]
+)
 def test_a_close_call_is_judged_on_the_size_of_the_margin(runner_up_cost, close):
     """The recommended fabric can cost more than the runner-up today (it is cheaper at the
     growth target, or the runner-up misses the deadline): a 20 % gap either way is no close

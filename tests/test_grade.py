@@ -77,8 +77,9 @@ def test_more_nvls_channels_lengthen_the_tree_fill():
     """Each chunk now crosses 24 channels' worth of bytes per step: mid sizes pay a longer
     fill, the bandwidth ceiling does not move."""
     h100 = build_system("h100", 8, "ib-ndr")
-    text = "\n".join(f"{s} {s // 4} float sum -1 100.0 1.0 1.0 0 100.0 1.0 1.0 0"
-                     for s in (2**26, 2**33))  # fmt: skip
+    text = "\n".join(
+        f"{s} {s // 4} float sum -1 100.0 1.0 1.0 0 100.0 1.0 1.0 0" for s in (2**26, 2**33)
+    )
     run = parse(text)[0]
     base = compare(run, h100, "all_reduce").expected_busbw_GBps
     run.env["NCCL_MIN_CTAS"] = "24"
@@ -91,16 +92,17 @@ def _run(busbw: float, time_small: float = 25.0):
     rows = [f"{8} 2 float sum -1 {time_small} 0.00 0.00 0 {time_small} 0.00 0.00 0"]
     size = 2**30
     t = size / (busbw / 1.875) / 1e3
-    rows.append(f"{size} {size // 4} float sum -1 {t:.1f} {busbw / 1.875:.2f} {busbw:.2f} 0 "
-                f"{t:.1f} {busbw / 1.875:.2f} {busbw:.2f} 0")  # fmt: skip
+    rows.append(
+        f"{size} {size // 4} float sum -1 {t:.1f} {busbw / 1.875:.2f} {busbw:.2f} 0 "
+        f"{t:.1f} {busbw / 1.875:.2f} {busbw:.2f} 0"
+    )
     return parse("\n".join(rows))[0]
 
 
 @pytest.mark.parametrize(
     ("busbw", "small_us", "verdict"),
-    [(455, 25, "pass"), (380, 25, "warn"), (200, 25, "fail"), (455, 50, "warn"),
-     (455, 80, "fail")],
-)  # fmt: skip
+    [(455, 25, "pass"), (380, 25, "warn"), (200, 25, "fail"), (455, 50, "warn"), (455, 80, "fail")],
+)
 def test_verdict_thresholds(busbw, small_us, verdict):
     system = build_system("h100", 2, "ib-ndr")
     run = _run(busbw, small_us)

@@ -42,8 +42,9 @@ FIELDS = {
 
 def invoke(*args: str):
     # catch_exceptions=False: a crash fails the test with its traceback instead of an exit code
-    return CliRunner().invoke(app, ["providers", *args], env={"COLUMNS": "100"},
-                              catch_exceptions=False)  # fmt: skip
+    return CliRunner().invoke(
+        app, ["providers", *args], env={"COLUMNS": "100"}, catch_exceptions=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +89,9 @@ def test_cli_predict_errors():
 
 
 @pytest.mark.parametrize(
-    "pid", ["fluidstack", "gmi-cloud", "hyperstack", "nebius", "runpod", "sf-compute",
-            "voltage-park"],
-)  # fmt: skip
+    "pid",
+    ["fluidstack", "gmi-cloud", "hyperstack", "nebius", "runpod", "sf-compute", "voltage-park"],
+)
 def test_not_documented_topology_is_none(providers, pid):
     p = providers[pid]
     assert p.topology is None and p.topology_documented is False
@@ -112,16 +113,27 @@ def test_seed_values_kept(providers):
 
 def test_model_rejects_inconsistent_rows(providers):
     row = providers["crusoe"].model_dump()
-    for bad in ({"topology": None}, {"gbps_per_gpu_high": None}, {"fabric": "roce"},
-                {"id": "Crusoe"}, {"extra": 1}):  # fmt: skip
+    for bad in (
+        {"topology": None},
+        {"gbps_per_gpu_high": None},
+        {"fabric": "roce"},
+        {"id": "Crusoe"},
+        {"extra": 1},
+    ):
         with pytest.raises(ValidationError):
             Provider.model_validate({**row, **bad})
 
 
 def test_scorecard_statuses(providers):
     keys = [k for k, _ in QUESTIONS]
-    assert keys == ["topology", "generation", "validated", "nccl_benchmarks", "roce_tuning",
-                    "issue_resolution"]  # fmt: skip
+    assert keys == [
+        "topology",
+        "generation",
+        "validated",
+        "nccl_benchmarks",
+        "roce_tuning",
+        "issue_resolution",
+    ]
     card = scorecard(providers["vultr"])
     assert list(card) == keys
     assert card["topology"]["status"] == card["generation"]["status"] == "known"

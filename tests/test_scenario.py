@@ -178,31 +178,61 @@ def test_all_structural_problems_reported_together():
 @pytest.mark.parametrize(
     ("change", "field", "expect"),
     [
-        ({"cluster": {"gpus": 100}}, "cluster.gpus",
-         "multiple of gpus_per_node (8); use 96 or 104"),
-        ({"cluster": {"gpu": "a100"}, "workload": {"precision": "fp8"}}, "workload.precision",
-         "a100 has no FP8"),
+        (
+            {"cluster": {"gpus": 100}},
+            "cluster.gpus",
+            "multiple of gpus_per_node (8); use 96 or 104",
+        ),
+        (
+            {"cluster": {"gpu": "a100"}, "workload": {"precision": "fp8"}},
+            "workload.precision",
+            "a100 has no FP8",
+        ),
         ({"workload": {"parallel": {"ep": 2}}}, "workload.parallel.ep", "needs an MoE model"),
         ({"workload": {"parallel": {"dp": 3}}}, "workload.parallel.dp", "that is dp = 4"),
         ({"workload": {"global_batch": 6}}, "workload.global_batch", "multiple of dp x micro"),
-        ({"workload": {"parallel": {"pp": 16}}}, "workload.parallel",
-         "tp x pp x cp = 128 does not divide gpus (64)"),
-        ({"workload": {"model": "gpt3-175b", "parallel": {"tp": 64, "pp": 1}}},
-         "workload.parallel.tp", "attention heads (96)"),
-        ({"cluster": {"topology": {"switch": "qm9700"}}}, "cluster.topology.switch",
-         "cannot carry roce-400g"),
-        ({"cluster": {"fabric": ["ib-xdr"], "topology": {"switch": "qm9700"}}},
-         "cluster.topology.switch", "no port fast enough"),
+        (
+            {"workload": {"parallel": {"pp": 16}}},
+            "workload.parallel",
+            "tp x pp x cp = 128 does not divide gpus (64)",
+        ),
+        (
+            {"workload": {"model": "gpt3-175b", "parallel": {"tp": 64, "pp": 1}}},
+            "workload.parallel.tp",
+            "attention heads (96)",
+        ),
+        (
+            {"cluster": {"topology": {"switch": "qm9700"}}},
+            "cluster.topology.switch",
+            "cannot carry roce-400g",
+        ),
+        (
+            {"cluster": {"fabric": ["ib-xdr"], "topology": {"switch": "qm9700"}}},
+            "cluster.topology.switch",
+            "no port fast enough",
+        ),
         ({"cluster": {"fabric": ["ib-ndr", "ib-ndr"]}}, "cluster.fabric", "more than once"),
-        ({"workload": {"parallel": {"tp": 8, "tp_comm_overlap": True,
-                                    "sequence_parallel": False}}},
-         "workload.parallel.tp_comm_overlap", "needs sequence_parallel: true"),
-        ({"workload": {"parallel": {"tp": 16, "pp": 1, "tp_comm_overlap": True}}},
-         "workload.parallel.tp_comm_overlap", "tp = 16 > gpus_per_node = 8"),
-        ({"organization": {"growth": {"target_gpus": 32, "months": 12}}},
-         "organization.growth.target_gpus", "at least cluster.gpus (64)"),
+        (
+            {
+                "workload": {
+                    "parallel": {"tp": 8, "tp_comm_overlap": True, "sequence_parallel": False}
+                }
+            },
+            "workload.parallel.tp_comm_overlap",
+            "needs sequence_parallel: true",
+        ),
+        (
+            {"workload": {"parallel": {"tp": 16, "pp": 1, "tp_comm_overlap": True}}},
+            "workload.parallel.tp_comm_overlap",
+            "tp = 16 > gpus_per_node = 8",
+        ),
+        (
+            {"organization": {"growth": {"target_gpus": 32, "months": 12}}},
+            "organization.growth.target_gpus",
+            "at least cluster.gpus (64)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_cross_field_rules(change, field, expect):
     data = base()
     for section, values in change.items():
@@ -303,9 +333,14 @@ def test_moe_expert_parallel_is_accepted():
 def test_set_overrides_any_field():
     s = load_scenario(
         DESIGN_EXAMPLE,
-        overrides=["cluster.gpus=1024", "cluster.fabric=[roce-400g]", "costs.pue=1.2",
-                   "organization.growth.months=36", "workload.parallel.dp=auto"],
-    )  # fmt: skip
+        overrides=[
+            "cluster.gpus=1024",
+            "cluster.fabric=[roce-400g]",
+            "costs.pue=1.2",
+            "organization.growth.months=36",
+            "workload.parallel.dp=auto",
+        ],
+    )
     assert s.cluster.gpus == 1024 and s.cluster.nodes == 128
     assert s.cluster.fabrics == ("roce-400g",)
     assert s.costs.pue == 1.2
@@ -360,10 +395,16 @@ def test_name_defaults_to_file_stem(tmp_path: Path):
 
 
 def test_warnings_do_not_block(cat):
-    s = scenario_from_data({
-        "cluster": {"gpus": 16384, "fabric": "ib-ndr", "roce_quality": "default"},
-        "workload": {"model": "llama3-405b", "parallel": {"tp": 8, "pp": 16}, "seq_len": 200000},
-    })  # fmt: skip
+    s = scenario_from_data(
+        {
+            "cluster": {"gpus": 16384, "fabric": "ib-ndr", "roce_quality": "default"},
+            "workload": {
+                "model": "llama3-405b",
+                "parallel": {"tp": 8, "pp": 16},
+                "seq_len": 200000,
+            },
+        }
+    )
     fields = {w.field for w in scenario_warnings(s, cat)}
     assert fields == {"workload.parallel.pp", "workload.seq_len", "cluster.roce_quality"}
 
@@ -394,10 +435,15 @@ def test_pcie_limit_is_flagged(cat):
 
 @pytest.mark.parametrize(
     ("speed", "expect"),
-    [(400, ("ib-ndr", "roce-400g")), (200, ("ib-hdr", "roce-200g")),
-     (800, ("ib-xdr", "roce-800g")), (1600, ("ib-xdr", "roce-800g")),
-     (100, ("ib-hdr", "roce-100g")), (50, ("ib-hdr", "roce-100g"))],
-)  # fmt: skip
+    [
+        (400, ("ib-ndr", "roce-400g")),
+        (200, ("ib-hdr", "roce-200g")),
+        (800, ("ib-xdr", "roce-800g")),
+        (1600, ("ib-xdr", "roce-800g")),
+        (100, ("ib-hdr", "roce-100g")),
+        (50, ("ib-hdr", "roce-100g")),
+    ],
+)
 def test_default_fabrics_follow_the_nic_speed(cat, speed, expect):
     """Same line rate, else the fastest the NIC can run, else the slowest there is."""
     from fabricplan.scenario.load import default_fabrics_at

@@ -13,22 +13,47 @@ from fabricplan.congestion.settings import FlowSettings
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, scenario_from_data
 
 FIELDS = [
-    ("name",), ("cluster",), ("cluster", "gpu"), ("cluster", "gpus"),
-    ("cluster", "gpus_per_node"), ("cluster", "nics_per_node"), ("cluster", "fabric"),
-    ("cluster", "topology"), ("cluster", "topology", "design"),
-    ("cluster", "topology", "oversubscription"), ("cluster", "topology", "switch"),
-    ("cluster", "roce_quality"), ("cluster", "routing"), ("cluster", "flow_control"),
-    ("cluster", "flow_control", "pfc_xoff_kb"), ("cluster", "flow_control", "pfc_xon_kb"),
-    ("cluster", "flow_control", "congestion_control"), ("workload",), ("workload", "kind"),
+    ("name",),
+    ("cluster",),
+    ("cluster", "gpu"),
+    ("cluster", "gpus"),
+    ("cluster", "gpus_per_node"),
+    ("cluster", "nics_per_node"),
+    ("cluster", "fabric"),
+    ("cluster", "topology"),
+    ("cluster", "topology", "design"),
+    ("cluster", "topology", "oversubscription"),
+    ("cluster", "topology", "switch"),
+    ("cluster", "roce_quality"),
+    ("cluster", "routing"),
+    ("cluster", "flow_control"),
+    ("cluster", "flow_control", "pfc_xoff_kb"),
+    ("cluster", "flow_control", "pfc_xon_kb"),
+    ("cluster", "flow_control", "congestion_control"),
+    ("workload",),
+    ("workload", "kind"),
     ("workload", "model"),
-    ("workload", "tokens"), ("workload", "seq_len"), ("workload", "global_batch"),
-    ("workload", "micro_batch"), ("workload", "parallel"), ("workload", "parallel", "tp"),
-    ("workload", "parallel", "pp"), ("workload", "parallel", "dp"), ("workload", "parallel", "ep"),
-    ("workload", "parallel", "cp"), ("workload", "parallel", "zero"), ("workload", "precision"),
-    ("workload", "serving", "concurrency"), ("organization", "network_maturity"),
-    ("organization", "growth"), ("organization", "growth", "target_gpus"),
-    ("costs", "mode"), ("costs", "pue"), ("costs", "lifecycle_years"), ("bogus",),
-]  # fmt: skip
+    ("workload", "tokens"),
+    ("workload", "seq_len"),
+    ("workload", "global_batch"),
+    ("workload", "micro_batch"),
+    ("workload", "parallel"),
+    ("workload", "parallel", "tp"),
+    ("workload", "parallel", "pp"),
+    ("workload", "parallel", "dp"),
+    ("workload", "parallel", "ep"),
+    ("workload", "parallel", "cp"),
+    ("workload", "parallel", "zero"),
+    ("workload", "precision"),
+    ("workload", "serving", "concurrency"),
+    ("organization", "network_maturity"),
+    ("organization", "growth"),
+    ("organization", "growth", "target_gpus"),
+    ("costs", "mode"),
+    ("costs", "pue"),
+    ("costs", "lifecycle_years"),
+    ("bogus",),
+]
 
 scalars = st.one_of(
     st.none(),
@@ -36,10 +61,25 @@ scalars = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12),
-    st.sampled_from(["h100", "a100", "ib-ndr", "roce-400g", "auto", "llama3-70b",
-                     "mixtral-8x7b", "tuned", "fat-tree", "qm9700", "fp8", "inference",
-                     "spray", "dcqcn"]),
-)  # fmt: skip
+    st.sampled_from(
+        [
+            "h100",
+            "a100",
+            "ib-ndr",
+            "roce-400g",
+            "auto",
+            "llama3-70b",
+            "mixtral-8x7b",
+            "tuned",
+            "fat-tree",
+            "qm9700",
+            "fp8",
+            "inference",
+            "spray",
+            "dcqcn",
+        ]
+    ),
+)
 values = st.recursive(
     scalars,
     lambda inner: (
@@ -120,9 +160,12 @@ def test_mutated_scenarios_are_valid_or_clean_errors(mutations):
 def test_structured_plans(gpus, gpn, tp, pp, cp, ep, model, batch):
     data = {
         "cluster": {"gpus": gpus, "gpus_per_node": gpn},
-        "workload": {"model": model, "global_batch": batch,
-                     "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep}},
-    }  # fmt: skip
+        "workload": {
+            "model": model,
+            "global_batch": batch,
+            "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep},
+        },
+    }
     outcome(data)
 
 

@@ -70,10 +70,12 @@ def test_probe_loop_draws_as_the_reference(monkeypatch, case):
 
     def both(net, routed, job_hops, util, queue_kb, fab, switch_latency_ns, rng, probes):
         twin = copy.deepcopy(rng)
-        want = _reference(net, routed, job_hops, util, queue_kb, fab, switch_latency_ns, twin,
-                          probes)  # fmt: skip
-        got = tails.latency_under_load(net, routed, job_hops, util, queue_kb, fab,
-                                       switch_latency_ns, rng, probes)  # fmt: skip
+        want = _reference(
+            net, routed, job_hops, util, queue_kb, fab, switch_latency_ns, twin, probes
+        )
+        got = tails.latency_under_load(
+            net, routed, job_hops, util, queue_kb, fab, switch_latency_ns, rng, probes
+        )
         same_state = rng.bit_generator.state == twin.bit_generator.state
         seen.append((got.tobytes() == want.tobytes(), same_state, bool(queue_kb)))
         return got

@@ -128,8 +128,10 @@ def test_media_choice_follows_length():
     long = design_fabric(4096)
     media = {m.tier: m for m in long.media}
     assert media["spine_core"].transceivers == {"xcvr-osfp-800g-2xdr4": 4096}  # 100 m: DR
-    assert media["node_leaf"].transceivers == {"xcvr-osfp-800g-2xsr4": 2048,
-                                               "xcvr-osfp-400g-sr4": 4096}  # fmt: skip
+    assert media["node_leaf"].transceivers == {
+        "xcvr-osfp-800g-2xsr4": 2048,
+        "xcvr-osfp-400g-sr4": 4096,
+    }
 
 
 def test_compatible_optics_cost_less():
@@ -173,8 +175,13 @@ designs = st.sampled_from(["fat-tree", "rail-optimized", "rail-only", "dragonfly
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-@given(design=designs, radix=st.sampled_from([8, 12, 16]), nodes=st.integers(2, 96),
-       nics=st.sampled_from([1, 2, 4]), o=st.sampled_from([1.0, 2.0, 3.0]))  # fmt: skip
+@given(
+    design=designs,
+    radix=st.sampled_from([8, 12, 16]),
+    nodes=st.integers(2, 96),
+    nics=st.sampled_from([1, 2, 4]),
+    o=st.sampled_from([1.0, 2.0, 3.0]),
+)
 def test_graph_matches_layout(design, radix, nodes, nics, o):
     try:
         if design == "dragonfly":
@@ -210,9 +217,15 @@ def test_graph_matches_layout(design, radix, nodes, nics, o):
 
 @pytest.mark.parametrize(
     ("design", "nodes", "nics", "o"),
-    [("fat-tree", 64, 4, 1.0), ("fat-tree", 64, 2, 3.0), ("rail-optimized", 64, 4, 1.0),
-     ("rail-optimized", 96, 2, 2.0), ("rail-only", 32, 4, 1.0), ("fat-tree", 96, 1, 1.0)],
-)  # fmt: skip
+    [
+        ("fat-tree", 64, 4, 1.0),
+        ("fat-tree", 64, 2, 3.0),
+        ("rail-optimized", 64, 4, 1.0),
+        ("rail-optimized", 96, 2, 2.0),
+        ("rail-only", 32, 4, 1.0),
+        ("fat-tree", 96, 1, 1.0),
+    ],
+)
 def test_bisection_equals_max_flow_on_regular_designs(design, nodes, nics, o):
     lay = size_clos(design, nodes, nics, nics, 16, 400, o, 1.0)
     g = build_graph(lay, nvlink_GBps=450, pcie_GBps=50)

@@ -47,10 +47,17 @@ def test_overlap_never_costs_more_than_the_collective_alone_without_sm_tax(c, g,
 
 def _step(overlap: bool, sp: bool = True, tp: int = 8):
     s = shape_of(CAT.model("llama3-70b"))
-    hw = Hardware(gpu=CAT.gpu("h100"), gpus=512, gpus_per_node=8, nics_per_node=8,
-                  fabric="ib-ndr")  # fmt: skip
-    p = Plans.of(tp=tp, pp=4, dp=512 // (tp * 4), global_batch=1024, seq_len=8192, sp=sp,
-                 recompute="selective", tp_comm_overlap=overlap)  # fmt: skip
+    hw = Hardware(gpu=CAT.gpu("h100"), gpus=512, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr")
+    p = Plans.of(
+        tp=tp,
+        pp=4,
+        dp=512 // (tp * 4),
+        global_batch=1024,
+        seq_len=8192,
+        sp=sp,
+        recompute="selective",
+        tp_comm_overlap=overlap,
+    )
     return training_step(s, p, hw, backend=NO_CONGESTION)
 
 
@@ -69,11 +76,18 @@ def test_overlap_needs_sequence_parallelism_and_tp_in_the_node():
     assert _step(True, tp=16).tp_comm[0] == _step(False, tp=16).tp_comm[0]
     # per plan in a vectorised call: only the plans that qualify change
     s = shape_of(CAT.model("llama3-70b"))
-    hw = Hardware(gpu=CAT.gpu("h100"), gpus=512, gpus_per_node=8, nics_per_node=8,
-                  fabric="ib-ndr")  # fmt: skip
+    hw = Hardware(gpu=CAT.gpu("h100"), gpus=512, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr")
     tp = np.array([8, 16])
-    both = [training_step(s, Plans.of(tp=tp, pp=4, dp=512 // (tp * 4), global_batch=1024,
-                                      seq_len=8192, tp_comm_overlap=o), hw, backend=NO_CONGESTION)
-            for o in (False, True)]  # fmt: skip
+    both = [
+        training_step(
+            s,
+            Plans.of(
+                tp=tp, pp=4, dp=512 // (tp * 4), global_batch=1024, seq_len=8192, tp_comm_overlap=o
+            ),
+            hw,
+            backend=NO_CONGESTION,
+        )
+        for o in (False, True)
+    ]
     assert both[1].tp_comm[0] < both[0].tp_comm[0]
     assert both[1].tp_comm[1] == both[0].tp_comm[1]

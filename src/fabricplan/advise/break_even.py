@@ -94,9 +94,16 @@ def sweep(
         try:
             for m in MATURITIES:
                 i, r = _scores(with_maturity(s, m), cat, perf)
-                rows[m].append({"gpus": n, f"{ib}_usd": i, f"{roce}_usd": r,
-                                f"{ib}_step_s": step.get(ib), f"{roce}_step_s": step.get(roce),
-                                "ib_cheaper": bool(i <= r)})  # fmt: skip
+                rows[m].append(
+                    {
+                        "gpus": n,
+                        f"{ib}_usd": i,
+                        f"{roce}_usd": r,
+                        f"{ib}_step_s": step.get(ib),
+                        f"{roce}_step_s": step.get(roce),
+                        "ib_cheaper": bool(i <= r),
+                    }
+                )
         except CostError:
             continue
     return rows
@@ -111,8 +118,10 @@ def summary(rows: dict[str, list[dict[str, Any]]], maturity: str) -> tuple[dict[
     elif found[maturity]:
         note = "smallest size from which InfiniBand costs no more for the same work"
     elif cheaper:
-        note = (f"InfiniBand costs no more at {', '.join(map(str, cheaper))} GPUs but not at "
-                "every larger size evaluated")  # fmt: skip
+        note = (
+            f"InfiniBand costs no more at {', '.join(map(str, cheaper))} GPUs but not at "
+            "every larger size evaluated"
+        )
     else:
         note = "InfiniBand does not repay its premium at any size evaluated"
     return found, note

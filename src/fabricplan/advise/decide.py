@@ -91,12 +91,17 @@ class Advice:
     cost_samples: CostSamples | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"congestion_backend": self.congestion_backend,
-                "costing": self.costing.to_dict(),
-                "recommendation": self.recommendation, "fabrics": self.fabrics,
-                "break_even_gpus": self.break_even_gpus, "sensitivity": self.sensitivity,
-                "uncertainty": self.uncertainty, "questions": self.questions,
-                "notes": self.notes}  # fmt: skip
+        return {
+            "congestion_backend": self.congestion_backend,
+            "costing": self.costing.to_dict(),
+            "recommendation": self.recommendation,
+            "fabrics": self.fabrics,
+            "break_even_gpus": self.break_even_gpus,
+            "sensitivity": self.sensitivity,
+            "uncertainty": self.uncertainty,
+            "questions": self.questions,
+            "notes": self.notes,
+        }
 
 
 # Price drivers named as the quotes that would settle a cost-indeterminate choice.
@@ -231,9 +236,16 @@ def unpriced_notes(costs: list[FabricCost]) -> list[str]:
     return out
 
 
-def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACKEND, seed: int = 0,
-           break_even: bool = True, by_model: bool = False,
-           tick: Callable[[str], None] | None = None) -> Advice:  # fmt: skip
+def advise(
+    sc: Scenario,
+    cat: Catalog,
+    *,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+    seed: int = 0,
+    break_even: bool = True,
+    by_model: bool = False,
+    tick: Callable[[str], None] | None = None,
+) -> Advice:
     """``backend`` prices the network's congestion everywhere (the break-even per model picks
     its plans without). ``by_model`` adds the break-even of every training model in the catalog
     (``tick`` is called after each, for a progress bar)."""
@@ -274,45 +286,62 @@ def advise(sc: Scenario, cat: Catalog, *, backend: NetworkBackend = DEFAULT_BACK
     sens = [{**d, "gpus": mc_gpus} for d in sens]
     fabrics = []
     for p, c, score, misses in zip(perf, costs, nominal, late, strict=True):
-        fabrics.append({
-            "fabric": p["fabric"], "family": c.family, "step_time_s": p["step_time_s"],
-            "tokens_per_s": p["tokens_per_s"], "time_to_train_days": p.get("time_to_train_days"),
-            "gpu_hours": p.get("gpu_hours"),
-            "expected_time_to_train_days": p.get("expected_time_to_train_days"),
-            "expected_gpu_hours": p.get("expected_gpu_hours"), "goodput": p.get("goodput"),
-            "expected_run": p.get("expected_run"),
-            "comm_exposed_fraction": p["comm_exposed_fraction"],
-            "capex_usd": c.capex_usd, "capex_network_usd": c.capex_network_usd,
-            "network_prices": c.network_prices,
-            "opex_usd_per_year": c.opex_usd_per_year, "tco_usd": c.tco_usd,
-            "cost_per_run_usd": c.cost_per_run_usd,
-            "cost_per_million_output_tokens_usd": c.cost_per_million_output_tokens_usd,
-            "risk_usd": c.risk_usd_per_year * (c.lifecycle_years or 0.0),
-            "risk_per_run_usd": c.risk_per_run_usd, "risk_usd_per_hour": c.risk_usd_per_hour,
-            "cluster_usd_per_hour": c.cluster_usd_per_hour,
-            "rent_premium_share": c.rent.premium_share if c.rent else None,
-            "risk_events_per_year": c.risk_events_per_year,
-            "risk_hours_per_event": c.risk_hours_per_event,
-            "stabilisation_weeks": c.stabilisation_weeks,
-            "stabilisation_usd": c.stabilisation_usd, "staff_fte": c.staff_fte,
-            "gpu_hour_cost_usd": c.gpu_hour_cost_usd, "cost_same_work_usd": float(score),
-            "misses_time_to_production": misses, "ttft_s": p.get("ttft_s"),
-            "itl_s": p.get("itl_s"), "network_fraction": p.get("network_fraction"),
-            **{k: p.get(k) for k in SERVING_KEYS},
-            "breakdown": p.get("breakdown", {}), "validation": p.get("validation"),
-            "not_modelled": not_modelled_by(backend.name, cat.fabric(p["fabric"]).family,
-                                            sc.cluster.topology.design,
-                                            sc.cluster.routing
-                                            or cat.fabric(p["fabric"]).default_routing),
-        })  # fmt: skip
+        fabrics.append(
+            {
+                "fabric": p["fabric"],
+                "family": c.family,
+                "step_time_s": p["step_time_s"],
+                "tokens_per_s": p["tokens_per_s"],
+                "time_to_train_days": p.get("time_to_train_days"),
+                "gpu_hours": p.get("gpu_hours"),
+                "expected_time_to_train_days": p.get("expected_time_to_train_days"),
+                "expected_gpu_hours": p.get("expected_gpu_hours"),
+                "goodput": p.get("goodput"),
+                "expected_run": p.get("expected_run"),
+                "comm_exposed_fraction": p["comm_exposed_fraction"],
+                "capex_usd": c.capex_usd,
+                "capex_network_usd": c.capex_network_usd,
+                "network_prices": c.network_prices,
+                "opex_usd_per_year": c.opex_usd_per_year,
+                "tco_usd": c.tco_usd,
+                "cost_per_run_usd": c.cost_per_run_usd,
+                "cost_per_million_output_tokens_usd": c.cost_per_million_output_tokens_usd,
+                "risk_usd": c.risk_usd_per_year * (c.lifecycle_years or 0.0),
+                "risk_per_run_usd": c.risk_per_run_usd,
+                "risk_usd_per_hour": c.risk_usd_per_hour,
+                "cluster_usd_per_hour": c.cluster_usd_per_hour,
+                "rent_premium_share": c.rent.premium_share if c.rent else None,
+                "risk_events_per_year": c.risk_events_per_year,
+                "risk_hours_per_event": c.risk_hours_per_event,
+                "stabilisation_weeks": c.stabilisation_weeks,
+                "stabilisation_usd": c.stabilisation_usd,
+                "staff_fte": c.staff_fte,
+                "gpu_hour_cost_usd": c.gpu_hour_cost_usd,
+                "cost_same_work_usd": float(score),
+                "misses_time_to_production": misses,
+                "ttft_s": p.get("ttft_s"),
+                "itl_s": p.get("itl_s"),
+                "network_fraction": p.get("network_fraction"),
+                **{k: p.get(k) for k in SERVING_KEYS},
+                "breakdown": p.get("breakdown", {}),
+                "validation": p.get("validation"),
+                "not_modelled": not_modelled_by(
+                    backend.name,
+                    cat.fabric(p["fabric"]).family,
+                    sc.cluster.topology.design,
+                    sc.cluster.routing or cat.fabric(p["fabric"]).default_routing,
+                ),
+            }
+        )
         if c.rent is not None:  # a rental has none of an owner's figures
             fabrics[-1].update(dict.fromkeys(OWNERSHIP_KEYS))
     rec = {
-        "fabric": names[best], "topology": sc.cluster.topology.design, "confidence": confidence,
+        "fabric": names[best],
+        "topology": sc.cluster.topology.design,
+        "confidence": confidence,
         "p_cheapest": p_best,
-        "reasons": reasons(sc, fabrics, best, other, sens, parts.kind,
-                           tuple(tier_reasons(costs))),
-    }  # fmt: skip
+        "reasons": reasons(sc, fabrics, best, other, sens, parts.kind, tuple(tier_reasons(costs))),
+    }
     if parts.kind == "own":
         rec["reasons"][-1:-1] = unpriced_notes([costs[best], costs[other]])
     support = support_effect(mc_parts, costs, best, other)

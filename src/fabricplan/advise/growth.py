@@ -29,8 +29,9 @@ def _at_target(s: Scenario, cat: Catalog, backend: NetworkBackend) -> list[dict[
     return [o.detail for o in rec.outcomes if o.detail is not None]
 
 
-def growth_evaluation(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND
-                      ) -> tuple[dict[str, Any] | None, Parts | None]:  # fmt: skip
+def growth_evaluation(
+    sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND
+) -> tuple[dict[str, Any] | None, Parts | None]:
     """The cheapest fabric at the growth target (None when the scenario plans no growth), and
     the target's cost parts (for its Monte Carlo)."""
     g = sc.organization.growth
@@ -57,9 +58,12 @@ def growth_evaluation(sc: Scenario, cat: Catalog, backend: NetworkBackend = DEFA
     names = [p["fabric"] for p in perf]
     best = names[int(order[0])]
     margin = float(scores[order[1]] / scores[order[0]] - 1) if len(order) > 1 else 0.0
-    return {**out, "cheapest": best, "margin": margin,
-            "cost_same_work_usd": dict(zip(names, map(float, scores), strict=True))
-            }, parts  # fmt: skip
+    return {
+        **out,
+        "cheapest": best,
+        "margin": margin,
+        "cost_same_work_usd": dict(zip(names, map(float, scores), strict=True)),
+    }, parts
 
 
 def growth_reason(growth: dict[str, Any], now_best: str) -> str:

@@ -16,10 +16,19 @@ def provider_questions(sc: Scenario, cat: Catalog) -> list[dict[str, object]]:
         "generation": ", ".join(f.name for f in fabrics),
         "validated": f"{c.gpus:,} GPUs",
         "nccl_benchmarks": "check them with `fabricplan grade RESULTS --scenario FILE`",
-        "roce_tuning": (f"RoCE quality assumed '{c.roce_quality}' for {', '.join(roce)}"
-                        if roce else "not applicable: no RoCE fabric in the scenario"),
+        "roce_tuning": (
+            f"RoCE quality assumed '{c.roce_quality}' for {', '.join(roce)}"
+            if roce
+            else "not applicable: no RoCE fabric in the scenario"
+        ),
         "issue_resolution": None,
-    }  # fmt: skip
-    return [{"key": key, "question": text, "planned": planned[key],
-             "provider_must_answer": key != "roce_tuning" or bool(roce)}
-            for key, text in QUESTIONS]  # fmt: skip
+    }
+    return [
+        {
+            "key": key,
+            "question": text,
+            "planned": planned[key],
+            "provider_must_answer": key != "roce_tuning" or bool(roce),
+        }
+        for key, text in QUESTIONS
+    ]

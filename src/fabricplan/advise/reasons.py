@@ -117,25 +117,32 @@ def reasons(
         if b.get("itl_s") is not None and b.get("network_fraction") is not None:
             out.append(serving_sensitivity(b, o))
     if kind == "own":
-        prem = (max(b["capex_network_usd"], o["capex_network_usd"])
-                - min(b["capex_network_usd"], o["capex_network_usd"]))  # fmt: skip
+        prem = max(b["capex_network_usd"], o["capex_network_usd"]) - min(
+            b["capex_network_usd"], o["capex_network_usd"]
+        )
         dear = bn if b["capex_network_usd"] > o["capex_network_usd"] else on
         cheap_total = min(b["capex_usd"], o["capex_usd"])
-        out.append(f"network capex {usd(b['capex_network_usd'])} ({bn}) vs "
-                   f"{usd(o['capex_network_usd'])} ({on}): {dear} costs {usd(prem)} more, "
-                   f"{prem / cheap_total:.1%} of the cluster's capex")  # fmt: skip
+        out.append(
+            f"network capex {usd(b['capex_network_usd'])} ({bn}) vs "
+            f"{usd(o['capex_network_usd'])} ({on}): {dear} costs {usd(prem)} more, "
+            f"{prem / cheap_total:.1%} of the cluster's capex"
+        )
         maturity = sc.organization.network_maturity
-        out.append(f"at {maturity} network maturity: {b['staff_fte']:.2g} vs {o['staff_fte']:.2g} "
-                   f"network engineers, {b['stabilisation_weeks']:g} vs "
-                   f"{o['stabilisation_weeks']:g} weeks to stable collectives "
-                   f"({usd(b['stabilisation_usd'])} vs {usd(o['stabilisation_usd'])} of "
-                   f"degraded GPU time)")  # fmt: skip
+        out.append(
+            f"at {maturity} network maturity: {b['staff_fte']:.2g} vs {o['staff_fte']:.2g} "
+            f"network engineers, {b['stabilisation_weeks']:g} vs "
+            f"{o['stabilisation_weeks']:g} weeks to stable collectives "
+            f"({usd(b['stabilisation_usd'])} vs {usd(o['stabilisation_usd'])} of "
+            f"degraded GPU time)"
+        )
     out.append(interruption_reason(b, o, kind))
     for f in (b, o):
         if f["misses_time_to_production"]:
-            out.append(f"{f['fabric']} needs {f['stabilisation_weeks']:g} weeks to stabilise, "
-                       f"longer than the {sc.organization.time_to_production_weeks:g}-week "
-                       "time-to-production budget")  # fmt: skip
+            out.append(
+                f"{f['fabric']} needs {f['stabilisation_weeks']:g} weeks to stabilise, "
+                f"longer than the {sc.organization.time_to_production_weeks:g}-week "
+                "time-to-production budget"
+            )
     out.extend(prices)
     margin = o["cost_same_work_usd"] / b["cost_same_work_usd"] - 1
     what = {"rent-train": "run", "rent-serve": "million output tokens"}.get(
@@ -160,7 +167,9 @@ def reasons(
     tips = [d for d in sens if d.get("tips_at") is not None]
     if close and tips:
         near = min(tips, key=lambda d: abs(np.log(d["tips_at"])))
-        line += (f"; what would tip it: {near['label']} at {near['tips_at']:.2f}x the "
-                 "assumption, the others as assumed")  # fmt: skip
+        line += (
+            f"; what would tip it: {near['label']} at {near['tips_at']:.2f}x the "
+            "assumption, the others as assumed"
+        )
     out.append(line)
     return out

@@ -57,17 +57,21 @@ def tuning_effect(
     step.update({q: r.outcomes[0].outputs.step_time_s for q, r in zip(others, found, strict=True)})
     run_usd = (own.get("gpu_hours") or 0.0) * gpu_hour_cost[roce]
     return {
-        "fabric": roce, "gpus": sc.cluster.gpus, "quality": sc.cluster.roce_quality,
+        "fabric": roce,
+        "gpus": sc.cluster.gpus,
+        "quality": sc.cluster.roce_quality,
         "lost_to_congestion": {q: step[q] / ideal - 1 for q in QUALITIES},
         "run_usd_vs_own": {q: run_usd * (step[q] / own["step_time_s"] - 1) for q in QUALITIES},
-    }  # fmt: skip
+    }
 
 
 def tuning_reason(t: dict[str, Any]) -> str:
     lost, worth = t["lost_to_congestion"], t["run_usd_vs_own"]
     own = t["quality"]
-    head = (f"RoCE tuning: at {t['gpus']:,} GPUs {t['fabric']} '{own}' loses "
-            f"{lost[own]:.1%} of step time to congestion")  # fmt: skip
+    head = (
+        f"RoCE tuning: at {t['gpus']:,} GPUs {t['fabric']} '{own}' loses "
+        f"{lost[own]:.1%} of step time to congestion"
+    )
     others = [q for q in QUALITIES if q != own]
     names = " and ".join(f"'{q}'" for q in others)
     if all(abs(lost[q] - lost[own]) < SAME_SHARE for q in others):
@@ -80,6 +84,8 @@ def tuning_reason(t: dict[str, Any]) -> str:
             "the step here (it still changes the run-loss risk; what is not modelled is "
             "listed per fabric)"
         )
-    parts = [f"'{q}' {lost[q]:.1%} ({'+' if worth[q] >= 0 else '-'}"
-             f"{usd(abs(worth[q]))} per run)" for q in others]  # fmt: skip
+    parts = [
+        f"'{q}' {lost[q]:.1%} ({'+' if worth[q] >= 0 else '-'}{usd(abs(worth[q]))} per run)"
+        for q in others
+    ]
     return head + "; " + ", ".join(parts)

@@ -158,16 +158,19 @@ def fabric_parts(sc: Scenario) -> tuple[str, ...]:
     return ALWAYS_ON_FABRIC + (("tp_comm_s",) if spans else ())
 
 
-def build_parts(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
-                costs: list[FabricCost]) -> Parts:  # fmt: skip
+def build_parts(
+    sc: Scenario, cat: Catalog, perf: list[dict[str, Any]], costs: list[FabricCost]
+) -> Parts:
     training = perf[0]["kind"] == "training"
     kind = "own" if sc.costs.mode == "own" else ("rent-train" if training else "rent-serve")
     arr = lambda f: np.array([f(p, c) for p, c in zip(perf, costs, strict=True)])  # noqa: E731
     return Parts(
-        kind=kind, years=sc.costs.lifecycle_years,
+        kind=kind,
+        years=sc.costs.lifecycle_years,
         servers=arr(lambda p, c: c.capex_servers_usd),
         network=arr(lambda p, c: c.capex_network_usd),
-        power=arr(lambda p, c: c.power_usd_per_year), staff=arr(lambda p, c: c.staff_usd_per_year),
+        power=arr(lambda p, c: c.power_usd_per_year),
+        staff=arr(lambda p, c: c.staff_usd_per_year),
         support=arr(lambda p, c: c.support_usd_per_year),
         stabilisation=arr(lambda p, c: c.stabilisation_usd),
         risk=arr(lambda p, c: c.risk_usd_per_year),
@@ -175,7 +178,7 @@ def build_parts(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]],
         run_rent=arr(lambda p, c: (c.run_gpu_hours or 0.0) * c.gpu_hour_cost_usd),
         run_risk=arr(lambda p, c: c.risk_per_run_usd or 0.0),
         time=arr(lambda p, c: p["step_time_s"] if training else 1.0 / p["tokens_per_s"]),
-    )  # fmt: skip
+    )
 
 
 def first_of_family(sc: Scenario, cat: Catalog, family: str) -> str | None:
@@ -183,8 +186,9 @@ def first_of_family(sc: Scenario, cat: Catalog, family: str) -> str | None:
     return next((f for f in sc.cluster.fabrics if cat.fabric(f).family == family), None)
 
 
-def scenario_at(sc: Scenario, cat: Catalog, gpus: int, fabrics: list[str] | None = None
-                ) -> Scenario:  # fmt: skip
+def scenario_at(
+    sc: Scenario, cat: Catalog, gpus: int, fabrics: list[str] | None = None
+) -> Scenario:
     """The same scenario on ``gpus`` GPUs (and ``fabrics``, if given), its plan's data-parallel
     size refilled. Raises ScenarioError when the plan does not divide the new size."""
     data = sc.model_dump(mode="json", exclude_none=True)
@@ -192,8 +196,10 @@ def scenario_at(sc: Scenario, cat: Catalog, gpus: int, fabrics: list[str] | None
     if fabrics is not None:
         data["cluster"]["fabric"] = fabrics
     if "workload" in data and "parallel" in data["workload"]:
-        data["workload"] = {**data["workload"],
-                            "parallel": {**data["workload"]["parallel"], "dp": "auto"}}  # fmt: skip
+        data["workload"] = {
+            **data["workload"],
+            "parallel": {**data["workload"]["parallel"], "dp": "auto"},
+        }
     return scenario_from_data(data, catalog=cat)
 
 
@@ -214,7 +220,8 @@ def costs_of(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[Fab
     ]
 
 
-def evaluate(sc: Scenario, cat: Catalog, backend: NetworkBackend
-             ) -> tuple[list[dict[str, Any]], list[FabricCost]]:  # fmt: skip
+def evaluate(
+    sc: Scenario, cat: Catalog, backend: NetworkBackend
+) -> tuple[list[dict[str, Any]], list[FabricCost]]:
     perf = [r.to_dict() for r in evaluate_scenario(sc, cat, backend=backend)]
     return perf, costs_of(sc, cat, perf)

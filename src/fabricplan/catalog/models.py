@@ -345,14 +345,17 @@ class Gpu(Entry):
     # Sustained, not burst: a training step keeps the tensor cores busy for hours at the power
     # limit, where the clock sits well below the boost clock a short benchmark burst runs at.
     matmul_efficiency: float = Field(
-        gt=0, le=1,
+        gt=0,
+        le=1,
         description="sustained dense BF16 matmul throughput / peak: power-saturated, random "
         "inputs (MSMF)",
-    )  # fmt: skip
+    )
     fp8_matmul_efficiency: float | None = Field(
-        default=None, gt=0, le=1,
+        default=None,
+        gt=0,
+        le=1,
         description="the same for FP8 / FP8 peak, where measured (else matmul_efficiency)",
-    )  # fmt: skip
+    )
     hbm_efficiency: float = Field(gt=0, le=1, description="achievable / peak HBM bandwidth")
     efficiency_source: str = Field(min_length=1)
 

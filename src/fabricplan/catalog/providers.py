@@ -137,8 +137,9 @@ def _load() -> tuple[Provider, ...]:
             out.append(Provider.model_validate(item))
         except ValidationError as exc:
             label = item.get("id", f"#{i + 1}") if isinstance(item, dict) else f"#{i + 1}"
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(entry)'}: {e['msg']}"
-                                 for e in exc.errors())  # fmt: skip
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '(entry)'}: {e['msg']}" for e in exc.errors()
+            )
             raise CatalogError(f"{res}: provider '{label}': {problems}") from None
     ids = [p.id for p in out]
     if dup := sorted({i for i in ids if ids.count(i) > 1}):

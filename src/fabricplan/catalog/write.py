@@ -33,6 +33,7 @@ def entries_to_toml(entries: list[Entry], header: str = "") -> str:
     lines = [f"# {line}" for line in header.splitlines()]
     for e in entries:
         lines += ["", f"[[{e.KIND}]]"]
-        lines += [f"{k} = {_value(v)}" for k, v in e.model_dump(mode="json").items()
-                  if v is not None]  # fmt: skip
+        lines += [
+            f"{k} = {_value(v)}" for k, v in e.model_dump(mode="json").items() if v is not None
+        ]
     return "\n".join(lines).lstrip("\n") + "\n"

@@ -44,8 +44,9 @@ def check_claims(
     wanted = set(groups)
     unknown = wanted - set(GROUPS)
     if unknown:
-        raise ValueError(f"unknown claim group(s) {', '.join(sorted(unknown))}; "
-                         f"known: {', '.join(GROUPS)}")  # fmt: skip
+        raise ValueError(
+            f"unknown claim group(s) {', '.join(sorted(unknown))}; known: {', '.join(GROUPS)}"
+        )
     out: list[ClaimResult] = []
     for g in GROUPS:
         if g in wanted:

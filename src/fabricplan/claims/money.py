@@ -53,23 +53,34 @@ def price_gaps(*costs: FabricCost) -> tuple[dict[str, dict[str, list[str]]], str
 
 def run_cost_claim() -> ClaimResult:
     r = run_cost(1024, 30, 3.0, 0.05)
-    checks = {"cost_usd": near(r.cost_usd, 2.2e6, ROUNDING_TOLERANCE),
-              "wasted_gpu_hours": r.wasted_gpu_hours == 36_864,
-              "wasted_usd": near(r.wasted_usd, 110_000, ROUNDING_TOLERANCE),
-              "extra_days": near(r.extra_days, 1.5, ROUNDING_TOLERANCE)}  # fmt: skip
+    checks = {
+        "cost_usd": near(r.cost_usd, 2.2e6, ROUNDING_TOLERANCE),
+        "wasted_gpu_hours": r.wasted_gpu_hours == 36_864,
+        "wasted_usd": near(r.wasted_usd, 110_000, ROUNDING_TOLERANCE),
+        "extra_days": near(r.extra_days, 1.5, ROUNDING_TOLERANCE),
+    }
     return ClaimResult(
-        id="run-cost-1024-gpus-30-days", source=source("001"),
+        id="run-cost-1024-gpus-30-days",
+        source=source("001"),
         claim="1,024 GPUs for 30 days at $3/GPU-hour cost about $2.2M; a 5 % network-induced "
         "loss wastes 36,864 GPU-hours, about $110,000, and adds about 1.5 days",
         conditions={"gpus": 1024, "days": 30, "gpu_hour_price": 3.0, "loss": 0.05},
-        claimed={"cost_usd": 2.2e6, "wasted_gpu_hours": 36_864, "wasted_usd": 110_000,
-                 "extra_days": 1.5},
-        computed={**r.to_dict(), "summary": f"${r.cost_usd:,.0f}; {r.wasted_gpu_hours:,.0f} "
-                  f"GPU-hours = ${r.wasted_usd:,.0f}; {r.extra_days:.2f} days "
-                  "(fabricplan cost --gpus 1024 --days 30 --gpu-hour-price 3 --loss 0.05)"},
-        holds=all(checks.values()), basis="arithmetic",
+        claimed={
+            "cost_usd": 2.2e6,
+            "wasted_gpu_hours": 36_864,
+            "wasted_usd": 110_000,
+            "extra_days": 1.5,
+        },
+        computed={
+            **r.to_dict(),
+            "summary": f"${r.cost_usd:,.0f}; {r.wasted_gpu_hours:,.0f} "
+            f"GPU-hours = ${r.wasted_usd:,.0f}; {r.extra_days:.2f} days "
+            "(fabricplan cost --gpus 1024 --days 30 --gpu-hour-price 3 --loss 0.05)",
+        },
+        holds=all(checks.values()),
+        basis="arithmetic",
         cases=(Case({"as stated": True}, r.wasted_usd, all(checks.values())),),
-    )  # fmt: skip
+    )
 
 
 # InfiniBand's switch price, the one network price with public quotes: the claims are tried at
@@ -128,8 +139,9 @@ def _premiums(ib: FabricCost, roce: FabricCost) -> dict[str, float]:
     }
 
 
-def _premium_cases(cat: Catalog, low: float, high: float, sizes: tuple[int, ...],
-                   known: Pairs) -> list[Case]:  # fmt: skip
+def _premium_cases(
+    cat: Catalog, low: float, high: float, sizes: tuple[int, ...], known: Pairs
+) -> list[Case]:
     cases = []
     for gpus in sizes:
         for optics in OPTICS:
@@ -172,15 +184,33 @@ def premium_claims(cat: Catalog, known: Pairs | None = None) -> list[ClaimResult
     out = []
     _, nominal_usd = ib_switch_priced(cat, "nominal")
     for cid, seed, text, low, high, own in (
-        ("ib-premium-16-gpus-15-20pct", "000",
-         "At 16 GPUs InfiniBand adds roughly 15-20 % to the total cluster cost", 0.15, 0.20,
-         {"gpus": 16, "optics": "policy", "ib_switch_usd": nominal_usd,
-          "premium_of": "cluster capex"}),
-        ("ib-premium-15-30pct", "002",
-         "InfiniBand typically carries a 15-30 % premium (HCAs, cables, proprietary switches)",
-         0.15, 0.30, {"gpus": 1024, "optics": "policy", "ib_switch_usd": nominal_usd,
-                      "premium_of": "network capex"}),
-    ):  # fmt: skip
+        (
+            "ib-premium-16-gpus-15-20pct",
+            "000",
+            "At 16 GPUs InfiniBand adds roughly 15-20 % to the total cluster cost",
+            0.15,
+            0.20,
+            {
+                "gpus": 16,
+                "optics": "policy",
+                "ib_switch_usd": nominal_usd,
+                "premium_of": "cluster capex",
+            },
+        ),
+        (
+            "ib-premium-15-30pct",
+            "002",
+            "InfiniBand typically carries a 15-30 % premium (HCAs, cables, proprietary switches)",
+            0.15,
+            0.30,
+            {
+                "gpus": 1024,
+                "optics": "policy",
+                "ib_switch_usd": nominal_usd,
+                "premium_of": "network capex",
+            },
+        ),
+    ):
         cases = _premium_cases(cat, low, high, PREMIUM_SIZES, known)
         first = next(c for c in cases if c.conditions == own)
         cases.remove(first)
@@ -188,20 +218,33 @@ def premium_claims(cat: Catalog, known: Pairs | None = None) -> list[ClaimResult
         vals = [c.value or 0.0 for c in cases]
         where = holds_when(cases, own["gpus"], own["premium_of"])
         gaps, unsourced = price_gaps(*_pair(cat, own["gpus"], own["optics"], known))
-        out.append(ClaimResult(
-            id=cid, claim=text, source=source(seed),
-            conditions={**own, "topology": "rail-optimized, non-blocking",
-                        "prices": "catalog prices: nominal, with their ranges and sources"},
-            claimed={"low": low, "high": high, "unit": "IB cost / RoCE cost - 1"},
-            computed={"value": first.value, "unit": "IB cost / RoCE cost - 1",
-                      "summary": f"{first.value:+.1%} under the claim's own conditions "
-                      f"({first.note}); {where}; {min(vals):+.1%} to {max(vals):+.1%} over "
-                      "sizes 16-16,384, each fabric's optics policy or OEM or compatible on "
-                      "both, the IB switch at its low, nominal and high price, and the three "
-                      f"bases; {unsourced}",
-                      "holds_when": where, "unsourced_prices": gaps},
-            holds=first.holds, basis="model", cases=tuple(cases),
-        ))  # fmt: skip
+        out.append(
+            ClaimResult(
+                id=cid,
+                claim=text,
+                source=source(seed),
+                conditions={
+                    **own,
+                    "topology": "rail-optimized, non-blocking",
+                    "prices": "catalog prices: nominal, with their ranges and sources",
+                },
+                claimed={"low": low, "high": high, "unit": "IB cost / RoCE cost - 1"},
+                computed={
+                    "value": first.value,
+                    "unit": "IB cost / RoCE cost - 1",
+                    "summary": f"{first.value:+.1%} under the claim's own conditions "
+                    f"({first.note}); {where}; {min(vals):+.1%} to {max(vals):+.1%} over "
+                    "sizes 16-16,384, each fabric's optics policy or OEM or compatible on "
+                    "both, the IB switch at its low, nominal and high price, and the three "
+                    f"bases; {unsourced}",
+                    "holds_when": where,
+                    "unsourced_prices": gaps,
+                },
+                holds=first.holds,
+                basis="model",
+                cases=tuple(cases),
+            )
+        )
     return out
 
 
@@ -210,8 +253,9 @@ def premium_claims(cat: Catalog, known: Pairs | None = None) -> list[ClaimResult
 OPERATING = ("staff", "stabilisation", "risk")
 
 
-def _scores(cat: Catalog, sc: Scenario, perf: list[dict[str, Any]], mode: str, maturity: str
-            ) -> tuple[float, float, float, float, float] | str:  # fmt: skip
+def _scores(
+    cat: Catalog, sc: Scenario, perf: list[dict[str, Any]], mode: str, maturity: str
+) -> tuple[float, float, float, float, float] | str:
     """IB and RoCE cost for the same work on hardware and GPU-hours alone, then with operating
     costs, and RoCE's step time relative to IB's, owned or rented at a network maturity. Step
     times (``perf``) depend on neither, so only the costs are redone."""
@@ -230,8 +274,7 @@ def _scores(cat: Catalog, sc: Scenario, perf: list[dict[str, Any]], mode: str, m
     names = [p["fabric"] for p in perf]
     ib, roce = names.index(pair[0]), names.index(pair[1])
     step = parts.time[roce] / parts.time[ib] - 1
-    return (float(bare[ib]), float(bare[roce]), float(full[ib]), float(full[roce]),
-            float(step))  # fmt: skip
+    return (float(bare[ib]), float(bare[roce]), float(full[ib]), float(full[roce]), float(step))
 
 
 UNIT = "RoCE / IB cost of the same work - 1 (hardware, power, GPU-hours)"
@@ -244,13 +287,27 @@ def pays_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list
     argument the seed makes; the cost with staff, stabilisation and risk is shown beside it."""
     out = []
     for cid, text, scenario, ib_should_win in (
-        ("16-gpu-ib-does-not-pay", "At 16 GPUs the InfiniBand premium does not pay for itself; "
-         "spend the savings on compute", "16-gpu-llama3-8b.yaml", False),
-        ("64-gpu-ib-pays-for-itself", "At 64 GPUs and above (models over 30B) InfiniBand pays "
-         "for itself in reduced GPU-hours", "64-gpu-llama3-70b.yaml", True),
-        ("256-gpu-ethernet-false-economy", "At 256 GPUs Ethernet is a false economy for "
-         "training", "256-gpu-mixtral.yaml", True),
-    ):  # fmt: skip
+        (
+            "16-gpu-ib-does-not-pay",
+            "At 16 GPUs the InfiniBand premium does not pay for itself; "
+            "spend the savings on compute",
+            "16-gpu-llama3-8b.yaml",
+            False,
+        ),
+        (
+            "64-gpu-ib-pays-for-itself",
+            "At 64 GPUs and above (models over 30B) InfiniBand pays "
+            "for itself in reduced GPU-hours",
+            "64-gpu-llama3-70b.yaml",
+            True,
+        ),
+        (
+            "256-gpu-ethernet-false-economy",
+            "At 256 GPUs Ethernet is a false economy for training",
+            "256-gpu-mixtral.yaml",
+            True,
+        ),
+    ):
         cases = []
         try:
             sc = load_scenario(EXAMPLES / scenario, catalog=cat)
@@ -283,17 +340,31 @@ def pays_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list
         cases.remove(own)
         cases.insert(0, own)
         n_ok = sum(bool(c.holds) for c in cases)
-        out.append(ClaimResult(
-            id=cid, claim=text, source=source("000"),
-            conditions={"scenario": scenario, "fabrics": [IB, ROCE], "roce_quality": "tuned",
-                        "costs.mode": "own", "organization.network_maturity": "medium"},
-            claimed={"cheaper": IB if ib_should_win else ROCE, "unit": UNIT},
-            computed={"value": own.value, "unit": UNIT,
-                      "summary": f"{(own.value or 0):+.1%} ({own.note}); the claim holds in "
-                      f"{n_ok} of {len(cases)} maturity x ownership cases; {unsourced}",
-                      "unsourced_prices": gaps},
-            holds=own.holds, basis="model", cases=tuple(cases),
-        ))  # fmt: skip
+        out.append(
+            ClaimResult(
+                id=cid,
+                claim=text,
+                source=source("000"),
+                conditions={
+                    "scenario": scenario,
+                    "fabrics": [IB, ROCE],
+                    "roce_quality": "tuned",
+                    "costs.mode": "own",
+                    "organization.network_maturity": "medium",
+                },
+                claimed={"cheaper": IB if ib_should_win else ROCE, "unit": UNIT},
+                computed={
+                    "value": own.value,
+                    "unit": UNIT,
+                    "summary": f"{(own.value or 0):+.1%} ({own.note}); the claim holds in "
+                    f"{n_ok} of {len(cases)} maturity x ownership cases; {unsourced}",
+                    "unsourced_prices": gaps,
+                },
+                holds=own.holds,
+                basis="model",
+                cases=tuple(cases),
+            )
+        )
     return out
 
 
@@ -309,31 +380,55 @@ def fault_claim(cat: Catalog, known: Pairs | None = None) -> ClaimResult:
         for hours in UNDETECTED_HOURS:
             h = roce.risk_hours_per_event if hours is None else hours
             event = gpus * h * roce.gpu_hour_cost_usd
-            label = (f"{h:.3g} h (cost model: without a training job, the restart)"
-                     if hours is None else f"{h:g} h undetected")  # fmt: skip
-            cases.append(Case({"gpus": gpus, "whole_cluster_hours_lost": label}, event / diff,
-                              event >= diff, f"event ${event:,.0f} vs capex difference "
-                              f"${diff:,.0f}; {diff / (gpus * roce.gpu_hour_cost_usd):.0f} h of "
-                              "the whole cluster needed to match it"))  # fmt: skip
+            label = (
+                f"{h:.3g} h (cost model: without a training job, the restart)"
+                if hours is None
+                else f"{h:g} h undetected"
+            )
+            cases.append(
+                Case(
+                    {"gpus": gpus, "whole_cluster_hours_lost": label},
+                    event / diff,
+                    event >= diff,
+                    f"event ${event:,.0f} vs capex difference "
+                    f"${diff:,.0f}; {diff / (gpus * roce.gpu_hour_cost_usd):.0f} h of "
+                    "the whole cluster needed to match it",
+                )
+            )
     first = cases[0]
     gaps, unsourced = price_gaps(*_pair(cat, FAULT_SIZES[0], "policy", known))
     return ClaimResult(
-        id="one-fault-exceeds-capex-difference", source=source("001"),
+        id="one-fault-exceeds-capex-difference",
+        source=source("001"),
         claim="In a large cluster a single RoCE misconfiguration event can exceed the capital "
         "cost difference between the two fabrics",
-        conditions={"gpus": 1024, "optics": "policy", "event": "an interruption, as the cost "
-                    "model prices it (no training job here: the restart)"},
+        conditions={
+            "gpus": 1024,
+            "optics": "policy",
+            "event": "an interruption, as the cost "
+            "model prices it (no training job here: the restart)",
+        },
         claimed={"value": 1.0, "unit": "x the capex difference (event cost, at least)"},
-        computed={"value": first.value, "unit": "event cost / capex difference",
-                  "summary": f"{first.note}; {unsourced}", "unsourced_prices": gaps},
-        holds=first.holds, basis="model", cases=tuple(cases),
-    )  # fmt: skip
+        computed={
+            "value": first.value,
+            "unit": "event cost / capex difference",
+            "summary": f"{first.note}; {unsourced}",
+            "unsourced_prices": gaps,
+        },
+        holds=first.holds,
+        basis="model",
+        cases=tuple(cases),
+    )
 
 
 def money_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:
     known: Pairs = {}  # the premium and fault claims price the same clusters
-    return [run_cost_claim(), *premium_claims(cat, known), *pays_claims(cat, backend),
-            fault_claim(cat, known)]  # fmt: skip
+    return [
+        run_cost_claim(),
+        *premium_claims(cat, known),
+        *pays_claims(cat, backend),
+        fault_claim(cat, known),
+    ]
 
 
 __all__ = ["money_claims"]

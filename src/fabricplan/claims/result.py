@@ -32,8 +32,12 @@ class Case:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"conditions": self.conditions, "value": self.value, "holds": self.holds,
-                **({"note": self.note} if self.note else {})}  # fmt: skip
+        return {
+            "conditions": self.conditions,
+            "value": self.value,
+            "holds": self.holds,
+            **({"note": self.note} if self.note else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -57,11 +61,17 @@ class ClaimResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "claim": self.claim, "source": self.source,
-            "conditions": self.conditions, "claimed": self.claimed, "computed": self.computed,
-            "holds": self.holds, "basis": self.basis,
-            "holds_under": self.holds_under, "cases": [c.to_dict() for c in self.cases],
-        }  # fmt: skip
+            "id": self.id,
+            "claim": self.claim,
+            "source": self.source,
+            "conditions": self.conditions,
+            "claimed": self.claimed,
+            "computed": self.computed,
+            "holds": self.holds,
+            "basis": self.basis,
+            "holds_under": self.holds_under,
+            "cases": [c.to_dict() for c in self.cases],
+        }
 
 
 def in_range(value: float, low: float, high: float) -> bool:

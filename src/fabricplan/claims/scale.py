@@ -40,25 +40,34 @@ COMMON_VARIANTS = (
     Variant("RoCE default tuning", ("cluster.roce_quality=default",)),
     Variant("RoCE misconfigured", ("cluster.roce_quality=misconfigured",)),
     Variant("fat-tree", ("cluster.topology.design=fat-tree",)),
-    Variant(f"fat-tree {OVERSUBSCRIBED:g}:1 oversubscribed",
-            ("cluster.topology.design=fat-tree",
-             f"cluster.topology.oversubscription={OVERSUBSCRIBED}")),
+    Variant(
+        f"fat-tree {OVERSUBSCRIBED:g}:1 oversubscribed",
+        ("cluster.topology.design=fat-tree", f"cluster.topology.oversubscription={OVERSUBSCRIBED}"),
+    ),
     Variant("gradient reduction not overlapped", ("workload.overlap_dp=false",)),
     Variant("RoCE latency at the catalog's high end", roce_latency="high"),
     Variant("fragmented placement (a shared cluster)", ("cluster.placement=fragmented",)),
     # where NCCL channels collide, RoCE quality decides what the collision costs
-    Variant(f"fat-tree {OVERSUBSCRIBED:g}:1, RoCE default tuning",
-            ("cluster.topology.design=fat-tree",
-             f"cluster.topology.oversubscription={OVERSUBSCRIBED}",
-             "cluster.roce_quality=default")),
-)  # fmt: skip
+    Variant(
+        f"fat-tree {OVERSUBSCRIBED:g}:1, RoCE default tuning",
+        (
+            "cluster.topology.design=fat-tree",
+            f"cluster.topology.oversubscription={OVERSUBSCRIBED}",
+            "cluster.roce_quality=default",
+        ),
+    ),
+)
 WORST = Variant(
     "all adverse at once",
-    ("cluster.roce_quality=misconfigured", "cluster.topology.design=fat-tree",
-     f"cluster.topology.oversubscription={OVERSUBSCRIBED}", "workload.overlap_dp=false",
-     "cluster.placement=fragmented"),
+    (
+        "cluster.roce_quality=misconfigured",
+        "cluster.topology.design=fat-tree",
+        f"cluster.topology.oversubscription={OVERSUBSCRIBED}",
+        "workload.overlap_dp=false",
+        "cluster.placement=fragmented",
+    ),
     roce_latency="high",
-)  # fmt: skip
+)
 
 
 def catalog_with_latency(cat: Catalog, fabric: str, which: str) -> Catalog:
@@ -89,13 +98,19 @@ def _evaluate(
 
 
 QUANTITIES: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], float]]] = {
-    "roce_share": ("RoCE tokens/s / IB tokens/s",
-                   lambda ib, roce: roce["tokens_per_s"] / ib["tokens_per_s"]),
-    "ib_gain": ("IB tokens/s / RoCE tokens/s - 1",
-                lambda ib, roce: ib["tokens_per_s"] / roce["tokens_per_s"] - 1),
-    "comm_fraction": ("RoCE exposed communication / step time",
-                      lambda ib, roce: roce["comm_exposed_fraction"]),
-}  # fmt: skip
+    "roce_share": (
+        "RoCE tokens/s / IB tokens/s",
+        lambda ib, roce: roce["tokens_per_s"] / ib["tokens_per_s"],
+    ),
+    "ib_gain": (
+        "IB tokens/s / RoCE tokens/s - 1",
+        lambda ib, roce: ib["tokens_per_s"] / roce["tokens_per_s"] - 1,
+    ),
+    "comm_fraction": (
+        "RoCE exposed communication / step time",
+        lambda ib, roce: roce["comm_exposed_fraction"],
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -116,36 +131,79 @@ class ScaleClaim:
 
 # The 64-GPU claims are about large hidden sizes: the same cluster with a small-hidden model
 # (h = 4096), whole-model data parallel, ZeRO-2 so that it fits.
-SMALL_HIDDEN_64 = Variant("small hidden (llama3-8b, TP 1, PP 1, ZeRO-2)",
-                          ("workload.model=llama3-8b", "workload.parallel.tp=1",
-                           "workload.parallel.pp=1", "workload.parallel.zero=2"))  # fmt: skip
+SMALL_HIDDEN_64 = Variant(
+    "small hidden (llama3-8b, TP 1, PP 1, ZeRO-2)",
+    (
+        "workload.model=llama3-8b",
+        "workload.parallel.tp=1",
+        "workload.parallel.pp=1",
+        "workload.parallel.zero=2",
+    ),
+)
 
 CLAIMS = (
-    ScaleClaim("16-gpu-roce-92-95pct", "000",
-               "At 16 GPUs a well-configured RoCE fabric reaches 92-95 % of InfiniBand's "
-               "throughput", "16-gpu-llama3-8b.yaml", "roce_share", 0.92, 0.95,
-               model_variant=Variant("FSDP (ZeRO-3) instead of ZeRO-2",
-                                     ("workload.parallel.zero=3",))),
-    ScaleClaim("64-gpu-comm-15-25pct", "000",
-               "At 64 GPUs communication is 15-25 % of step time for large-hidden transformers",
-               "64-gpu-llama3-70b.yaml", "comm_fraction", 0.15, 0.25,
-               model_variant=SMALL_HIDDEN_64),
-    ScaleClaim("64-gpu-ib-recovers-18-22pct", "000",
-               "At 64 GPUs moving from Ethernet to InfiniBand recovers 18-22 % of throughput",
-               "64-gpu-llama3-70b.yaml", "ib_gain", 0.18, 0.22,
-               model_variant=SMALL_HIDDEN_64),
-    ScaleClaim("256-gpu-gap-30-40pct", "000",
-               "At 256 GPUs the throughput gap widens to 30-40 % in favour of InfiniBand",
-               "256-gpu-mixtral.yaml", "ib_gain", 0.30, 0.40,
-               model_variant=Variant("dense llama3-70b (TP 8, PP 4, no experts)",
-                                     ("workload.model=llama3-70b", "workload.parallel.tp=8",
-                                      "workload.parallel.pp=4", "workload.parallel.ep=1",
-                                      "workload.seq_len=8192", "workload.global_batch=256"))),
-    ScaleClaim("256-gpu-3-vs-5-days", "000",
-               "At 256 GPUs latency is the difference between a run that finishes in three "
-               "days and one that takes five", "256-gpu-mixtral.yaml", "ib_gain",
-               5 / 3 - 1, 5 / 3 - 1, point=True),
-)  # fmt: skip
+    ScaleClaim(
+        "16-gpu-roce-92-95pct",
+        "000",
+        "At 16 GPUs a well-configured RoCE fabric reaches 92-95 % of InfiniBand's throughput",
+        "16-gpu-llama3-8b.yaml",
+        "roce_share",
+        0.92,
+        0.95,
+        model_variant=Variant("FSDP (ZeRO-3) instead of ZeRO-2", ("workload.parallel.zero=3",)),
+    ),
+    ScaleClaim(
+        "64-gpu-comm-15-25pct",
+        "000",
+        "At 64 GPUs communication is 15-25 % of step time for large-hidden transformers",
+        "64-gpu-llama3-70b.yaml",
+        "comm_fraction",
+        0.15,
+        0.25,
+        model_variant=SMALL_HIDDEN_64,
+    ),
+    ScaleClaim(
+        "64-gpu-ib-recovers-18-22pct",
+        "000",
+        "At 64 GPUs moving from Ethernet to InfiniBand recovers 18-22 % of throughput",
+        "64-gpu-llama3-70b.yaml",
+        "ib_gain",
+        0.18,
+        0.22,
+        model_variant=SMALL_HIDDEN_64,
+    ),
+    ScaleClaim(
+        "256-gpu-gap-30-40pct",
+        "000",
+        "At 256 GPUs the throughput gap widens to 30-40 % in favour of InfiniBand",
+        "256-gpu-mixtral.yaml",
+        "ib_gain",
+        0.30,
+        0.40,
+        model_variant=Variant(
+            "dense llama3-70b (TP 8, PP 4, no experts)",
+            (
+                "workload.model=llama3-70b",
+                "workload.parallel.tp=8",
+                "workload.parallel.pp=4",
+                "workload.parallel.ep=1",
+                "workload.seq_len=8192",
+                "workload.global_batch=256",
+            ),
+        ),
+    ),
+    ScaleClaim(
+        "256-gpu-3-vs-5-days",
+        "000",
+        "At 256 GPUs latency is the difference between a run that finishes in three "
+        "days and one that takes five",
+        "256-gpu-mixtral.yaml",
+        "ib_gain",
+        5 / 3 - 1,
+        5 / 3 - 1,
+        point=True,
+    ),
+)
 
 
 def _check(
@@ -170,8 +228,10 @@ def _check(
         roce = res[1]
         b = roce["breakdown"]
         tp = b["tp_comm_s"] / roce["step_time_s"]
-        note = (f"RoCE comm exposed {roce['comm_exposed_fraction']:.1%} "
-                f"(of it tensor-parallel, inside nodes: {tp:.1%})")  # fmt: skip
+        note = (
+            f"RoCE comm exposed {roce['comm_exposed_fraction']:.1%} "
+            f"(of it tensor-parallel, inside nodes: {tp:.1%})"
+        )
         cases.append(Case(cond, value, claim.judge(value), note))
     values = [c.value for c in cases if c.value is not None]
     first = cases[0]
@@ -184,16 +244,25 @@ def _check(
         )
     else:  # e.g. a congestion backend that covers none of the conditions
         summary = f"{first.note}; so under every condition tried"
-    claimed: dict[str, Any] = ({"value": claim.low} if claim.point
-                               else {"low": claim.low, "high": claim.high})  # fmt: skip
+    claimed: dict[str, Any] = (
+        {"value": claim.low} if claim.point else {"low": claim.low, "high": claim.high}
+    )
     return ClaimResult(
-        id=claim.id, claim=claim.text, source=source(claim.seed),
-        conditions={"scenario": claim.scenario, "fabrics": [IB, ROCE],
-                    "roce_quality": "tuned", "design": "rail-optimized"},
-        claimed={**claimed, "unit": label}, computed={"value": first.value, "unit": label,
-                                                      "summary": summary},
-        holds=first.holds, basis="model", cases=tuple(cases),
-    )  # fmt: skip
+        id=claim.id,
+        claim=claim.text,
+        source=source(claim.seed),
+        conditions={
+            "scenario": claim.scenario,
+            "fabrics": [IB, ROCE],
+            "roce_quality": "tuned",
+            "design": "rail-optimized",
+        },
+        claimed={**claimed, "unit": label},
+        computed={"value": first.value, "unit": label, "summary": summary},
+        holds=first.holds,
+        basis="model",
+        cases=tuple(cases),
+    )
 
 
 def scale_claims(

@@ -89,11 +89,17 @@ def _show(a: Advice) -> None:
     r = a.recommendation
     n = a.uncertainty["samples"]
     g = r.get("growth")
-    at = (f" at the growth target, {g['target_gpus']:,} GPUs"
-          if g and a.uncertainty.get("gpus") == g["target_gpus"] else "")  # fmt: skip
-    console.print(f"[bold]Recommendation: {r['fabric']}[/] on {r['topology']} "
-                  f"(confidence {r['confidence']}: cheapest in {r['p_cheapest']:.0%} of "
-                  f"{n:,} Monte Carlo samples{at})", highlight=False)  # fmt: skip
+    at = (
+        f" at the growth target, {g['target_gpus']:,} GPUs"
+        if g and a.uncertainty.get("gpus") == g["target_gpus"]
+        else ""
+    )
+    console.print(
+        f"[bold]Recommendation: {r['fabric']}[/] on {r['topology']} "
+        f"(confidence {r['confidence']}: cheapest in {r['p_cheapest']:.0%} of "
+        f"{n:,} Monte Carlo samples{at})",
+        highlight=False,
+    )
     for line in r["reasons"]:
         console.print(f"  • {line}", highlight=False)
     print_table(_fabric_table(a))
@@ -104,9 +110,11 @@ def _show(a: Advice) -> None:
     training = [f for f in a.fabrics if f.get("expected_run") is not None]
     if training:
         print_table(time_to_train_table(training))
-    s = Table(title="What moves the answer (margin of the runner-up over the recommendation"
-              f"{at})",
-              title_justify="left", title_style="bold")  # fmt: skip
+    s = Table(
+        title=f"What moves the answer (margin of the runner-up over the recommendation{at})",
+        title_justify="left",
+        title_style="bold",
+    )
     for col in ("driver", "range", "margin at low", "margin at high", "flips"):
         text = col in ("driver", "range")  # words wrap; figures never do
         s.add_column(
@@ -144,8 +152,10 @@ def _show(a: Advice) -> None:
     for q in a.questions:
         planned = f" [dim](planned: {q['planned']})[/]" if q["planned"] else ""
         console.print(f"  ? {q['question']}{planned}", highlight=False)
-    console.print("[dim]prices, staffing, stabilisation and risk rates are labelled assumptions "
-                  "(catalog economics/costs.toml)[/]")  # fmt: skip
+    console.print(
+        "[dim]prices, staffing, stabilisation and risk rates are labelled assumptions "
+        "(catalog economics/costs.toml)[/]"
+    )
 
 
 # Per fabric, by what the score is: owned (lifecycle), rented training (the run), rented

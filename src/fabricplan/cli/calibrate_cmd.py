@@ -77,11 +77,22 @@ def calibrate_cmd(
         fail(str(exc), as_json=as_json)
     cat = catalog_from(catalog, as_json)
     measured = measured_runs(
-        results, op=op, run_index=run_index, catalog=cat, as_json=as_json,
-        max_file_mb=max_file_mb, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
-        nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=False, scenario=scenario,
+        results,
+        op=op,
+        run_index=run_index,
+        catalog=cat,
+        as_json=as_json,
+        max_file_mb=max_file_mb,
+        gpu=gpu,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        fabric=fabric,
+        hops=hops,
+        sharp=False,
+        scenario=scenario,
         overrides=set_,
-    )  # fmt: skip
+    )
     # a single node never touches the fabric
     multi = [m for m in measured if m.system.nodes > 1]
     if not multi:
@@ -124,17 +135,33 @@ def calibrate_cmd(
         return
     # with --out -, the TOML is standard output: the summary goes beside it, to the errors'
     shown = err_console if out == STDOUT else console
-    shown.print(kv_table(f"Calibrated {base.id} -> {fit.fabric.id}", [
-        ("NIC goodput", f"{fit.nic_GBps:.2f}{_pm(fit.nic_sigma_GBps)} GB/s" if fit.nic_identified
-         else f"not identifiable from these sizes; kept {base.nic_goodput_GBps.nominal:g} GB/s"),
-        ("network step latency", f"{fit.step_delta_us:+.2f}{_pm(fit.step_delta_sigma_us)} us vs "
-         "InfiniBand NDR" if fit.latency_identified
-         else "not identifiable from these sizes; kept the catalog's"),
-        *(("at a bound", hit) for hit in fit.at_bounds),
-        ("fit", f"{fit.points} sizes; rms log-time error {fit.rms_log_error_before:.3f} -> "
-                f"{fit.rms_log_error_after:.3f}"),
-        ("written", f"{out}  (use: --catalog {out} --fabric {fit.fabric.id})"),
-    ]))  # fmt: skip
+    shown.print(
+        kv_table(
+            f"Calibrated {base.id} -> {fit.fabric.id}",
+            [
+                (
+                    "NIC goodput",
+                    f"{fit.nic_GBps:.2f}{_pm(fit.nic_sigma_GBps)} GB/s"
+                    if fit.nic_identified
+                    else "not identifiable from these sizes; kept "
+                    f"{base.nic_goodput_GBps.nominal:g} GB/s",
+                ),
+                (
+                    "network step latency",
+                    f"{fit.step_delta_us:+.2f}{_pm(fit.step_delta_sigma_us)} us vs InfiniBand NDR"
+                    if fit.latency_identified
+                    else "not identifiable from these sizes; kept the catalog's",
+                ),
+                *(("at a bound", hit) for hit in fit.at_bounds),
+                (
+                    "fit",
+                    f"{fit.points} sizes; rms log-time error {fit.rms_log_error_before:.3f} -> "
+                    f"{fit.rms_log_error_after:.3f}",
+                ),
+                ("written", f"{out}  (use: --catalog {out} --fabric {fit.fabric.id})"),
+            ],
+        )
+    )
 
 
 def _pm(sigma: float | None) -> str:

@@ -83,20 +83,31 @@ def claims_cmd(
         _show_one(dicts[0])
         return
     t = Table(title="The seeds' claims, recomputed", title_justify="left", title_style="bold")
-    for col, ratio in (("claim", 3), ("seed", 0), ("claimed", 2), ("fabricplan computes", 4),
-                       ("holds", 0)):  # fmt: skip
-        t.add_column(col, ratio=ratio or None, overflow="fold",
-                     no_wrap=not ratio)  # fmt: skip
+    for col, ratio in (
+        ("claim", 3),
+        ("seed", 0),
+        ("claimed", 2),
+        ("fabricplan computes", 4),
+        ("holds", 0),
+    ):
+        t.add_column(col, ratio=ratio or None, overflow="fold", no_wrap=not ratio)
     for d in dicts:
         seeds = ", ".join(re.findall(r"seed (\d+)", d["source"]))
-        t.add_row(f"{d['claim']}\n[dim]{d['id']}[/]", seeds, _claimed(d["claimed"]),
-                  d["computed"].get("summary", ""), _verdict(d))  # fmt: skip
+        t.add_row(
+            f"{d['claim']}\n[dim]{d['id']}[/]",
+            seeds,
+            _claimed(d["claimed"]),
+            d["computed"].get("summary", ""),
+            _verdict(d),
+        )
     print_table(t)
     n = {v: sum(d["holds"] is v for d in dicts) for v in (True, False, None)}
-    console.print(f"{n[True]} hold, {n[False]} do not, {n[None]} are outside the model. 'holds' "
-                  "is judged under the claim's own conditions; below it, in how many of the "
-                  "conditions tried the claim holds. `--id ID` shows them.",
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"{n[True]} hold, {n[False]} do not, {n[None]} are outside the model. 'holds' "
+        "is judged under the claim's own conditions; below it, in how many of the "
+        "conditions tried the claim holds. `--id ID` shows them.",
+        highlight=False,
+    )
 
 
 def _show_one(d: dict[str, Any]) -> None:

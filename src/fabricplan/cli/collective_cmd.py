@@ -78,10 +78,18 @@ def collective(
         fail_with(exc, as_json)
     cat = catalog_from(catalog, as_json)
     system = system_from(
-        gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
-        fabric=fabric, hops=hops, sharp=sharp, scenario=scenario, overrides=set_, catalog=cat,
+        gpu=gpu,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        fabric=fabric,
+        hops=hops,
+        sharp=sharp,
+        scenario=scenario,
+        overrides=set_,
+        catalog=cat,
         as_json=as_json,
-    )  # fmt: skip
+    )
     try:
         table = collective_table(
             system, op, size_values, algo=algo, proto=proto, min_ctas=min_ctas, max_ctas=max_ctas
@@ -101,8 +109,16 @@ def show_table(s: CommSystem, op: str, table: CollectiveTable) -> None:
         f"{s.nics_per_node} NICs/node at {s.nic_GBps:.1f} GB/s, {s.switch_hops} switch hop(s)"
     )
     out = Table(title=title, title_justify="left", title_style="bold")
-    for col in ("size", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo",
-                "proto"):  # fmt: skip
+    for col in (
+        "size",
+        "count",
+        "type",
+        "time (us)",
+        "algbw (GB/s)",
+        "busbw (GB/s)",
+        "algo",
+        "proto",
+    ):
         # fold, never cut: a number must show in full on a narrow terminal
         out.add_column(
             col,
@@ -111,10 +127,15 @@ def show_table(s: CommSystem, op: str, table: CollectiveTable) -> None:
         )
     for r in table.rows:
         out.add_row(
-            human_size(r.size_bytes), str(max(r.size_bytes // DTYPE_BYTES, 0)), "float",
-            f"{r.time_us:,.1f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}", r.algorithm,
+            human_size(r.size_bytes),
+            str(max(r.size_bytes // DTYPE_BYTES, 0)),
+            "float",
+            f"{r.time_us:,.1f}",
+            f"{r.algbw_GBps:.2f}",
+            f"{r.busbw_GBps:.2f}",
+            r.algorithm,
             r.protocol,
-        )  # fmt: skip
+        )
     print_table(out)
     console.print(
         f"point-to-point small-message latency (ib_write_lat style): {s.p2p_latency_us:.2f} us",

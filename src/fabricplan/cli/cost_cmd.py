@@ -38,8 +38,12 @@ def cost_cmd(
     if as_json:
         emit_json(r.to_dict())
         return
-    t = Table(title=f"{gpus:,} GPUs for {days:g} days at ${gpu_hour_price:g}/GPU-hour",
-              title_justify="left", title_style="bold", show_header=False)  # fmt: skip
+    t = Table(
+        title=f"{gpus:,} GPUs for {days:g} days at ${gpu_hour_price:g}/GPU-hour",
+        title_justify="left",
+        title_style="bold",
+        show_header=False,
+    )
     t.add_column("what")
     t.add_column("value", justify="right")
     t.add_row("GPU-hours", f"{r.gpu_hours:,.0f}")

@@ -80,11 +80,22 @@ def grade_cmd(
 
         targets = output_targets(report, report_pdf, as_json, ("--report", "--report-pdf"))
     triples = measured_runs(
-        results, op=op, run_index=run_index, catalog=catalog_from(catalog, as_json),
-        as_json=as_json, max_file_mb=max_file_mb, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
-        nics_per_node=nics_per_node, fabric=fabric, hops=hops, sharp=sharp, scenario=scenario,
+        results,
+        op=op,
+        run_index=run_index,
+        catalog=catalog_from(catalog, as_json),
+        as_json=as_json,
+        max_file_mb=max_file_mb,
+        gpu=gpu,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        fabric=fabric,
+        hops=hops,
+        sharp=sharp,
+        scenario=scenario,
         overrides=set_,
-    )  # fmt: skip
+    )
     graded = grade_runs(triples)
     worst = worst_verdict(graded)
     written = {}
@@ -154,10 +165,14 @@ def _print_grade(d: dict[str, Any]) -> None:
         if r["size_bytes"] in worst and r["ratio"] is not None and r["ratio"] < PASS_BW_RATIO:
             ratio = f"[red]{ratio}[/]"
         table.add_row(
-            human_size(r["size_bytes"]), _bandwidth(r["measured_busbw_GBps"]),
-            _bandwidth(r["expected_busbw_GBps"]), ratio, f"{r['measured_time_us']:,.2f}",
-            f"{r['expected_time_us']:,.2f}", r["expected_algorithm"],
-        )  # fmt: skip
+            human_size(r["size_bytes"]),
+            _bandwidth(r["measured_busbw_GBps"]),
+            _bandwidth(r["expected_busbw_GBps"]),
+            ratio,
+            f"{r['measured_time_us']:,.2f}",
+            f"{r['expected_time_us']:,.2f}",
+            r["expected_algorithm"],
+        )
     print_table(table)
     for f in d["findings"]:
         colour = {"fail": "red", "warn": "yellow"}.get(f["severity"], "cyan")

@@ -51,8 +51,10 @@ def providers_cmd(
         fail("--nodes and --op apply to --predict NODE", as_json=as_json)
     key = fabric.strip().lower() if fabric is not None else None  # "IB" means "ib"
     if key is not None and key not in FILTER_FABRICS:
-        fail(f"--fabric: unknown value '{fabric}'; allowed: {', '.join(FILTER_FABRICS)}",
-             as_json=as_json)  # fmt: skip
+        fail(
+            f"--fabric: unknown value '{fabric}'; allowed: {', '.join(FILTER_FABRICS)}",
+            as_json=as_json,
+        )
     everyone = load_providers()
     found = filter_providers(everyone, key, min_gpus)
     if as_json:
@@ -61,8 +63,9 @@ def providers_cmd(
     table = Table(
         title=f"GPU cloud fabrics: {len(found)} of {len(everyone)} providers "
         "(seed 002's table, unverified; the hyperscalers from their own documentation)",
-        title_justify="left", title_style="bold",
-    )  # fmt: skip
+        title_justify="left",
+        title_style="bold",
+    )
     table.add_column("provider", no_wrap=True)
     table.add_column("fabric", no_wrap=True)
     table.add_column("Gb/s/GPU", justify="right", no_wrap=True)
@@ -80,8 +83,11 @@ def providers_cmd(
         console.print("No provider in the table matches.", highlight=False)
     console.print("✓ the table answers it  ~ in part  ? ask the provider", highlight=False)
     if min_gpus is not None and min_gpus > SINGLE_NODE_GPUS:
-        console.print(f"--min-gpus {min_gpus}: the table gives no cluster sizes; kept providers "
-                      "whose availability lists multi-node clusters.", highlight=False)  # fmt: skip
+        console.print(
+            f"--min-gpus {min_gpus}: the table gives no cluster sizes; kept providers "
+            "whose availability lists multi-node clusters.",
+            highlight=False,
+        )
     console.print("\n[bold]Questions to ask before committing to a fabric (seed 001)[/]")
     for i, (key, text) in enumerate(QUESTIONS, start=1):
         console.print(f"Q{i} {key}: {text}", highlight=False)

@@ -137,8 +137,10 @@ def step_cmd(
     w = sc.workload
     assert w is not None
     p = w.parallel
-    title = (f"{sc.name}: {w.model} on {sc.cluster.gpus:,} x {sc.cluster.gpu}, "
-             f"tp {p.tp} pp {p.pp} dp {p.dp} cp {p.cp} ep {p.ep}")  # fmt: skip
+    title = (
+        f"{sc.name}: {w.model} on {sc.cluster.gpus:,} x {sc.cluster.gpu}, "
+        f"tp {p.tp} pp {p.pp} dp {p.dp} cp {p.cp} ep {p.ep}"
+    )
     table = Table(title=title, title_justify="left", title_style="bold")
     table.add_column("fabric", no_wrap=True)
     if w.kind == "training":

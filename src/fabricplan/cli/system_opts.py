@@ -91,10 +91,19 @@ def system_from(
     sc = load_or_fail(scenario, overrides, as_json, catalog) if scenario is not None else None
     try:
         return comm_system(
-            gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
-            fabric=fabric, hops=hops, sharp=sharp, scenario=sc, catalog=catalog, switch=switch,
-            design=design, oversubscription=oversubscription,
-        )  # fmt: skip
+            gpu=gpu,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            nics_per_node=nics_per_node,
+            fabric=fabric,
+            hops=hops,
+            sharp=sharp,
+            scenario=sc,
+            catalog=catalog,
+            switch=switch,
+            design=design,
+            oversubscription=oversubscription,
+        )
     except BadInput as exc:
         fail_with(exc, as_json)
 

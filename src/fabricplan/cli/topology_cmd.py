@@ -124,11 +124,17 @@ def _print(d: FabricDesign) -> None:
         hops += f", Valiant {h['valiant_max']}"
     o = data["oversubscription"]
     rows = [
-        ("cluster", f"{d.gpus:,} x {d.gpu} = {lay.nodes:,} nodes x {lay.gpus_per_node} GPUs, "
-                    f"{lay.nics_per_node} NICs ({d.nic.id}) each"),
-        ("fabric", f"{d.fabric.id}: {d.switch.id}, {lay.radix} ports at {lay.line_rate_gbps:g} "
-                   f"Gb/s, {lay.tiers} tier(s), oversubscription {o['leaf']:g}:1 leaf, "
-                   f"{o['spine']:g}:1 spine"),
+        (
+            "cluster",
+            f"{d.gpus:,} x {d.gpu} = {lay.nodes:,} nodes x {lay.gpus_per_node} GPUs, "
+            f"{lay.nics_per_node} NICs ({d.nic.id}) each",
+        ),
+        (
+            "fabric",
+            f"{d.fabric.id}: {d.switch.id}, {lay.radix} ports at {lay.line_rate_gbps:g} "
+            f"Gb/s, {lay.tiers} tier(s), oversubscription {o['leaf']:g}:1 leaf, "
+            f"{o['spine']:g}:1 spine",
+        ),
         ("switches", _tiers(lay.switches)),
         ("links", _tiers(lay.links)),
         ("cables", _tiers(data["cables"])),
@@ -139,7 +145,7 @@ def _print(d: FabricDesign) -> None:
         ("largest cluster", f"{data['max_gpus']:,} GPUs ({data['max_endpoints']:,} NIC ports)"),
         ("power", f"{data['power_kw']:,.1f} kW (switches, optics, NICs)"),
         ("cost", _cost_text(d)),
-    ]  # fmt: skip
+    ]
     print_table(kv_table(f"{lay.design} fabric", rows))
     media = Table(title="parts per tier", title_justify="left", title_style="bold")
     for col in ("tier", "links", "run (m)", "medium", "cable", "cables", "transceivers"):
@@ -148,8 +154,15 @@ def _print(d: FabricDesign) -> None:
     for m in d.media:
         if m.links:
             mods = ", ".join(f"{n:,} x {t}" for t, n in m.transceivers.items()) or "-"
-            media.add_row(m.tier, f"{m.links:,}", f"{m.length_m:g}", m.medium, m.cable_id,
-                          f"{m.cables:,}", mods)  # fmt: skip
+            media.add_row(
+                m.tier,
+                f"{m.links:,}",
+                f"{m.length_m:g}",
+                m.medium,
+                m.cable_id,
+                f"{m.cables:,}",
+                mods,
+            )
     print_table(media)
     defaults = DEFAULT_LENGTHS[lay.design]
     runs = ", ".join(

@@ -19,8 +19,12 @@ from fabricplan.validation.training_runs import (
 )
 from fabricplan.workload import WorkloadError
 
-_METRIC_LABEL = {"hw_tflops_per_gpu": "HW TF/s", "model_tflops_per_gpu": "model TF/s",
-                 "mfu": "MFU", "step_s": "step s"}  # fmt: skip
+_METRIC_LABEL = {
+    "hw_tflops_per_gpu": "HW TF/s",
+    "model_tflops_per_gpu": "model TF/s",
+    "mfu": "MFU",
+    "step_s": "step s",
+}
 
 
 def _fmt(metric: str, v: float) -> str:
@@ -29,29 +33,50 @@ def _fmt(metric: str, v: float) -> str:
 
 def _table(title: str, checks: list[TrainingCheck]) -> Table:
     t = Table(title=title, title_justify="left", title_style="bold")
-    for col in ("run", "GPUs", "TP·PP", "metric", "measured", "predicted", "error",
-                "top overhead"):  # fmt: skip
-        t.add_column(col, justify="left" if col in ("run", "metric", "top overhead")
-                     else "right")  # fmt: skip
+    for col in ("run", "GPUs", "TP·PP", "metric", "measured", "predicted", "error", "top overhead"):
+        t.add_column(col, justify="left" if col in ("run", "metric", "top overhead") else "right")
     for c in checks:
         r = c.row
-        parts = sorted(((v, k.removesuffix("_s")) for k, v in c.breakdown.items()
-                        if k != "compute_s" and v > 0), reverse=True)  # fmt: skip
+        parts = sorted(
+            (
+                (v, k.removesuffix("_s"))
+                for k, v in c.breakdown.items()
+                if k != "compute_s" and v > 0
+            ),
+            reverse=True,
+        )
         over = f"{parts[0][1]} {parts[0][0] / c.step_time_s:.0%}" if parts else "-"
-        t.add_row(c.label, str(r["gpus"]), f"{r['tp']}·{r['pp']}", _METRIC_LABEL[c.metric],
-                  _fmt(c.metric, c.measured), _fmt(c.metric, c.predicted), f"{c.error:+.1%}",
-                  over)  # fmt: skip
+        t.add_row(
+            c.label,
+            str(r["gpus"]),
+            f"{r['tp']}·{r['pp']}",
+            _METRIC_LABEL[c.metric],
+            _fmt(c.metric, c.measured),
+            _fmt(c.metric, c.predicted),
+            f"{c.error:+.1%}",
+            over,
+        )
     return t
 
 
 def _ceiling_table(cases: list[CeilingCase]) -> Table:
-    t = Table(title="The same runs under each published matmul ceiling of their GPU "
-              "(* the catalog's, which the model keeps)", title_justify="left",
-              title_style="bold")  # fmt: skip
-    for col in ("", "GPU", "measured as", "TF/s", "of peak", "Table 1 ≤10 %", "Table 1 errors",
-                "held-back ≤10 %"):  # fmt: skip
-        t.add_column(col, justify="left" if col in ("measured as", "Table 1 errors")
-                     else "right")  # fmt: skip
+    t = Table(
+        title="The same runs under each published matmul ceiling of their GPU "
+        "(* the catalog's, which the model keeps)",
+        title_justify="left",
+        title_style="bold",
+    )
+    for col in (
+        "",
+        "GPU",
+        "measured as",
+        "TF/s",
+        "of peak",
+        "Table 1 ≤10 %",
+        "Table 1 errors",
+        "held-back ≤10 %",
+    ):
+        t.add_column(col, justify="left" if col in ("measured as", "Table 1 errors") else "right")
     for i, c in enumerate(cases, 1):
         n = c.acceptance_rows
         errs = c.errors[:n]

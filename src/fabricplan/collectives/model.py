@@ -138,8 +138,13 @@ def tables(
         # nodes each byte crosses the network once per direction instead of a ring's ~2x,
         # so the network side carries twice the bandwidth (the "2-node" effect in real data).
         nvls_ch = np.maximum(m, 1)
-        intra = (sa.nvls_ch * K.NVLS_EFFICIENCY[arch] * (nvls_ch - 1) / nvls_ch
-                 * K.NVLS_ALLREDUCE_PIPELINE)  # fmt: skip
+        intra = (
+            sa.nvls_ch
+            * K.NVLS_EFFICIENCY[arch]
+            * (nvls_ch - 1)
+            / nvls_ch
+            * K.NVLS_ALLREDUCE_PIPELINE
+        )
         inter = sa.nic * np.where(two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
         per_ch = np.minimum(np.minimum(intra, inter), K.PER_CH_MAX_NVLS_TREE_BW[arch, scale])
         ok = multi & sa.nvls & (nvls_ch >= 2)

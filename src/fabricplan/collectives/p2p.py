@@ -23,8 +23,9 @@ def _hop_latency(sa: SystemArrays, proto: int, across_nodes: np.ndarray) -> np.n
     return K.BASE_LAT_US[RING, proto] + np.where(across_nodes, net, intra)
 
 
-def p2p_times(sa: SystemArrays, op: str, sizes: np.ndarray,
-              slowdown: np.ndarray | float = 1.0) -> np.ndarray:  # fmt: skip
+def p2p_times(
+    sa: SystemArrays, op: str, sizes: np.ndarray, slowdown: np.ndarray | float = 1.0
+) -> np.ndarray:
     """Time (us) per (N, S, protocol) for LL and Simple (inf for LL128, unused by p2p).
     ``slowdown`` (>= 1, scalar or (N,)) stretches the time the traffic spends on the fabric."""
     sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))

@@ -122,8 +122,14 @@ def predict(
         raise ValueError("a collective needs at least 2 GPUs")
     sizes = list(sizes or DEFAULT_SIZES)
     sa = SystemArrays.of([system])
-    r = sweep(sa, op, np.array(sizes, dtype=float), backend=backend, algorithms=algorithms,
-              protocols=protocols)  # fmt: skip
+    r = sweep(
+        sa,
+        op,
+        np.array(sizes, dtype=float),
+        backend=backend,
+        algorithms=algorithms,
+        protocols=protocols,
+    )
     rows = tuple(
         CollectiveRow(
             size_bytes=int(size),

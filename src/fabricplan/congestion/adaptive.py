@@ -11,8 +11,14 @@ import numpy as np
 TIE_JITTER_GBPS = 1e-9
 
 
-def adaptive_pick(ok: np.ndarray, cand: np.ndarray, count: np.ndarray, key: np.ndarray,
-                  load: np.ndarray, rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+def adaptive_pick(
+    ok: np.ndarray,
+    cand: np.ndarray,
+    count: np.ndarray,
+    key: np.ndarray,
+    load: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """Column of ``ok`` each piece takes: the least loaded candidate (ties broken by a
     nanoscale random jitter), and for pieces at one switch heading the same way (equal
     ``key``) the next ones in load order, as successive per-packet decisions would."""

@@ -28,8 +28,9 @@ _PATTERN_COLUMNS = (("ring-allreduce", (RING,)), ("tree-allreduce", (TREE, NVLS_
 _P2P_PATTERN = {"alltoall": "alltoall", "sendrecv": "ring-allreduce"}
 
 
-def _per_configuration(sa: SystemArrays, op: str,
-                       factor: Callable[[int, int, int, str], float]) -> np.ndarray:  # fmt: skip
+def _per_configuration(
+    sa: SystemArrays, op: str, factor: Callable[[int, int, int, str], float]
+) -> np.ndarray:
     """(N, algorithms) slowdowns: ``factor(nodes, gpus per node, NICs per node, pattern)`` for
     the algorithms each pattern stands for, 1 elsewhere and on single nodes."""
     out = np.ones((len(sa), A))
@@ -62,10 +63,18 @@ class ClosedFormECMP:
         # scipy.stats and scipy.signal: loaded here, not by every user of the simulator
         from fabricplan.congestion.closed_form import collision_slowdown
 
-        d = design_fabric(nodes * k, self.design, self.fabric, gpu=self.gpu, switch=self.switch,
-                          oversubscription=self.oversubscription,
-                          spine_oversubscription=self.spine_oversubscription,
-                          gpus_per_node=k, nics_per_node=m, catalog=self.catalog)  # fmt: skip
+        d = design_fabric(
+            nodes * k,
+            self.design,
+            self.fabric,
+            gpu=self.gpu,
+            switch=self.switch,
+            oversubscription=self.oversubscription,
+            spine_oversubscription=self.spine_oversubscription,
+            gpus_per_node=k,
+            nics_per_node=m,
+            catalog=self.catalog,
+        )
         g = build_graph(d.layout, 1.0, 1.0)
         nic = d.fabric.nic_goodput_GBps.nominal
         net = Network(g, nic / (d.fabric.line_rate_gbps / 8))
@@ -75,11 +84,15 @@ class ClosedFormECMP:
     def slowdown(self, sa: SystemArrays, op: str) -> np.ndarray:
         # the law counts a few large channels per NIC landing on equal-cost uplinks of a Clos
         if self.design == "dragonfly":
-            raise ValueError(f"{self.name}: covers Clos designs, not dragonfly; use the "
-                             "flow-level simulator (fabricplan congestion)")  # fmt: skip
+            raise ValueError(
+                f"{self.name}: covers Clos designs, not dragonfly; use the "
+                "flow-level simulator (fabricplan congestion)"
+            )
         if op == "alltoall":
-            raise ValueError(f"{self.name}: covers ring and tree channels, not alltoall's "
-                             "many small flows per NIC; use the flow-level simulator")  # fmt: skip
+            raise ValueError(
+                f"{self.name}: covers ring and tree channels, not alltoall's "
+                "many small flows per NIC; use the flow-level simulator"
+            )
         return _per_configuration(sa, op, self.factor)
 
 

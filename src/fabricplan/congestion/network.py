@@ -325,16 +325,18 @@ class Network:
                 lanes_out.append(lane)
                 flows_out.append(f)
                 weights_out.append(w)
-        return Routed(np.concatenate(lanes_out), np.concatenate(flows_out),
-                      np.concatenate(weights_out))  # fmt: skip
+        return Routed(
+            np.concatenate(lanes_out), np.concatenate(flows_out), np.concatenate(weights_out)
+        )
 
     @cached_property
     def dragonfly_routes(self) -> DragonflyRoutes:
         """Route choice between dragonfly routers and groups (minimal, Valiant, UGAL)."""
         return DragonflyRoutes(self)
 
-    def _candidates(self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray,
-                    hops_to: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+    def _candidates(
+        self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray, hops_to: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
         """Per piece at switch ``v`` heading for target ``t``: its ports (lanes) and the switches
         they lead to, which of them are one hop closer, and how many are."""
         at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
@@ -360,8 +362,9 @@ class Network:
             raise ValueError("no route between two NICs of the fabric")
         return at, cand, nxt, ok, count
 
-    def _closer_lanes(self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray,
-                      hops_to: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+    def _closer_lanes(
+        self, v: np.ndarray, t: np.ndarray, d_here: np.ndarray, hops_to: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
         """Every (piece, port) one hop closer to the piece's target: the piece's row, the lane,
         the switch it leads to, and each piece's number of such ports. Gathered in blocks of
         ``ROUTE_BLOCK_CELLS`` so that the (pieces x ports) scratch stays small when spraying

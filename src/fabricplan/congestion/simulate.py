@@ -47,8 +47,11 @@ from fabricplan.topology import build_graph, design_fabric
 from fabricplan.topology.graph import EDGE_KINDS, LEAF, VERTEX_KINDS, FabricGraph
 
 # The collective-model op (and forced algorithm) whose ideal time a pattern's run starts from.
-PATTERN_OP = {"ring-allreduce": ("all_reduce", "ring"), "tree-allreduce": ("all_reduce", "tree"),
-              "alltoall": ("alltoall", None)}  # fmt: skip
+PATTERN_OP = {
+    "ring-allreduce": ("all_reduce", "ring"),
+    "tree-allreduce": ("all_reduce", "tree"),
+    "alltoall": ("alltoall", None),
+}
 # Point-to-point patterns: their ideal is one message latency plus the NIC-limited transfer.
 P2P_PATTERNS = ("incast", "pipeline", "permutation", "flows")
 HOTTEST_SHOWN = 5  # switch-to-switch links reported per case
@@ -60,8 +63,13 @@ def _ideal_collective_us(case: Case, sys: CommSystem) -> tuple[float, float]:
     if case.pattern in P2P_PATTERNS:
         return sys.p2p_latency_us, 1.0
     op, algo = PATTERN_OP[case.pattern]
-    r = sweep(SystemArrays.of([sys]), op, np.array([case.size_bytes]),
-              algorithms=[algo] if algo else None, protocols=["Simple"])  # fmt: skip
+    r = sweep(
+        SystemArrays.of([sys]),
+        op,
+        np.array([case.size_bytes]),
+        algorithms=[algo] if algo else None,
+        protocols=["Simple"],
+    )
     return float(r.time_us[0, 0]), float(bus_factor(op, sys.nranks))
 
 
@@ -313,16 +321,30 @@ def run_case(
         routing = "ecmp"  # deterministic per-destination tables spread like a hash at scale
     elif routing == "packet-spray":
         routing = "spray"  # the catalog's name for the simulator's per-packet spreading
-    design = design_fabric(cluster, case.design, case.fabric, gpu=case.gpu, switch=case.switch,
-                           oversubscription=case.oversubscription,
-                           spine_oversubscription=case.spine_oversubscription,
-                           gpus_per_node=k, nics_per_node=case.nics_per_node,
-                           catalog=cat)  # fmt: skip
+    design = design_fabric(
+        cluster,
+        case.design,
+        case.fabric,
+        gpu=case.gpu,
+        switch=case.switch,
+        oversubscription=case.oversubscription,
+        spine_oversubscription=case.spine_oversubscription,
+        gpus_per_node=k,
+        nics_per_node=case.nics_per_node,
+        catalog=cat,
+    )
     check_route_memory(case, routing, nodes, design.layout)
-    sys = build_system(case.gpu, nodes, case.fabric, gpus_per_node=k,
-                       nics_per_node=case.nics_per_node, switch=case.switch,
-                       design=case.design, oversubscription=case.oversubscription,
-                       catalog=cat)  # fmt: skip
+    sys = build_system(
+        case.gpu,
+        nodes,
+        case.fabric,
+        gpus_per_node=k,
+        nics_per_node=case.nics_per_node,
+        switch=case.switch,
+        design=case.design,
+        oversubscription=case.oversubscription,
+        catalog=cat,
+    )
     graph = build_graph(design.layout, sys.nvlink_GBps, sys.nic_GBps)
     net = Network(graph, efficiency=sys.nic_GBps / (fab.line_rate_gbps / 8))
     qual = quality(case.roce_quality) if fab.family == "roce" else None
@@ -353,8 +375,7 @@ def run_case(
     # a point-to-point ideal includes the NIC-limited transfer (the receiving NIC sets the pace
     # of an incast: that is not congestion)
     ideal_us = base_us + runs[0].ideal_net_us if p2p else base_us
-    times = [ideal_us + r.net_us - (runs[0].ideal_net_us if p2p else r.ideal_net_us)
-             for r in runs]  # fmt: skip
+    times = [ideal_us + r.net_us - (runs[0].ideal_net_us if p2p else r.ideal_net_us) for r in runs]
     lat = np.concatenate([r.latency_us for r in runs])
     # each seed's percentile over its flows, then the median over seeds
     per_seed = np.array([np.percentile(r.fct_us, (50, 99, 100)) for r in runs])

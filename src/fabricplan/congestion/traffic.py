@@ -66,8 +66,9 @@ class Traffic:
         )
 
 
-def place(cluster_nodes: int, job_nodes: int, placement: str, rng: np.random.Generator
-          ) -> np.ndarray:  # fmt: skip
+def place(
+    cluster_nodes: int, job_nodes: int, placement: str, rng: np.random.Generator
+) -> np.ndarray:
     """Nodes of the job in rank order: the first ones (contiguous) or a random set, sorted as
     a scheduler lists hosts (fragmented)."""
     if placement == "contiguous":
@@ -77,16 +78,26 @@ def place(cluster_nodes: int, job_nodes: int, placement: str, rng: np.random.Gen
     raise ValueError(f"unknown placement '{placement}'; known: {', '.join(PLACEMENTS)}")
 
 
-def _columns(src: list[np.ndarray], dst: list[np.ndarray], nodes: list[np.ndarray],
-             size: float) -> Traffic:  # fmt: skip
+def _columns(
+    src: list[np.ndarray], dst: list[np.ndarray], nodes: list[np.ndarray], size: float
+) -> Traffic:
     col = np.concatenate([np.full(len(s), i) for i, s in enumerate(src)])
     n = len(src)
-    return Traffic(np.concatenate(src), np.concatenate(dst), col, np.full(n, size), nodes,
-                   np.zeros(n, bool), np.full(n, np.inf), np.ones(n, bool))  # fmt: skip
+    return Traffic(
+        np.concatenate(src),
+        np.concatenate(dst),
+        col,
+        np.full(n, size),
+        nodes,
+        np.zeros(n, bool),
+        np.full(n, np.inf),
+        np.ones(n, bool),
+    )
 
 
-def ring(g: FabricGraph, nodes: np.ndarray, size: float, channels: int = CHANNELS_PER_NIC
-         ) -> Traffic:  # fmt: skip
+def ring(
+    g: FabricGraph, nodes: np.ndarray, size: float, channels: int = CHANNELS_PER_NIC
+) -> Traffic:
     """Ring all-reduce: per rail and channel, node i sends to node i+1 on the same rail."""
     ranks = len(nodes) * g.gpus_per_node
     per_hop = 2 * (ranks - 1) / ranks * size / (g.nics_per_node * channels)
@@ -111,8 +122,9 @@ def _btree_parent(n: int, shift: int) -> np.ndarray:
     return np.where(parent_pos < 0, -1, (parent_pos + shift) % n)
 
 
-def tree(g: FabricGraph, nodes: np.ndarray, size: float, channels: int = CHANNELS_PER_NIC
-         ) -> Traffic:  # fmt: skip
+def tree(
+    g: FabricGraph, nodes: np.ndarray, size: float, channels: int = CHANNELS_PER_NIC
+) -> Traffic:
     """Tree all-reduce: each channel runs one of two binary trees over the nodes, reducing up
     and broadcasting down every edge at once."""
     n = len(nodes)
@@ -142,8 +154,16 @@ def alltoall(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
     dst = g.nic(nodes[b][:, None], rails).ravel()
     cols = len(src)
     who = [np.array([x]) for x in np.repeat(nodes[a], m)]
-    return Traffic(src, dst, np.arange(cols), np.full(cols, per_flow), who,
-                   np.zeros(cols, bool), np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
+    return Traffic(
+        src,
+        dst,
+        np.arange(cols),
+        np.full(cols, per_flow),
+        who,
+        np.zeros(cols, bool),
+        np.full(cols, np.inf),
+        np.zeros(cols, bool),
+    )
 
 
 def incast(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
@@ -152,9 +172,16 @@ def incast(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
     src = g.nic(senders, 0)
     dst = np.full(len(src), g.nic(int(nodes[0]), 0))
     cols = len(src)
-    return Traffic(src, dst, np.arange(cols), np.full(cols, size),
-                   [np.array([s]) for s in senders], np.zeros(cols, bool),
-                   np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
+    return Traffic(
+        src,
+        dst,
+        np.arange(cols),
+        np.full(cols, size),
+        [np.array([s]) for s in senders],
+        np.zeros(cols, bool),
+        np.full(cols, np.inf),
+        np.zeros(cols, bool),
+    )
 
 
 def pipeline(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
@@ -166,9 +193,16 @@ def pipeline(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
     src = g.nic(a[:, None], rails).ravel()
     dst = g.nic(b[:, None], rails).ravel()
     cols = len(src)
-    return Traffic(src, dst, np.arange(cols), np.full(cols, size / m),
-                   [np.array([x]) for x in np.repeat(a, m)], np.zeros(cols, bool),
-                   np.full(cols, np.inf), np.zeros(cols, bool))  # fmt: skip
+    return Traffic(
+        src,
+        dst,
+        np.arange(cols),
+        np.full(cols, size / m),
+        [np.array([x]) for x in np.repeat(a, m)],
+        np.zeros(cols, bool),
+        np.full(cols, np.inf),
+        np.zeros(cols, bool),
+    )
 
 
 def _independent(
@@ -276,21 +310,35 @@ def pattern(
     raise ValueError(f"unknown pattern '{name}'; known: {', '.join(PATTERNS)}")
 
 
-def background(g: FabricGraph, busy: np.ndarray, load: float, nic_GBps: float,
-               rng: np.random.Generator) -> Traffic:  # fmt: skip
+def background(
+    g: FabricGraph, busy: np.ndarray, load: float, nic_GBps: float, rng: np.random.Generator
+) -> Traffic:
     """Other tenants: every NIC of the nodes outside the job sends to a random NIC on its rail
     (another node) at ``load`` x its goodput, for the whole step."""
     m = g.nics_per_node
     idle = np.setdiff1d(np.arange(g.nodes), busy) if load > 0 else np.zeros(0, np.int64)
     if load <= 0 or len(idle) == 0 or g.nodes < 2:
-        return Traffic(*(np.zeros(0, np.int64),) * 3, np.zeros(0), [], np.zeros(0, bool),
-                       np.zeros(0), np.zeros(0, bool))  # fmt: skip
+        return Traffic(
+            *(np.zeros(0, np.int64),) * 3,
+            np.zeros(0),
+            [],
+            np.zeros(0, bool),
+            np.zeros(0),
+            np.zeros(0, bool),
+        )
     s_node = np.repeat(idle, m)
     rail = np.tile(np.arange(m), len(idle))
     d_node = (s_node + rng.integers(1, g.nodes, len(s_node))) % g.nodes
     src = g.nic(s_node, rail)
     dst = g.nic(d_node, rail)
     cols = len(src)
-    return Traffic(src, dst, np.arange(cols), np.full(cols, np.inf),
-                   [np.zeros(0, np.int64)] * cols, np.ones(cols, bool),
-                   np.full(cols, load * nic_GBps), np.zeros(cols, bool))  # fmt: skip
+    return Traffic(
+        src,
+        dst,
+        np.arange(cols),
+        np.full(cols, np.inf),
+        [np.zeros(0, np.int64)] * cols,
+        np.ones(cols, bool),
+        np.full(cols, load * nic_GBps),
+        np.zeros(cols, bool),
+    )

@@ -39,10 +39,16 @@ def run_cost(gpus: int, days: float, gpu_hour_price: float, loss: float = 0.0) -
     gpu_hours = gpus * days * HOURS_PER_DAY
     wasted = gpu_hours * loss
     return RunCost(
-        gpus=gpus, days=days, gpu_hour_price=gpu_hour_price, loss=loss, gpu_hours=gpu_hours,
-        cost_usd=gpu_hours * gpu_hour_price, wasted_gpu_hours=wasted,
-        wasted_usd=wasted * gpu_hour_price, extra_days=days * loss,
-    )  # fmt: skip
+        gpus=gpus,
+        days=days,
+        gpu_hour_price=gpu_hour_price,
+        loss=loss,
+        gpu_hours=gpu_hours,
+        cost_usd=gpu_hours * gpu_hour_price,
+        wasted_gpu_hours=wasted,
+        wasted_usd=wasted * gpu_hour_price,
+        extra_days=days * loss,
+    )
 
 
 def usd(v: float | None, sig: int = 3) -> str:

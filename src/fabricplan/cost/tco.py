@@ -73,8 +73,7 @@ class FabricCost:
         years, opex = self.lifecycle_years, self.opex_usd_per_year
         if years is None or opex is None:
             return None
-        return (self.capex_usd + years * (opex + self.risk_usd_per_year)
-                + self.stabilisation_usd)  # fmt: skip
+        return self.capex_usd + years * (opex + self.risk_usd_per_year) + self.stabilisation_usd
 
     @property
     def risk_usd_per_hour(self) -> float:
@@ -179,14 +178,27 @@ def fabric_cost(
     per_event_h = hours_per_interruption(sc, cat, fam)
     risk_year = events * c.gpus * per_event_h * hour_cost
     return FabricCost(
-        fabric=fabric, family=fam, mode=k.mode, gpus=c.gpus,
+        fabric=fabric,
+        family=fam,
+        mode=k.mode,
+        gpus=c.gpus,
         lifecycle_years=years if tier is None else None,  # a rental's lifecycle is the run
-        capex_network_usd=net_capex, capex_servers_usd=servers, power_kw=it_kw,
-        power_usd_per_year=power_year, staff_fte=fte, staff_usd_per_year=staff_year,
-        support_usd_per_year=support_year, gpu_hour_cost_usd=hour_cost,
-        stabilisation_weeks=weeks, stabilisation_usd=stabilisation,
-        risk_events_per_year=events, risk_hours_per_event=per_event_h,
+        capex_network_usd=net_capex,
+        capex_servers_usd=servers,
+        power_kw=it_kw,
+        power_usd_per_year=power_year,
+        staff_fte=fte,
+        staff_usd_per_year=staff_year,
+        support_usd_per_year=support_year,
+        gpu_hour_cost_usd=hour_cost,
+        stabilisation_weeks=weeks,
+        stabilisation_usd=stabilisation,
+        risk_events_per_year=events,
+        risk_hours_per_event=per_event_h,
         risk_usd_per_year=risk_year,
-        run_gpu_hours=run_gpu_hours, run_days=run_days, rent=tier,
-        output_tokens_per_s=output_tokens_per_s, network_prices=bom.prices_dict(),
-    )  # fmt: skip
+        run_gpu_hours=run_gpu_hours,
+        run_days=run_days,
+        rent=tier,
+        output_tokens_per_s=output_tokens_per_s,
+        network_prices=bom.prices_dict(),
+    )

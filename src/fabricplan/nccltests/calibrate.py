@@ -89,9 +89,16 @@ def _prepare(runs: Runs) -> list[_Prepared]:
     out = []
     for run, system, op in runs:
         algos, protos = env_selection(run.env)
-        out.append(_Prepared(env_system(run.env, system), system.net_step_delta_us - base_delta,
-                             op, np.maximum(_fit_sizes(run), 1),
-                             algos if op in TABLE_OPS else None, protos))  # fmt: skip
+        out.append(
+            _Prepared(
+                env_system(run.env, system),
+                system.net_step_delta_us - base_delta,
+                op,
+                np.maximum(_fit_sizes(run), 1),
+                algos if op in TABLE_OPS else None,
+                protos,
+            )
+        )
     return out
 
 
@@ -103,8 +110,9 @@ def _log_times(runs: list[_Prepared], nic: float, delta: float) -> np.ndarray:
     out = []
     for r in runs:
         s = r.system.with_(nic_GBps=nic, net_step_delta_us=delta + r.shift)
-        res = sweep(SystemArrays.of([s]), r.op, r.sizes, algorithms=r.algorithms,
-                    protocols=r.protocols)  # fmt: skip
+        res = sweep(
+            SystemArrays.of([s]), r.op, r.sizes, algorithms=r.algorithms, protocols=r.protocols
+        )
         out.append(np.log(res.time_us[0]))
     return np.concatenate(out)
 
@@ -118,8 +126,10 @@ def _sensitivity(runs: list[_Prepared], nic: float, delta: float) -> tuple[float
     probe = max(PROBE_STEP * abs(delta), PROBE_LATENCY_MIN_US)
     d_lat = np.abs(_log_times(runs, nic, delta + probe) - base)
     d_lat = d_lat[sizes <= SMALL_BYTES]
-    return (float(np.median(d_nic)) if d_nic.size else 0.0,
-            float(np.median(d_lat)) if d_lat.size else 0.0)  # fmt: skip
+    return (
+        float(np.median(d_nic)) if d_nic.size else 0.0,
+        float(np.median(d_lat)) if d_lat.size else 0.0,
+    )
 
 
 def calibrate(
@@ -131,11 +141,18 @@ def calibrate(
 ) -> Fit:
     """Fit ``base`` to every (run, system, op); all systems must use ``base``."""
     system = runs[0][1]
-    measured = np.concatenate([
-        np.log([max(r.time_us, 1e-3) for r in run.results
-                if r.size_bytes >= LARGE_BYTES or r.size_bytes <= SMALL_BYTES])
-        for run, _, _ in runs
-    ])  # fmt: skip
+    measured = np.concatenate(
+        [
+            np.log(
+                [
+                    max(r.time_us, 1e-3)
+                    for r in run.results
+                    if r.size_bytes >= LARGE_BYTES or r.size_bytes <= SMALL_BYTES
+                ]
+            )
+            for run, _, _ in runs
+        ]
+    )
     if measured.size == 0:
         raise ValueError("no sizes <= 64 KiB or >= 64 MiB to fit")
     nic0, delta0 = system.nic_GBps, system.net_step_delta_us
@@ -151,8 +168,10 @@ def calibrate(
     sens_nic, sens_lat = _sensitivity(prepared, nic0, delta0)
     fit_nic, fit_lat = sens_nic >= IDENTIFIABLE_SENSITIVITY, sens_lat >= IDENTIFIABLE_SENSITIVITY
     # a parameter not fitted is pinned by a bound pair 1e-9 either side of its value
-    lo = [MIN_GOODPUT_GBPS if fit_nic else nic0 - 1e-9,
-          -ref_lat + MIN_LATENCY_US if fit_lat else delta0 - 1e-9]  # fmt: skip
+    lo = [
+        MIN_GOODPUT_GBPS if fit_nic else nic0 - 1e-9,
+        -ref_lat + MIN_LATENCY_US if fit_lat else delta0 - 1e-9,
+    ]
     hi = [upper_nic if fit_nic else nic0 + 1e-9, MAX_STEP_DELTA_US if fit_lat else delta0 + 1e-9]
     x0 = np.clip([nic0, delta0], lo, hi)
     sol = least_squares(residual, x0, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE)
@@ -163,8 +182,12 @@ def calibrate(
     at_bounds = _bound_hits(sol.x, lo, hi, free)
 
     def widen(r: Range, value: float, note: str) -> Range:
-        return Range(low=min(r.low, value), high=max(r.high, value), typical=value,
-                     sources=(*r.sources, note))  # fmt: skip
+        return Range(
+            low=min(r.low, value),
+            high=max(r.high, value),
+            typical=value,
+            sources=(*r.sources, note),
+        )
 
     g = base.nic_goodput_GBps
     # written to the 0.01 GB/s (and us) nccl-tests prints: finer digits are noise
@@ -183,18 +206,22 @@ def calibrate(
         if fit_lat
         else lat
     )
-    fabric = base.model_copy(update={
-        "id": new_id,
-        "name": f"{base.name} (calibrated)",
-        "nic_goodput_GBps": goodput,
-        "rdma_latency_us": latency,
-        "source": f"fabricplan calibrate: {source}; base {base.id}: {base.source}",
-        "as_of": date.today().isoformat(),
-        "notes": (f"fit over {len(measured)} sizes; rms log-time error {before:.3f} -> {after:.3f}"
-                  + ("" if fit_nic else "; goodput not identifiable from these sizes")
-                  + ("" if fit_lat else "; latency not identifiable from these sizes")
-                  + "".join(f"; {hit}" for hit in at_bounds)),
-    })  # fmt: skip
+    fabric = base.model_copy(
+        update={
+            "id": new_id,
+            "name": f"{base.name} (calibrated)",
+            "nic_goodput_GBps": goodput,
+            "rdma_latency_us": latency,
+            "source": f"fabricplan calibrate: {source}; base {base.id}: {base.source}",
+            "as_of": date.today().isoformat(),
+            "notes": (
+                f"fit over {len(measured)} sizes; rms log-time error {before:.3f} -> {after:.3f}"
+                + ("" if fit_nic else "; goodput not identifiable from these sizes")
+                + ("" if fit_lat else "; latency not identifiable from these sizes")
+                + "".join(f"; {hit}" for hit in at_bounds)
+            ),
+        }
+    )
     Fabric.model_validate(fabric.model_dump())  # the definition must load back
     return Fit(
         fabric,

@@ -93,8 +93,9 @@ def compare(
     if op not in TABLE_OPS:
         algos = None
     sizes = np.array([r.size_bytes for r in run.results], dtype=float)
-    res = sweep(SystemArrays.of([system]), op, sizes, backend=backend, algorithms=algos,
-                protocols=protos)  # fmt: skip
+    res = sweep(
+        SystemArrays.of([system]), op, sizes, backend=backend, algorithms=algos, protocols=protos
+    )
     names = [
         K.ALGO_DISPLAY[K.ALGORITHMS[a]] if a >= 0 else "P2P" for a in res.algorithm[0].tolist()
     ]

@@ -410,8 +410,10 @@ def parse_lines(lines: Iterable[str]) -> list[Run]:
         b.meta(line, lineno)
     b.finish()
     if not b.runs:
-        raise ParseError("no nccl-tests result rows found (expected lines like "
-                         "'1048576  262144  float  sum  -1  ...')")  # fmt: skip
+        raise ParseError(
+            "no nccl-tests result rows found (expected lines like "
+            "'1048576  262144  float  sum  -1  ...')"
+        )
     return b.runs
 
 

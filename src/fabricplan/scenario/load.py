@@ -137,18 +137,25 @@ def default_fabrics_at(cat: Catalog, speed_gbps: float) -> tuple[str, ...]:
     picks = []
     for fam in ("infiniband", "roce"):
         fabrics = (cat.fabric(i) for i in cat.ids("fabric"))
-        rates = {f.id: f.line_rate_gbps for f in fabrics
-                 if f.family == fam and f.status == "shipping"}  # fmt: skip
+        rates = {
+            f.id: f.line_rate_gbps for f in fabrics if f.family == fam and f.status == "shipping"
+        }
         if not rates:
             continue
         below = [i for i, r in rates.items() if r <= speed_gbps]
-        pick = (max(below, key=rates.__getitem__) if below
-                else min(rates, key=rates.__getitem__))  # fmt: skip
+        pick = max(below, key=rates.__getitem__) if below else min(rates, key=rates.__getitem__)
         picks.append(pick)
     if not picks:
-        raise ScenarioError([Problem("cluster.fabric", "the catalog has no shipping InfiniBand "
-                                     f"or RoCE fabric to default to; name one of "
-                                     f"{', '.join(cat.ids('fabric'))}")])  # fmt: skip
+        raise ScenarioError(
+            [
+                Problem(
+                    "cluster.fabric",
+                    "the catalog has no shipping InfiniBand "
+                    f"or RoCE fabric to default to; name one of "
+                    f"{', '.join(cat.ids('fabric'))}",
+                )
+            ]
+        )
     return tuple(picks)
 
 

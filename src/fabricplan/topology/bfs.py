@@ -16,8 +16,7 @@ from scipy.sparse import csr_matrix
 SOURCES_PER_PASS = 64
 
 
-def hop_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray | int
-                  ) -> np.ndarray:  # fmt: skip
+def hop_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray | int) -> np.ndarray:
     """Edges from each source to every vertex along the out-edges ``indices[indptr[v]:
     indptr[v + 1]]`` of each vertex ``v``: shape (sources, vertices), or (vertices,) for one
     integer source."""

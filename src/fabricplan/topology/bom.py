@@ -59,16 +59,24 @@ class FabricDesign:
         sw = self.switch_count * self.switch.power_typical_w
         media = sum(m.power_w for m in self.media)
         nics = self.nics * self.nic.power_w
-        return {"switches": sw, "optics_and_cables": media, "nics": nics,
-                "total": sw + media + nics}  # fmt: skip
+        return {
+            "switches": sw,
+            "optics_and_cables": media,
+            "nics": nics,
+            "total": sw + media + nics,
+        }
 
     @cached_property
     def cost_usd(self) -> dict[str, float]:
         sw = self.switch_count * self.switch.price.usd
         cables = sum(m.cost_usd for m in self.media)
         nics = self.nics * self.nic.price.usd
-        return {"switches": sw, "optics_and_cables": cables, "nics": nics,
-                "total": sw + cables + nics}  # fmt: skip
+        return {
+            "switches": sw,
+            "optics_and_cables": cables,
+            "nics": nics,
+            "total": sw + cables + nics,
+        }
 
     @cached_property
     def cost_range_usd(self) -> tuple[float, float]:
@@ -113,16 +121,30 @@ class FabricDesign:
         lay = self.layout
         cables = {m.tier: m.cables for m in self.media}
         return {
-            "design": lay.design, "gpu": self.gpu, "gpus": self.gpus, "nodes": lay.nodes,
-            "gpus_per_node": lay.gpus_per_node, "nics_per_node": lay.nics_per_node,
-            "fabric": self.fabric.id, "switch": self.switch.id, "nic": self.nic.id,
-            "radix": lay.radix, "line_rate_gbps": lay.line_rate_gbps,
-            "oversubscription": {"leaf": self.oversubscription[0],
-                                 "spine": self.oversubscription[1]},
-            "tiers": lay.tiers, "switches": dict(lay.switches), "links": dict(lay.links),
-            "cables": cables, "transceivers": sum(self.transceivers.values()),
-            "transceivers_by_id": dict(self.transceivers), "nics": self.nics,
-            "bisection_GBps": lay.bisection_GBps, "hops": lay.hops.to_dict(),
+            "design": lay.design,
+            "gpu": self.gpu,
+            "gpus": self.gpus,
+            "nodes": lay.nodes,
+            "gpus_per_node": lay.gpus_per_node,
+            "nics_per_node": lay.nics_per_node,
+            "fabric": self.fabric.id,
+            "switch": self.switch.id,
+            "nic": self.nic.id,
+            "radix": lay.radix,
+            "line_rate_gbps": lay.line_rate_gbps,
+            "oversubscription": {
+                "leaf": self.oversubscription[0],
+                "spine": self.oversubscription[1],
+            },
+            "tiers": lay.tiers,
+            "switches": dict(lay.switches),
+            "links": dict(lay.links),
+            "cables": cables,
+            "transceivers": sum(self.transceivers.values()),
+            "transceivers_by_id": dict(self.transceivers),
+            "nics": self.nics,
+            "bisection_GBps": lay.bisection_GBps,
+            "hops": lay.hops.to_dict(),
             "max_endpoints": lay.max_endpoints,
             "max_gpus": lay.max_endpoints * lay.gpus_per_node // lay.nics_per_node,
             "power_kw": self.power_w["total"] / 1000,
@@ -132,7 +154,7 @@ class FabricDesign:
             "media": {m.tier: m.to_dict() for m in self.media},
             "dragonfly": dict(lay.dragonfly) or None,
             "notes": list(lay.notes),
-        }  # fmt: skip
+        }
 
 
 def _media_plan(
@@ -149,8 +171,11 @@ def _media_plan(
     for tier, links in lay.links.items():
         length = lengths[tier]
         far = host if tier == "node_leaf" else sw
-        out.append(choose_media(cat, tier, links, length, fabric.link_layer,
-                                fabric.line_rate_gbps, sw, far, optics))  # fmt: skip
+        out.append(
+            choose_media(
+                cat, tier, links, length, fabric.link_layer, fabric.line_rate_gbps, sw, far, optics
+            )
+        )
     return tuple(out)
 
 
@@ -184,8 +209,10 @@ def design_fabric(
     m = nics_per_node or g.node.nics_per_node
     if design not in DESIGNS:
         raise TopologyError(f"unknown design '{design}'; known: {', '.join(DESIGNS)}")
-    for name, value in (("oversubscription", oversubscription),
-                        ("spine oversubscription", spine_oversubscription)):  # fmt: skip
+    for name, value in (
+        ("oversubscription", oversubscription),
+        ("spine oversubscription", spine_oversubscription),
+    ):
         if not (math.isfinite(value) and 1.0 <= value <= MAX_OVERSUBSCRIPTION):
             raise TopologyError(
                 f"{name} must be between 1 (non-blocking) and {MAX_OVERSUBSCRIPTION:g}, "
@@ -212,8 +239,16 @@ def design_fabric(
     if design == "dragonfly":
         lay = size_dragonfly(nodes, m, k_g, radix, fab.line_rate_gbps, oversubscription)
     else:
-        lay = size_clos(design, nodes, m, k_g, radix, fab.line_rate_gbps, oversubscription,
-                        spine_oversubscription)  # fmt: skip
+        lay = size_clos(
+            design,
+            nodes,
+            m,
+            k_g,
+            radix,
+            fab.line_rate_gbps,
+            oversubscription,
+            spine_oversubscription,
+        )
     lengths = {**DEFAULT_LENGTHS[design], **(cable_lengths or {})}
     unknown = set(cable_lengths or {}) - set(DEFAULT_LENGTHS[design])
     if unknown:

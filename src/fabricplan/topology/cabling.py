@@ -169,19 +169,25 @@ def _optical_options(
     out = []
     for mode in ("multimode", "singlemode"):
         fibres = [
-            c for c in cat.entries("cable")
-            if isinstance(c, Cable) and c.medium == "fiber" and c.fiber_mode == mode
+            c
+            for c in cat.entries("cable")
+            if isinstance(c, Cable)
+            and c.medium == "fiber"
+            and c.fiber_mode == mode
             and _wanted(c, layer, 0, length, "compatible")
-        ]  # fmt: skip
+        ]
         ends = []
         for end in (a, b):
             mods = [
-                t for t in cat.entries("transceiver")
-                if isinstance(t, Transceiver) and t.fiber_mode == mode
-                and t.form_factor == end.cage and t.ports <= end.max_module_ports
+                t
+                for t in cat.entries("transceiver")
+                if isinstance(t, Transceiver)
+                and t.fiber_mode == mode
+                and t.form_factor == end.cage
+                and t.ports <= end.max_module_ports
                 and t.speed_gbps <= end.max_module_gbps
                 and _wanted(t, layer, rate, length, optics)
-            ]  # fmt: skip
+            ]
             ends.append(min(mods, key=lambda t: t.price.usd / t.ports, default=None))
         if not fibres or ends[0] is None or ends[1] is None:
             continue

@@ -58,20 +58,27 @@ def max_plane_ports(radix: int, o_leaf: float, o_spine: float, tiers: int) -> in
     return {1: radix, 2: radix * d, 3: radix * ds * d}[tiers]
 
 
-def max_clos_ports(design: str, radix: int, nics_per_node: int, o_leaf: float,
-                   o_spine: float) -> int:  # fmt: skip
+def max_clos_ports(
+    design: str, radix: int, nics_per_node: int, o_leaf: float, o_spine: float
+) -> int:
     """NIC ports a Clos design reaches in :data:`MAX_TIERS` tiers (rail-only: per rail)."""
     per_plane = max_plane_ports(radix, o_leaf, o_spine, MAX_TIERS)
     return per_plane * nics_per_node if design == "rail-only" else per_plane
 
 
-def size_plane(nodes: int, ports_per_node: int, groups: int, radix: int, o_leaf: float,
-               o_spine: float) -> Plane:  # fmt: skip
+def size_plane(
+    nodes: int, ports_per_node: int, groups: int, radix: int, o_leaf: float, o_spine: float
+) -> Plane:
     """Size one Clos plane: ``groups`` leaf groups (rails) of ``nodes`` nodes each."""
     k = radix
     if nodes * ports_per_node * groups <= k:
-        return Plane(tiers=1, groups=1, leaves_per_group=1, nodes=nodes,
-                     ports_per_node=ports_per_node * groups)  # fmt: skip
+        return Plane(
+            tiers=1,
+            groups=1,
+            leaves_per_group=1,
+            nodes=nodes,
+            ports_per_node=ports_per_node * groups,
+        )
     d, u = split_ports(k, o_leaf)
     per_leaf = d // ports_per_node
     if per_leaf == 0 or u == 0:
@@ -85,9 +92,15 @@ def size_plane(nodes: int, ports_per_node: int, groups: int, radix: int, o_leaf:
     up = math.ceil(fullest / o_leaf - INT_ROUNDOFF)
     two = spread(up, groups * leaves, k, k - fullest)
     if two is not None:
-        return Plane(tiers=2, groups=groups, leaves_per_group=leaves, nodes=nodes,
-                     ports_per_node=ports_per_node, spines_per_pod=two[0],
-                     leaf_spine_width=two[1])  # fmt: skip
+        return Plane(
+            tiers=2,
+            groups=groups,
+            leaves_per_group=leaves,
+            nodes=nodes,
+            ports_per_node=ports_per_node,
+            spines_per_pod=two[0],
+            leaf_spine_width=two[1],
+        )
     ds, us = split_ports(k, o_spine)
     pods_per_group = math.ceil(leaves / ds)
     pod_leaves = math.ceil(leaves / pods_per_group)
@@ -99,10 +112,18 @@ def size_plane(nodes: int, ports_per_node: int, groups: int, radix: int, o_leaf:
     core = spread(spine_up, pods, k, k - pod_leaves * width) if us else None
     if core is None:
         raise TopologyError("needs a fourth tier")
-    return Plane(tiers=3, groups=groups, leaves_per_group=leaves, nodes=nodes,
-                 ports_per_node=ports_per_node, pods_per_group=pods_per_group,
-                 spines_per_pod=pod_spines, leaf_spine_width=width, cores_per_group=core[0],
-                 spine_core_width=core[1])  # fmt: skip
+    return Plane(
+        tiers=3,
+        groups=groups,
+        leaves_per_group=leaves,
+        nodes=nodes,
+        ports_per_node=ports_per_node,
+        pods_per_group=pods_per_group,
+        spines_per_pod=pod_spines,
+        leaf_spine_width=width,
+        cores_per_group=core[0],
+        spine_core_width=core[1],
+    )
 
 
 def _plane_links(p: Plane) -> dict[str, int]:
@@ -161,9 +182,16 @@ def _plane_bisection(p: Plane) -> float:
     return float(inside + min(ra.sum() * p.groups, rb.sum() * p.groups))
 
 
-def size_clos(design: str, nodes: int, nics_per_node: int, gpus_per_node: int, radix: int,
-              line_rate_gbps: float, o_leaf: float = 1.0,
-              o_spine: float = 1.0) -> Layout:  # fmt: skip
+def size_clos(
+    design: str,
+    nodes: int,
+    nics_per_node: int,
+    gpus_per_node: int,
+    radix: int,
+    line_rate_gbps: float,
+    o_leaf: float = 1.0,
+    o_spine: float = 1.0,
+) -> Layout:
     """Size a fat-tree, rail-optimized or rail-only fabric for ``nodes`` nodes."""
     m = nics_per_node
     if design == "fat-tree":
@@ -193,9 +221,18 @@ def size_clos(design: str, nodes: int, nics_per_node: int, gpus_per_node: int, r
     if plane.tiers == 1 and design != "rail-only":
         notes.append("all NICs fit one switch: the rails share it")
     return Layout(
-        design=design, nodes=nodes, nics_per_node=m, gpus_per_node=gpus_per_node, radix=radix,
-        line_rate_gbps=line_rate_gbps, switches=switches, links=links, hops=hops,
+        design=design,
+        nodes=nodes,
+        nics_per_node=m,
+        gpus_per_node=gpus_per_node,
+        radix=radix,
+        line_rate_gbps=line_rate_gbps,
+        switches=switches,
+        links=links,
+        hops=hops,
         bisection_links=_plane_bisection(plane) * planes,
         max_endpoints=max_clos_ports(design, radix, m, o_leaf, o_spine),
-        tiers=plane.tiers, planes=(plane,) * planes, notes=tuple(notes),
-    )  # fmt: skip
+        tiers=plane.tiers,
+        planes=(plane,) * planes,
+        notes=tuple(notes),
+    )

@@ -29,8 +29,14 @@ def max_ports(radix: int, oversubscription: float) -> int:
     return a * p * (a * h + 1)
 
 
-def size_dragonfly(nodes: int, nics_per_node: int, gpus_per_node: int, radix: int,
-                   line_rate_gbps: float, oversubscription: float = 1.0) -> Layout:  # fmt: skip
+def size_dragonfly(
+    nodes: int,
+    nics_per_node: int,
+    gpus_per_node: int,
+    radix: int,
+    line_rate_gbps: float,
+    oversubscription: float = 1.0,
+) -> Layout:
     p, a, h = router_shape(radix, oversubscription)
     if h < 1 or p < 1:
         raise TopologyError(f"a {radix}-port router is too small for a dragonfly")
@@ -54,13 +60,25 @@ def size_dragonfly(nodes: int, nics_per_node: int, gpus_per_node: int, radix: in
         half = groups // 2
         cut = float(half * (groups - half) * width)
     return Layout(
-        design="dragonfly", nodes=nodes, nics_per_node=nics_per_node,
-        gpus_per_node=gpus_per_node, radix=radix, line_rate_gbps=line_rate_gbps,
+        design="dragonfly",
+        nodes=nodes,
+        nics_per_node=nics_per_node,
+        gpus_per_node=gpus_per_node,
+        radix=radix,
+        line_rate_gbps=line_rate_gbps,
         switches={"leaf": groups * per_group, "spine": 0, "core": 0},
         links={"node_leaf": ports, "local": local, "global": global_links},
-        hops=hops, bisection_links=min(nodes // 2 * nics_per_node, cut),
-        max_endpoints=max_ports(radix, oversubscription), tiers=1,
-        dragonfly={"p": p, "a": per_group, "h": h, "groups": groups, "routers": groups * per_group,
-                   "global_width": width},
+        hops=hops,
+        bisection_links=min(nodes // 2 * nics_per_node, cut),
+        max_endpoints=max_ports(radix, oversubscription),
+        tiers=1,
+        dragonfly={
+            "p": p,
+            "a": per_group,
+            "h": h,
+            "groups": groups,
+            "routers": groups * per_group,
+            "global_width": width,
+        },
         notes=(f"routers: {p} endpoint, {per_group - 1} local and {h} global ports each",),
-    )  # fmt: skip
+    )

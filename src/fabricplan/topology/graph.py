@@ -65,8 +65,14 @@ class FabricGraph:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.vertex_kind, self.src, self.dst, self.width, self.edge_kind,
-                  self.capacity_GBps)  # fmt: skip
+        arrays = (
+            self.vertex_kind,
+            self.src,
+            self.dst,
+            self.width,
+            self.edge_kind,
+            self.capacity_GBps,
+        )
         return sum(a.nbytes for a in arrays)
 
     def gpu(self, node: int, index: int) -> int:
@@ -229,7 +235,7 @@ def build_graph(lay: Layout, nvlink_GBps: float, pcie_GBps: float) -> FabricGrap
             nxt = end
     src, dst = np.concatenate(e.u), np.concatenate(e.v)
     width, kind = np.concatenate(e.w), np.concatenate(e.kind)
-    per_link = np.where(kind == E_NVLINK, nvlink_GBps,
-                        np.where(kind == E_PCIE, pcie_GBps, lay.line_rate_gbps / 8))  # fmt: skip
-    return FabricGraph(n, k, m, np.concatenate(kinds), src, dst, width, kind,
-                       per_link * width)  # fmt: skip
+    per_link = np.where(
+        kind == E_NVLINK, nvlink_GBps, np.where(kind == E_PCIE, pcie_GBps, lay.line_rate_gbps / 8)
+    )
+    return FabricGraph(n, k, m, np.concatenate(kinds), src, dst, width, kind, per_link * width)

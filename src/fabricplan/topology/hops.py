@@ -7,9 +7,15 @@ from fabricplan.topology.dragonfly import size_dragonfly
 from fabricplan.topology.layout import TopologyError
 
 
-def job_hops(nodes: int, nics_per_node: int, gpus_per_node: int, radix: int,
-             line_rate_gbps: float, design: str = "rail-optimized",
-             oversubscription: float = 1.0) -> int:  # fmt: skip
+def job_hops(
+    nodes: int,
+    nics_per_node: int,
+    gpus_per_node: int,
+    radix: int,
+    line_rate_gbps: float,
+    design: str = "rail-optimized",
+    oversubscription: float = 1.0,
+) -> int:
     """Worst-case switches crossed between two of the job's nodes on the same rail.
 
     NCCL's rings and trees join NIC k of one node to NIC k of the next (with PXN moving data
@@ -20,11 +26,13 @@ def job_hops(nodes: int, nics_per_node: int, gpus_per_node: int, radix: int,
         return 0
     try:
         if design == "dragonfly":
-            lay = size_dragonfly(nodes, nics_per_node, gpus_per_node, radix, line_rate_gbps,
-                                 oversubscription)  # fmt: skip
+            lay = size_dragonfly(
+                nodes, nics_per_node, gpus_per_node, radix, line_rate_gbps, oversubscription
+            )
         else:
-            lay = size_clos(design, nodes, nics_per_node, gpus_per_node, radix, line_rate_gbps,
-                            oversubscription)  # fmt: skip
+            lay = size_clos(
+                design, nodes, nics_per_node, gpus_per_node, radix, line_rate_gbps, oversubscription
+            )
     except TopologyError:
         return worst_hops(MAX_TIERS + 1)  # beyond reach: as if a tier were added on top
     return lay.hops.same_rail

@@ -33,8 +33,12 @@ class Hops:
     valiant_max: int | None = None  # dragonfly non-minimal routing
 
     def to_dict(self) -> dict:
-        out = {"same_rail": self.same_rail, "cross_rail": self.cross_rail, "max": self.max,
-               "cross_rail_via": self.cross_rail_via}  # fmt: skip
+        out = {
+            "same_rail": self.same_rail,
+            "cross_rail": self.cross_rail,
+            "max": self.max,
+            "cross_rail_via": self.cross_rail_via,
+        }
         if self.valiant_max is not None:
             out["valiant_max"] = self.valiant_max
         return out

@@ -12,17 +12,24 @@ from fabricplan.topology.layout import DESIGNS, TopologyError
 SUGGESTED_OVERSUBSCRIPTION = (2.0, 3.0, 4.0)
 
 
-def max_ports(design: str, radix: int, nics_per_node: int, o_leaf: float,
-              o_spine: float) -> int:  # fmt: skip
+def max_ports(design: str, radix: int, nics_per_node: int, o_leaf: float, o_spine: float) -> int:
     """NIC ports ``design`` reaches with switches of ``radix`` ports."""
     if design == "dragonfly":
         return dragonfly.max_ports(radix, o_leaf)
     return max_clos_ports(design, radix, nics_per_node, o_leaf, o_spine)
 
 
-def check_reach(cat: Catalog, design: str, nodes: int, nics_per_node: int, gpus_per_node: int,
-                fabric: Fabric, switch: Switch, o_leaf: float,
-                o_spine: float) -> None:  # fmt: skip
+def check_reach(
+    cat: Catalog,
+    design: str,
+    nodes: int,
+    nics_per_node: int,
+    gpus_per_node: int,
+    fabric: Fabric,
+    switch: Switch,
+    o_leaf: float,
+    o_spine: float,
+) -> None:
     """Raise a :class:`TopologyError` listing alternatives if the request is out of reach."""
     rate = fabric.line_rate_gbps
     want = nodes * nics_per_node

@@ -89,17 +89,25 @@ def check_runs(manifest: list[dict[str, Any]] | None = None) -> list[RunCheck]:
         runs = [r for r in parsed[setup["file"]] if setup["select"] in r.label]
         if len(runs) != 1:
             raise ValueError(f"{setup['file']}: '{setup['select']}' matches {len(runs)} runs")
-        system = build_system(setup["gpu"], setup["nodes"], setup["fabric"],
-                              gpus_per_node=setup.get("gpus_per_node"),
-                              nics_per_node=setup.get("nics_per_node"))  # fmt: skip
+        system = build_system(
+            setup["gpu"],
+            setup["nodes"],
+            setup["fabric"],
+            gpus_per_node=setup.get("gpus_per_node"),
+            nics_per_node=setup.get("nics_per_node"),
+        )
         cmp = compare(runs[0], system, setup["op"])
         large, small = cmp.sizes >= LARGE_BYTES, cmp.sizes <= SMALL_BYTES
-        out.append(RunCheck(
-            setup, cmp, grade(runs[0], system, cmp),
-            _median_abs_error(cmp.measured_busbw_GBps[large], cmp.expected_busbw_GBps[large]),
-            _median_abs_error(cmp.measured_time_us[small], cmp.expected_time_us[small]),
-            system.family,
-        ))  # fmt: skip
+        out.append(
+            RunCheck(
+                setup,
+                cmp,
+                grade(runs[0], system, cmp),
+                _median_abs_error(cmp.measured_busbw_GBps[large], cmp.expected_busbw_GBps[large]),
+                _median_abs_error(cmp.measured_time_us[small], cmp.expected_time_us[small]),
+                system.family,
+            )
+        )
     return out
 
 

@@ -68,31 +68,56 @@ class TrainingCheck:
     def to_dict(self) -> dict[str, Any]:
         r = self.row
         return {
-            "source": r["source"], "label": self.label, "gpus": r["gpus"], "tp": r["tp"],
-            "pp": r["pp"], "metric": self.metric, "measured": self.measured,
-            "predicted": self.predicted, "error": self.error, "step_time_s": self.step_time_s,
-            "hw_tflops_per_gpu": self.hw_tflops, "model_tflops_per_gpu": self.model_tflops,
-            "mfu": self.mfu, "breakdown": self.breakdown,
-        }  # fmt: skip
+            "source": r["source"],
+            "label": self.label,
+            "gpus": r["gpus"],
+            "tp": r["tp"],
+            "pp": r["pp"],
+            "metric": self.metric,
+            "measured": self.measured,
+            "predicted": self.predicted,
+            "error": self.error,
+            "step_time_s": self.step_time_s,
+            "hw_tflops_per_gpu": self.hw_tflops,
+            "model_tflops_per_gpu": self.model_tflops,
+            "mfu": self.mfu,
+            "breakdown": self.breakdown,
+        }
 
 
 def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> TrainingCheck:
     shape = shape_of(row_model(r, cat))
     gpu = cat.gpu(r["gpu"])
-    hw = Hardware(gpu=gpu, gpus=r["gpus"], gpus_per_node=gpu.node.gpus_per_node,
-                  nics_per_node=r.get("nics_per_node", gpu.node.nics_per_node),
-                  fabric=r["fabric"], design=r["design"],
-                  roce_quality=r.get("roce_quality", "tuned"))  # fmt: skip
+    hw = Hardware(
+        gpu=gpu,
+        gpus=r["gpus"],
+        gpus_per_node=gpu.node.gpus_per_node,
+        nics_per_node=r.get("nics_per_node", gpu.node.nics_per_node),
+        fabric=r["fabric"],
+        design=r["design"],
+        roce_quality=r.get("roce_quality", "tuned"),
+    )
     cp = r.get("cp", 1)
     dp = r["gpus"] // (r["tp"] * r["pp"] * cp)
     plan = Plans.of(
-        tp=r["tp"], pp=r["pp"], dp=dp, cp=cp, vp=r.get("vp", 1), zero=r.get("zero", 0),
-        micro_batch=r["micro_batch"], global_batch=r["batch"], seq_len=r["seq_len"],
-        sp=r.get("sp", False), recompute=r["recompute"], flash=r.get("flash", True),
-        overlap_dp=r.get("overlap_dp", True), precision=r["precision"],
+        tp=r["tp"],
+        pp=r["pp"],
+        dp=dp,
+        cp=cp,
+        vp=r.get("vp", 1),
+        zero=r.get("zero", 0),
+        micro_batch=r["micro_batch"],
+        global_batch=r["batch"],
+        seq_len=r["seq_len"],
+        sp=r.get("sp", False),
+        recompute=r["recompute"],
+        flash=r.get("flash", True),
+        overlap_dp=r.get("overlap_dp", True),
+        precision=r["precision"],
         grad_accum_fusion=r.get("grad_accum_fusion", True),
-        tp_comm_overlap=r.get("tp_comm_overlap", False), cp_comm=r.get("cp_comm", "p2p"),
-    )  # fmt: skip
+        tp_comm_overlap=r.get("tp_comm_overlap", False),
+        cp_comm=r.get("cp_comm", "p2p"),
+    )
     st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])
     per_gpu = t * r["gpus"] * 1e12
@@ -103,8 +128,12 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
     if len(metrics) != 1:
         raise ValueError(f"row {r.get('label', r)}: give exactly one of {', '.join(METRICS)}")
     metric = metrics[0]
-    predicted = {"hw_tflops_per_gpu": hw_tf, "model_tflops_per_gpu": model_tf, "mfu": mfu,
-                 "step_s": t}[metric]  # fmt: skip
+    predicted = {
+        "hw_tflops_per_gpu": hw_tf,
+        "model_tflops_per_gpu": model_tf,
+        "mfu": mfu,
+        "step_s": t,
+    }[metric]
     return TrainingCheck(r, metric, predicted, t, hw_tf, model_tf, mfu, st.breakdown())
 
 
@@ -166,12 +195,18 @@ class CeilingCase:
     def to_dict(self) -> dict[str, Any]:
         n = self.acceptance_rows
         return {
-            "gpu": self.gpu, "tflops": self.tflops, "matmul_efficiency": self.efficiency,
-            "label": self.label, "protocol": self.protocol, "source": self.source,
+            "gpu": self.gpu,
+            "tflops": self.tflops,
+            "matmul_efficiency": self.efficiency,
+            "label": self.label,
+            "protocol": self.protocol,
+            "source": self.source,
             "in_catalog": self.in_catalog,
-            "table1_errors": self.errors[:n], "table1_within_10pct": self.acceptance_within,
-            "held_back_errors": self.errors[n:], "held_back_within_10pct": self.held_back_within,
-        }  # fmt: skip
+            "table1_errors": self.errors[:n],
+            "table1_within_10pct": self.acceptance_within,
+            "held_back_errors": self.errors[n:],
+            "held_back_within_10pct": self.held_back_within,
+        }
 
 
 # The catalog writes efficiencies to 4 decimals.
@@ -199,9 +234,17 @@ def ceiling_sensitivity(
         varied = cat if ours else cat.with_entry(gpu.model_copy(update={"matmul_efficiency": eff}))
         table1 = check_training(catalog=varied, gpu=gpu.id, backend=backend)
         held = check_held_back(varied, gpu=gpu.id, backend=backend)
-        out.append(CeilingCase(
-            gpu=gpu.id, tflops=c["tflops"], efficiency=eff, label=c["label"],
-            protocol=c["protocol"], source=c["source"], in_catalog=ours,
-            errors=[k.error for k in table1 + held], acceptance_rows=len(table1),
-        ))  # fmt: skip
+        out.append(
+            CeilingCase(
+                gpu=gpu.id,
+                tflops=c["tflops"],
+                efficiency=eff,
+                label=c["label"],
+                protocol=c["protocol"],
+                source=c["source"],
+                in_catalog=ours,
+                errors=[k.error for k in table1 + held],
+                acceptance_rows=len(table1),
+            )
+        )
     return out

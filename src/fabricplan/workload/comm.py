@@ -50,10 +50,17 @@ def base_system(hw: Hardware) -> CommSystem:
     """The whole cluster as one communicator: NIC goodput, NVLink, per-step latency, hops.
     A design the fabric cannot build is the scenario's error, not the model's."""
     try:
-        return build_system(hw.gpu.id, max(hw.nodes, 1), hw.fabric,
-                            gpus_per_node=hw.gpus_per_node, nics_per_node=hw.nics_per_node,
-                            switch=hw.switch, design=hw.design,
-                            oversubscription=hw.oversubscription, catalog=hw.catalog)  # fmt: skip
+        return build_system(
+            hw.gpu.id,
+            max(hw.nodes, 1),
+            hw.fabric,
+            gpus_per_node=hw.gpus_per_node,
+            nics_per_node=hw.nics_per_node,
+            switch=hw.switch,
+            design=hw.design,
+            oversubscription=hw.oversubscription,
+            catalog=hw.catalog,
+        )
     except TopologyError as exc:
         raise WorkloadError(str(exc)) from None
 

@@ -79,8 +79,11 @@ def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
         dp = hw.gpus // (new_tp * new_pp * cp)
         mb = int(p.micro_batch[0])
         # the scenario's own rules: batch, expert groups, interleaved chunks
-        if (int(p.global_batch[0]) % (dp * mb) or (dp * cp) % ep
-                or (vp > 1 and new_pp * vp > s.layers)):  # fmt: skip
+        if (
+            int(p.global_batch[0]) % (dp * mb)
+            or (dp * cp) % ep
+            or (vp > 1 and new_pp * vp > s.layers)
+        ):
             continue
         # the plan as the user would write it; with TP, sequence parallelism is worth naming
         # when the plan has it off and only fits with it

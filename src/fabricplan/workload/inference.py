@@ -159,7 +159,12 @@ def serve(
         tokens_per_s=batch / itl,
         weights_per_gpu=weights,
         kv_per_gpu=kv,
-        parts={"decode_compute_s": decode_compute, "tp_comm_s": tp_decode, "pp_comm_s": pp_decode,
-               "prefill_s": prefill + tp_prefill + pp_prefill, "kv_transfer_s": kv_xfer},
+        parts={
+            "decode_compute_s": decode_compute,
+            "tp_comm_s": tp_decode,
+            "pp_comm_s": pp_decode,
+            "prefill_s": prefill + tp_prefill + pp_prefill,
+            "kv_transfer_s": kv_xfer,
+        },
         network_fraction=network / itl,
-    )  # fmt: skip
+    )

@@ -87,14 +87,18 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     last = np.where(interleaved, p.pp - (p.pp - 1) / p.vp, 1.0)
     one_mb = per_token * tokens * s.layers / p.pp
     logits = tokens * s.vocab / p.tp * LOGITS_BYTES_PER_LOGIT
-    acts = np.maximum(one_mb * np.minimum(first, p.microbatches),
-                      one_mb * np.minimum(last, p.microbatches) + logits)  # fmt: skip
+    acts = np.maximum(
+        one_mb * np.minimum(first, p.microbatches),
+        one_mb * np.minimum(last, p.microbatches) + logits,
+    )
     cap = usable_bytes(hw.gpu)
     return Memory(weights, grads, optim, acts, cap)
 
 
 def describe(m: Memory, i: int = 0) -> str:
     gb = 1e9
-    return (f"{m.total[i] / gb:.1f} GB per GPU (weights {m.weights[i] / gb:.1f}, gradients "
-            f"{m.gradients[i] / gb:.1f}, optimizer {m.optimizer[i] / gb:.1f}, activations "
-            f"{m.activations[i] / gb:.1f})")  # fmt: skip
+    return (
+        f"{m.total[i] / gb:.1f} GB per GPU (weights {m.weights[i] / gb:.1f}, gradients "
+        f"{m.gradients[i] / gb:.1f}, optimizer {m.optimizer[i] / gb:.1f}, activations "
+        f"{m.activations[i] / gb:.1f})"
+    )

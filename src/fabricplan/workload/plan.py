@@ -128,8 +128,10 @@ class Plans:
             missing = [n for n, v in zip(names, values, strict=True) if v.dtype == object]
             raise ValueError(f"missing plan fields: {', '.join(missing)}")
         b = np.broadcast_arrays(*[np.atleast_1d(v) for v in values])
-        cols = {n: np.array(v, dtype=bool if n == "sp" else float)
-                for n, v in zip(names, b, strict=True)}  # fmt: skip
+        cols = {
+            n: np.array(v, dtype=bool if n == "sp" else float)
+            for n, v in zip(names, b, strict=True)
+        }
         return cls(**cols, **flags)  # type: ignore[arg-type]
 
     @classmethod
@@ -139,8 +141,11 @@ class Plans:
         flags = {k: getattr(first, k) for k in PLAN_FLAGS}
         if any(getattr(q, k) != v for q in plans for k, v in flags.items()):
             raise ValueError("Plans.stack: the plans differ in a scalar flag")
-        arrays = {f.name: np.concatenate([getattr(q, f.name) for q in plans])
-                  for f in fields(cls) if f.name not in flags}  # fmt: skip
+        arrays = {
+            f.name: np.concatenate([getattr(q, f.name) for q in plans])
+            for f in fields(cls)
+            if f.name not in flags
+        }
         return cls(**arrays, **flags)
 
     def __len__(self) -> int:
@@ -210,9 +215,22 @@ def plans_from_scenario(s: Scenario) -> Plans:
     p = w.parallel
     assert p.dp != "auto", "resolve first"
     return Plans.of(
-        tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, vp=p.vp, zero=p.zero,
-        micro_batch=w.micro_batch, global_batch=w.global_batch, seq_len=w.seq_len,
-        sp=p.sequence_parallel and p.tp > 1, recompute=w.recompute, flash=w.flash_attention,
-        overlap_dp=w.overlap_dp, precision=w.precision, grad_accum_fusion=w.grad_accum_fusion,
-        tp_comm_overlap=p.tp_comm_overlap, cp_comm=p.cp_comm,
-    )  # fmt: skip
+        tp=p.tp,
+        pp=p.pp,
+        dp=p.dp,
+        cp=p.cp,
+        ep=p.ep,
+        vp=p.vp,
+        zero=p.zero,
+        micro_batch=w.micro_batch,
+        global_batch=w.global_batch,
+        seq_len=w.seq_len,
+        sp=p.sequence_parallel and p.tp > 1,
+        recompute=w.recompute,
+        flash=w.flash_attention,
+        overlap_dp=w.overlap_dp,
+        precision=w.precision,
+        grad_accum_fusion=w.grad_accum_fusion,
+        tp_comm_overlap=p.tp_comm_overlap,
+        cp_comm=p.cp_comm,
+    )

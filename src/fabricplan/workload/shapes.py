@@ -95,8 +95,9 @@ def shape_of(m: Model) -> Shape:
     """The per-token costs of catalog model ``m``."""
     pc = count_params(m)
     layers = pc.dense_layers + pc.moe_layers
-    ffn_w = (pc.dense_layers * pc.dense_ffn_per_layer
-             + pc.moe_layers * pc.moe_active_ffn_per_layer) / layers  # fmt: skip
+    ffn_w = (
+        pc.dense_layers * pc.dense_ffn_per_layer + pc.moe_layers * pc.moe_active_ffn_per_layer
+    ) / layers
     if m.moe is not None:
         width_moe = (m.moe.top_k + m.moe.shared_experts) * m.moe.expert_ffn_hidden
     else:
@@ -176,8 +177,9 @@ def model_flops_per_token(s: Shape, seq_len: ArrayLike) -> np.ndarray:
     return 3.0 * (weight_flops_per_token(s) + attention)
 
 
-def activation_bytes_per_token_layer(s: Shape, seq_len: ArrayLike, tp: ArrayLike, sp: ArrayLike,
-                                     recompute: str, flash: bool) -> np.ndarray:  # fmt: skip
+def activation_bytes_per_token_layer(
+    s: Shape, seq_len: ArrayLike, tp: ArrayLike, sp: ArrayLike, recompute: str, flash: bool
+) -> np.ndarray:
     """Stored activations per token per layer on one GPU (Korthikanti et al. 2022, Table 2);
     ``seq_len``, ``tp`` and ``sp`` may be arrays of plans."""
     h = s.hidden

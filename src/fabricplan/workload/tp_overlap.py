@@ -75,8 +75,16 @@ def exposed_per_layer(
     Backward: the output-gradient all-gathers into the FC2 and output-projection input-gradient
     GEMMs, and the input-gradient reduce-scatters of FC1 and QKV beside their weight gradients.
     """
-    fwd = (ring_exchange(ag, gemm_qkv, tp) + pipelined(rs, gemm_out, sm_share)
-           + ring_exchange(ag, gemm_fc1, tp) + pipelined(rs, gemm_fc2, sm_share))  # fmt: skip
-    bwd = (ring_exchange(ag, gemm_fc2, tp) + bulk(rs, gemm_fc1, sm_share)
-           + ring_exchange(ag, gemm_out, tp) + bulk(rs, gemm_qkv, sm_share))  # fmt: skip
+    fwd = (
+        ring_exchange(ag, gemm_qkv, tp)
+        + pipelined(rs, gemm_out, sm_share)
+        + ring_exchange(ag, gemm_fc1, tp)
+        + pipelined(rs, gemm_fc2, sm_share)
+    )
+    bwd = (
+        ring_exchange(ag, gemm_fc2, tp)
+        + bulk(rs, gemm_fc1, sm_share)
+        + ring_exchange(ag, gemm_out, tp)
+        + bulk(rs, gemm_qkv, sm_share)
+    )
     return fwd, bwd

@@ -267,9 +267,15 @@ def training_step(
         on = p.sp & (p.tp > 1) & (p.tp <= hw.gpus_per_node)
         g = tokens / p.tp / peak_proj
         ov_fwd, ov_bwd = exposed_per_layer(
-            tp_ag_t, tp_rs_t, g * s.attn_in_flops, g * s.attn_out_flops, g * s.ffn_in_flops,
-            g * s.ffn_out_flops, p.tp, UB_COMM_SMS / hw.gpu.sm_count,
-        )  # fmt: skip
+            tp_ag_t,
+            tp_rs_t,
+            g * s.attn_in_flops,
+            g * s.attn_out_flops,
+            g * s.ffn_in_flops,
+            g * s.ffn_out_flops,
+            p.tp,
+            UB_COMM_SMS / hw.gpu.sm_count,
+        )
         tp_f, tp_b = np.where(on, ov_fwd, tp_f), np.where(on, ov_bwd + rec_passes * ov_fwd, tp_b)
     tp_layer = tp_f + tp_b
     ep_f = TP_COLLECTIVES_PER_LAYER * ep_one * s.moe_layers / s.layers  # dispatch + combine
