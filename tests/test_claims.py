@@ -15,11 +15,16 @@ from fabricplan.claims.latency import (
 )
 from fabricplan.claims.money import PREMIUM_SIZES, _pair, run_cost_claim
 from fabricplan.claims.result import POINT_TOLERANCE, in_range, near
-from fabricplan.claims.scale import EXAMPLES, catalog_with_latency, catalog_with_one_switch_latency
+from fabricplan.claims.scale import (
+    EXAMPLES,
+    LATENCY_POSITION,
+    catalog_with_one_switch_latency,
+)
 from fabricplan.collectives import build_system
 from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.scenario import load_scenario
 from fabricplan.workload import evaluate_scenario
+from fabricplan.workload.positions import Positions
 from test_cli import run
 
 CAT = default_catalog()
@@ -43,19 +48,26 @@ def test_solved_latency_reproduces_the_target_time():
     assert latency_for_time(CAT, 64, "roce-400g", 1.0) is None
 
 
-def test_catalog_latency_reaches_the_workload():
-    high = catalog_with_latency(CAT, "roce-400g", "high")
-    assert (
-        high.fabric("roce-400g").rdma_latency_us.nominal
-        == CAT.fabric("roce-400g").rdma_latency_us.high
-    )
-    assert high.fabric("ib-ndr") == CAT.fabric("ib-ndr")
+def test_latency_position_reaches_the_workload():
+    """RoCE's RDMA latency at its range's high end as a hardware position (how the claims'
+    "latency high" case is evaluated) equals a catalog whose typical latency is that end, and
+    leaves InfiniBand alone."""
+    hi = CAT.fabric("roce-400g").rdma_latency_us.high
+    high = catalog_with_one_switch_latency(CAT, "roce-400g", hi)
+    at_high = Positions(rdma_latency=LATENCY_POSITION["high"], fabrics=("roce-400g",), network=True)
     sc = load_scenario(EXAMPLES / "256-gpu-mixtral.yaml", catalog=CAT)
-    t = [
-        evaluate_scenario(sc, c, ["roce-400g"], backend=NO_CONGESTION)[0].values["step_time_s"]
-        for c in (CAT, high)
-    ]
-    assert t[1] > t[0]
+
+    def step(c, fabric, positions=None):
+        adjust = None if positions is None else (lambda hw: positions.apply(hw, CAT))
+        (r,) = evaluate_scenario(
+            sc, c, [fabric], backend=NO_CONGESTION, adjust=adjust, adjust_key=positions
+        )
+        return r.values["step_time_s"]
+
+    moved = step(CAT, "roce-400g", at_high)
+    assert moved == pytest.approx(step(high, "roce-400g"), rel=1e-12)
+    assert moved > step(CAT, "roce-400g")
+    assert step(CAT, "ib-ndr", at_high) == step(CAT, "ib-ndr")
 
 
 def test_run_cost_claim_is_exact():

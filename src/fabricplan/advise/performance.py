@@ -12,6 +12,9 @@ time per output token (serving) of every fabric is computed by the workload mode
   (tuned < default < misconfigured), with the network backend's congestion at each.
 - ``congestion``: no congestion (position 0) and the backend's congestion (1, nominal).
 
+The variants are evaluated by the sweep engine: the grid's as hardware positions
+(``workload.positions``), the qualities as scenario variants, each content once.
+
 Drivers are combined as ratios of step time: the grid at the scenario's quality and
 congestion, times the quality ratio, times the congestion ratio. The congestion answers
 (slowdown factors of the fabric) are those of the catalog as given: a driver moves the latency
@@ -20,20 +23,22 @@ and bandwidth the factors multiply, not the factors.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fabricplan.catalog import Catalog, Range
+from fabricplan.catalog import Catalog
 from fabricplan.congestion.network_backend import NO_CONGESTION, NetworkBackend
 from fabricplan.scenario import Scenario
-from fabricplan.workload import evaluate_scenario
-from fabricplan.workload.plan import Hardware
+from fabricplan.workload import WorkloadError
+from fabricplan.workload.positions import NOMINAL_POSITION, latency_and_goodput
+
+if TYPE_CHECKING:
+    from fabricplan.sweep.records import Record
 
 # Grid positions: catalog low, typical, high.
-GRID = (0.0, 0.5, 1.0)
-NOMINAL_POSITION = 0.5
+GRID = (0.0, NOMINAL_POSITION, 1.0)
 # The RoCE configuration presets from best to worst (congestion/data/roce_quality.toml).
 QUALITY_ORDER = ("tuned", "default", "misconfigured")
 # A quality position below this is one preset better than the scenario's, above 1 minus it one
@@ -67,36 +72,6 @@ PERF_DRIVERS: dict[str, PerfDriver] = {
     # what the advice would be on a fabric without congestion
     "congestion": PerfDriver("network congestion", "none-as modelled", 1.0, False),
 }
-
-
-def at_position(r: Range, pos: float) -> float:
-    """The value at ``pos`` of a catalog range: linear from low to typical and from typical to
-    high, so that the nominal position gives the typical value however lopsided the range."""
-    mid = r.nominal
-    if pos <= NOMINAL_POSITION:
-        return r.low + pos / NOMINAL_POSITION * (mid - r.low)
-    return mid + (pos - NOMINAL_POSITION) / (1 - NOMINAL_POSITION) * (r.high - mid)
-
-
-def _typical(r: Range, pos: float) -> Range:
-    return r.model_copy(update={"typical": at_position(r, pos)})
-
-
-def with_performance(hw: Hardware, cat: Catalog, latency: float, goodput: float) -> Hardware:
-    """``hw`` with its fabric's RDMA latency, its switch's port latency and its NIC goodput at
-    the given positions of their catalog ranges; the congestion backend keeps reading ``cat``."""
-    f = cat.fabric(hw.fabric)
-    sw = cat.switch(hw.switch or f.default_switch)
-    fab = f.model_copy(
-        update={
-            "rdma_latency_us": _typical(f.rdma_latency_us, latency),
-            "nic_goodput_GBps": _typical(f.nic_goodput_GBps, goodput),
-        }
-    )
-    switch = sw.model_copy(
-        update={"port_to_port_latency_ns": _typical(sw.port_to_port_latency_ns, latency)}
-    )
-    return replace(hw, catalog=cat.with_entry(fab).with_entry(switch), network_catalog=cat)
 
 
 def _neighbours(quality: str) -> tuple[str, str]:
@@ -145,46 +120,51 @@ def _bilinear(grid: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     )
 
 
-def _time(
-    sc: Scenario,
-    cat: Catalog,
-    fabric: str,
-    backend: NetworkBackend,
-    adjust: Callable[[Hardware], Hardware] | None,
-    variant: tuple | None = None,
-) -> float:
-    (r,) = evaluate_scenario(sc, cat, [fabric], backend=backend, adjust=adjust, adjust_key=variant)
-    v = r.values
-    return float(v["step_time_s"] if v["kind"] == "training" else 1.0 / v["tokens_per_s"])
+def _times(records: list[Record], fabrics: list[str]) -> np.ndarray:
+    """(len(records), len(fabrics)): each record's time per unit of work on each fabric (NaN
+    where a record has no such fabric)."""
+    out = np.full((len(records), len(fabrics)), np.nan)
+    for i, rec in enumerate(records):
+        if not rec.ok:
+            raise WorkloadError(rec.skipped or "refused")
+        for o in rec.outcomes:
+            v = o.outputs
+            t = v.step_time_s if v.kind == "training" else 1.0 / (v.tokens_per_s or np.nan)
+            out[i, fabrics.index(o.fabric)] = t
+    return out
 
 
 def perf_table(sc: Scenario, cat: Catalog, backend: NetworkBackend) -> PerfTable:
-    """Re-run the workload model for every fabric of ``sc`` at each driver's positions."""
+    """Re-run the workload model for every fabric of ``sc`` at each driver's positions: the
+    variants go through the sweep engine (each content evaluated once, kept in its cache)."""
+    from fabricplan.sweep.engine import evaluate_scenarios
+    from fabricplan.sweep.variants import Variant
+
     fabrics = list(sc.cluster.fabrics)
-    grid = np.zeros((len(fabrics), len(GRID), len(GRID)))
-    better, worse, uncongested = (np.ones(len(fabrics)) for _ in range(3))
-    own = sc.cluster.roce_quality
-    for k, fab in enumerate(fabrics):
-        for i, lat in enumerate(GRID):
-            for j, good in enumerate(GRID):
-                grid[k, i, j] = _time(
-                    sc,
-                    cat,
-                    fab,
-                    backend,
-                    lambda hw, a=lat, b=good: with_performance(hw, cat, a, b),
-                    ("performance", lat, good),
-                )
-        nominal = grid[k, 1, 1]
-        uncongested[k] = _time(sc, cat, fab, NO_CONGESTION, None) / nominal
-        if cat.fabric(fab).family == "roce" and backend.models_flow_control:
-            lo, hi = _neighbours(own)
-            better[k] = _time(
-                sc, cat, fab, backend, lambda hw, q=lo: replace(hw, roce_quality=q), ("roce", lo)
+    cells = [(lat, good) for lat in GRID for good in GRID]
+    grid_variants = [
+        Variant(i, {"latency": lat, "goodput": good}, sc, positions=latency_and_goodput(lat, good))
+        for i, (lat, good) in enumerate(cells)
+    ]
+    roce = tuple(f for f in fabrics if cat.fabric(f).family == "roce")
+    qualities = _neighbours(sc.cluster.roce_quality)
+    quality_variants = []
+    if roce and backend.models_flow_control:
+        # the RoCE fabrics alone at one preset better and one worse
+        for q in qualities:
+            cluster = sc.cluster.model_copy(update={"roce_quality": q, "fabric": roce})
+            alone = sc.model_copy(update={"cluster": cluster})
+            quality_variants.append(
+                Variant(len(cells) + len(quality_variants), {"cluster.roce_quality": q}, alone)
             )
-            worse[k] = _time(
-                sc, cat, fab, backend, lambda hw, q=hi: replace(hw, roce_quality=q), ("roce", hi)
-            )
-            better[k] /= nominal
-            worse[k] /= nominal
-    return PerfTable(grid, better, worse, uncongested)
+    found = _times(evaluate_scenarios([*grid_variants, *quality_variants], cat, backend), fabrics)
+    grid = found[: len(cells)].T.reshape(len(fabrics), len(GRID), len(GRID))
+    nominal = grid[:, 1, 1]
+    (ideal,) = _times(evaluate_scenarios([Variant(0, {}, sc)], cat, NO_CONGESTION), fabrics)
+    better, worse = (np.ones(len(fabrics)) for _ in range(2))
+    if quality_variants:
+        q_times = found[len(cells) :]
+        is_roce = np.isin(fabrics, roce)
+        better = np.where(is_roce, q_times[0] / nominal, 1.0)
+        worse = np.where(is_roce, q_times[1] / nominal, 1.0)
+    return PerfTable(grid, better, worse, ideal / nominal)

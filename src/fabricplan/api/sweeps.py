@@ -142,7 +142,7 @@ def sweep(
         if importlib.util.find_spec("ray") is None:
             raise InputError("--engine ray needs Ray: pip install 'fabricplan[ray]'")
     name = source.name or sc.name
-    spec = Spec(what, cat, backend.name, seed)
+    spec = Spec(what, cat, backend.name, seed, keep_going=True)
     executor = make_executor(engine, jobs, address)
     got: list[Record] = []
     try:
@@ -171,8 +171,9 @@ def sweep(
             vs = variants(source.data, axes, cat, name)
             salt = sweep_salt(source.data, spec)
             got = evaluate_variants(vs, spec, executor=executor, salt=salt, on_records=batch)
-            summary.evaluated = len(got)
-            summary.skipped = sum(not r.ok for r in got)
+            summary.failed = sum(r.error is not None for r in got)
+            summary.evaluated = len(got) - summary.failed
+            summary.skipped = sum(r.skipped is not None for r in got)
             summary.workers = executor.workers or 1
             summary.skipped_examples = [
                 {"point": r.point, "reason": r.skipped} for r in got if not r.ok

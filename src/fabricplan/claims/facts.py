@@ -14,8 +14,8 @@ from fabricplan.catalog import Catalog
 from fabricplan.claims.result import Case, ClaimResult, source
 from fabricplan.claims.scale import EXAMPLES, IB, ROCE
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
-from fabricplan.scenario import ScenarioError, load_scenario
-from fabricplan.workload import WorkloadError, evaluate_scenario
+from fabricplan.scenario import Scenario, load_scenario
+from fabricplan.sweep.variants import variant_of
 
 TCP = "tcp-100g"
 # "Adequate" for serving: within 5 % of InfiniBand's throughput and inter-token latency, about
@@ -95,16 +95,26 @@ def fact_claims(cat: Catalog) -> list[ClaimResult]:
 
 
 def _serving(cat: Catalog, backend: NetworkBackend) -> list[tuple[str, dict[str, Any] | str]]:
+    """Each layout's step documents by fabric, or why it is not evaluable (sweep engine)."""
+    from fabricplan.sweep.engine import evaluate_scenarios
+
+    def build(sets: tuple[str, ...]) -> Scenario:
+        sc = load_scenario(EXAMPLES / SERVING, catalog=cat, overrides=list(sets))
+        cluster = sc.cluster.model_copy(update={"fabric": (IB, ROCE, TCP)})
+        return sc.model_copy(update={"cluster": cluster})
+
+    variants = [
+        variant_of(i, {"layout": label}, lambda sets=sets: build(sets))
+        for i, (label, sets) in enumerate(SERVING_LAYOUTS)
+    ]
     out: list[tuple[str, dict[str, Any] | str]] = []
-    for label, sets in SERVING_LAYOUTS:
-        try:
-            sc = load_scenario(EXAMPLES / SERVING, catalog=cat, overrides=list(sets))
-            found = evaluate_scenario(sc, cat, [IB, ROCE, TCP], backend=backend)
-            res = {r.fabric: r.values for r in found}
-        except (ScenarioError, WorkloadError) as exc:
-            out.append((label, str(exc).splitlines()[0]))
+    for (label, _), rec in zip(
+        SERVING_LAYOUTS, evaluate_scenarios(variants, cat, backend), strict=True
+    ):
+        if not rec.ok:
+            out.append((label, (rec.skipped or "refused").splitlines()[0]))
             continue
-        out.append((label, res))
+        out.append((label, {o.fabric: o.detail or {} for o in rec.outcomes}))
     return out
 
 

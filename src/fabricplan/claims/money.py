@@ -19,9 +19,8 @@ from fabricplan.claims.result import Case, ClaimResult, in_range, near, source
 from fabricplan.claims.scale import EXAMPLES, IB, ROCE
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.cost import CostError, FabricCost, fabric_cost, load_assumptions, run_cost
-from fabricplan.scenario import Scenario, ScenarioError, load_scenario, scenario_from_data
+from fabricplan.scenario import Scenario, load_scenario, scenario_from_data
 from fabricplan.scenario.models import MATURITIES
-from fabricplan.workload import evaluate_scenario
 
 # "approximately $2.2 million": the seeds round to two significant figures
 ROUNDING_TOLERANCE = 0.05
@@ -280,6 +279,23 @@ def _scores(
 UNIT = "RoCE / IB cost of the same work - 1 (hardware, power, GPU-hours)"
 
 
+def _step_documents(
+    cat: Catalog, scenario: str, backend: NetworkBackend
+) -> tuple[Scenario | None, list[dict[str, Any]] | str]:
+    """The example's scenario and each fabric's step document (sweep engine), or why the
+    model refuses it."""
+    from fabricplan.sweep.engine import evaluate_scenarios
+    from fabricplan.sweep.variants import variant_of
+
+    v = variant_of(
+        0, {"scenario": scenario}, lambda: load_scenario(EXAMPLES / scenario, catalog=cat)
+    )
+    (rec,) = evaluate_scenarios([v], cat, backend)
+    if v.scenario is None or not rec.ok:
+        return v.scenario, (rec.skipped or "refused").splitlines()[0]
+    return v.scenario, [o.detail or {} for o in rec.outcomes]
+
+
 def pays_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:
     """Seed 000's rules: InfiniBand does not pay at 16 GPUs, pays at 64, is the only sane choice
     at 256, all through GPU-hours. Judged on fabricplan's cost of the same work (owned TCO
@@ -309,15 +325,10 @@ def pays_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list
         ),
     ):
         cases = []
-        try:
-            sc = load_scenario(EXAMPLES / scenario, catalog=cat)
-            perf: list[dict[str, Any]] | str = [
-                r.to_dict() for r in evaluate_scenario(sc, cat, backend=backend)
-            ]
-        except (ScenarioError, CostError, ValueError) as exc:
-            perf = str(exc).splitlines()[0]
+        sc, perf = _step_documents(cat, scenario, backend)
         gaps, unsourced = {}, "prices not evaluated"
         if not isinstance(perf, str):
+            assert sc is not None  # evaluated, so built
             try:
                 costs = costs_of(sc, cat, perf)
             except (CostError, ValueError):

@@ -19,8 +19,10 @@ from typing import Any
 from fabricplan.catalog import Catalog
 from fabricplan.claims.result import Case, ClaimResult, in_range, near, source
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
-from fabricplan.scenario import ScenarioError, load_scenario
-from fabricplan.workload import WorkloadError, evaluate_scenario
+from fabricplan.scenario import Scenario, load_scenario
+from fabricplan.sweep.variants import Variant as SweepVariant
+from fabricplan.sweep.variants import variant_of
+from fabricplan.workload.positions import Positions
 
 EXAMPLES = Path(str(resources.files("fabricplan.claims") / "data"))
 IB, ROCE = "ib-ndr", "roce-400g"
@@ -70,13 +72,8 @@ WORST = Variant(
 )
 
 
-def catalog_with_latency(cat: Catalog, fabric: str, which: str) -> Catalog:
-    """The catalog with ``fabric``'s typical RDMA latency moved to its range's ``which`` end."""
-    if which == "typical":
-        return cat
-    return catalog_with_one_switch_latency(
-        cat, fabric, getattr(cat.fabric(fabric).rdma_latency_us, which)
-    )
+# The catalog range's ends as positions (workload.positions): "high" is the range's high end.
+LATENCY_POSITION = {"low": 0.0, "high": 1.0}
 
 
 def catalog_with_one_switch_latency(cat: Catalog, fabric: str, us: float) -> Catalog:
@@ -86,15 +83,40 @@ def catalog_with_one_switch_latency(cat: Catalog, fabric: str, us: float) -> Cat
     return cat.with_entry(f.model_copy(update={"rdma_latency_us": lat}))
 
 
+def _sweep_variant(cat: Catalog, index: int, scenario: str, v: Variant) -> SweepVariant:
+    """The claim's scenario under ``v``, its InfiniBand and RoCE fabrics only, RoCE's RDMA
+    latency at ``v``'s end of the catalog range: a variant for the sweep engine."""
+
+    def build() -> Scenario:
+        sc = load_scenario(EXAMPLES / scenario, catalog=cat, overrides=list(v.overrides))
+        return sc.model_copy(
+            update={"cluster": sc.cluster.model_copy(update={"fabric": (IB, ROCE)})}
+        )
+
+    positions = None
+    if v.roce_latency != "typical":
+        # the fabric as a whole at that latency: its flow control's round trips included
+        positions = Positions(
+            rdma_latency=LATENCY_POSITION[v.roce_latency], fabrics=(ROCE,), network=True
+        )
+    return variant_of(index, {"scenario": scenario, "variant": v.label}, build, positions)
+
+
 def _evaluate(
-    cat: Catalog, scenario: str, v: Variant, backend: NetworkBackend
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    c = catalog_with_latency(cat, ROCE, v.roce_latency)
-    sc = load_scenario(EXAMPLES / scenario, catalog=c, overrides=list(v.overrides))
-    # IB on the unchanged catalog, so its congestion runs are shared across variants
-    (ib,) = (r.values for r in evaluate_scenario(sc, cat, [IB], backend=backend))
-    (roce,) = (r.values for r in evaluate_scenario(sc, c, [ROCE], backend=backend))
-    return ib, roce
+    cat: Catalog, scenario: str, variants: list[Variant], backend: NetworkBackend
+) -> list[tuple[dict[str, Any], dict[str, Any]] | str]:
+    """IB's and RoCE's step documents under each variant, or why it is not evaluable."""
+    from fabricplan.sweep.engine import evaluate_scenarios
+
+    todo = [_sweep_variant(cat, i, scenario, v) for i, v in enumerate(variants)]
+    out: list[tuple[dict[str, Any], dict[str, Any]] | str] = []
+    for rec in evaluate_scenarios(todo, cat, backend):
+        if not rec.ok:
+            out.append((rec.skipped or "refused").splitlines()[0])
+            continue
+        doc = {o.fabric: o.detail for o in rec.outcomes}
+        out.append((doc[IB] or {}, doc[ROCE] or {}))
+    return out
 
 
 QUANTITIES: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], float]]] = {
@@ -206,20 +228,12 @@ CLAIMS = (
 )
 
 
-def _check(
-    cat: Catalog, claim: ScaleClaim, cache: dict[tuple[str, Variant], Any], backend: NetworkBackend
-) -> ClaimResult:
+def _check(cat: Catalog, claim: ScaleClaim, backend: NetworkBackend) -> ClaimResult:
     label, fn = QUANTITIES[claim.quantity]
     variants = [*COMMON_VARIANTS, *([claim.model_variant] if claim.model_variant else []), WORST]
     cases = []
-    for v in variants:
-        key = (claim.scenario, v)
-        if key not in cache:
-            try:
-                cache[key] = _evaluate(cat, claim.scenario, v, backend)
-            except (ScenarioError, WorkloadError) as exc:
-                cache[key] = str(exc).splitlines()[0]
-        res = cache[key]
+    # the engine keeps each evaluation: claims on one scenario share their common variants
+    for v, res in zip(variants, _evaluate(cat, claim.scenario, variants, backend), strict=True):
         cond = {"variant": v.label, "overrides": list(v.overrides), "roce_latency": v.roce_latency}
         if isinstance(res, str):
             cases.append(Case(cond, None, None, f"not evaluable: {res}"))
@@ -270,10 +284,9 @@ def scale_claims(
     progress: Callable[[], None] | None = None,
     backend: NetworkBackend = DEFAULT_BACKEND,
 ) -> list[ClaimResult]:
-    cache: dict[tuple[str, Variant], Any] = {}
     out = []
     for claim in CLAIMS:
-        out.append(_check(cat, claim, cache, backend))
+        out.append(_check(cat, claim, backend))
         if progress:
             progress()
     return out

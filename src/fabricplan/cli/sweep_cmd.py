@@ -109,7 +109,7 @@ def run_cmd(
     if engine == "ray":
         _needs_ray(as_json)
     out = out or Path(f"{file.stem}-sweep.duckdb")
-    spec = Spec(what, cat, backend.name, seed)
+    spec = Spec(what, cat, backend.name, seed, keep_going=True)
     executor = make_executor(engine, jobs, address)
     try:
         if as_json:
@@ -135,6 +135,7 @@ def run_cmd(
         fail(f"--address: {exc}", as_json=as_json)
     if as_json:
         emit_json(summary.to_dict())
+        _exit_if_failed(summary.failed)
         return
     s = summary
     output.console.print(
@@ -146,7 +147,24 @@ def run_cmd(
     for e in s.skipped_examples:
         point = ", ".join(f"{k}={v}" for k, v in e["point"].items())
         output.console.print(f"  [yellow]skipped[/] {point}: {e['reason']}", highlight=False)
+    for e in s.failed_examples:
+        point = ", ".join(f"{k}={v}" for k, v in e["point"].items())
+        output.err_console.print(f"  [red]failed[/] {point}: {e['error']}", highlight=False)
     _show(out, limit=20, as_json=False)
+    if s.failed:
+        output.err_console.print(
+            f"{s.failed:,} combination{'s' if s.failed != 1 else ''} stopped by an error and "
+            "not stored: the same command retries them (the others are kept)",
+            highlight=False,
+        )
+    _exit_if_failed(s.failed)
+
+
+def _exit_if_failed(failed: int) -> None:
+    """A fault in some combinations (not a refusal) is exit code 1, after all the others are
+    stored."""
+    if failed:
+        raise typer.Exit(output.EXIT_INTERNAL)
 
 
 def _needs_ray(as_json: bool) -> None:

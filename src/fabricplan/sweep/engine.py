@@ -56,18 +56,22 @@ class Spec:
     backend: str = "flow"
     seed: int = 0
     detail: bool = False  # keep the full step documents (callers in this process)
+    keep_going: bool = False  # an error in one combination is reported, not raised
 
     def options(self) -> dict[str, Any]:
         return {"seed": self.seed} if self.what == "advise" else {}
 
     def context(self) -> Context:
-        return Context(self.catalog, self.backend, self.what, self.seed, self.detail)
+        return Context(
+            self.catalog, self.backend, self.what, self.seed, self.detail, self.keep_going
+        )
 
 
 def _workload_key(v: Variant) -> str:
     """Variants equal in this share every workload evaluation (money does not enter it)."""
     assert v.scenario is not None
-    return v.scenario.model_dump_json(include={"cluster", "workload", "organization"})
+    key = v.scenario.model_dump_json(include={"cluster", "workload", "organization"})
+    return key if v.positions is None else f"{key}{v.positions}"
 
 
 def chunks_of(tasks: list[tuple[str, Task]], workers: int) -> list[list[tuple[str, Task]]]:
@@ -99,7 +103,9 @@ def combination_keys(
         content = (
             None
             if v.scenario is None
-            else scenario_hash(v.scenario, digest, spec.backend, spec.what, spec.options())
+            else scenario_hash(
+                v.scenario, digest, spec.backend, spec.what, spec.options(), v.positions
+            )
         )
         out[v.index] = (combination_key(v.point, f"{salt}:{content or v.skipped}"), content)
     return out
@@ -147,18 +153,22 @@ def evaluate_variants(
             on_records(records)
 
     deliver(batch)
-    tasks = [(_workload_key(vs[0]), (vs[0].index, vs[0].scenario)) for vs in todo.values()]
+    tasks = [
+        (_workload_key(vs[0]), (vs[0].index, vs[0].scenario, vs[0].positions))
+        for vs in todo.values()
+    ]
     by_first = {vs[0].index: vs for vs in todo.values()}
     chunks = chunks_of(tasks, max(1, executor.workers))  # type: ignore[arg-type]
     plain = [[task for _, task in c] for c in chunks]
     results: Iterable[list[TaskResult]] = executor.map(spec.context(), plain)
     for found in results:
         records = []
-        for index, outcomes, skipped, at in found:
+        for index, outcomes, skipped, at, error in found:
             first = by_first[index]
             content = keys[index][1]
             assert content is not None
-            CACHE.put(f"{content}:{spec.detail}", (outcomes or (), skipped, at))
+            if error is None:  # an error is retried next time, never remembered
+                CACHE.put(f"{content}:{spec.detail}", (outcomes or (), skipped, at))
             for v in first:
                 records.append(
                     Record(
@@ -170,6 +180,7 @@ def evaluate_variants(
                         skipped,
                         v.followed,
                         at,
+                        error,
                     )
                 )
         deliver(records)

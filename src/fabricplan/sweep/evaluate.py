@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
     from fabricplan.congestion.network_backend import NetworkBackend
     from fabricplan.scenario import Scenario
+    from fabricplan.workload.positions import Positions
 
 
 class Skip(Exception):
@@ -28,10 +29,22 @@ def _refusals() -> tuple[type[Exception], ...]:
     return (WorkloadError, CostError, BackendError, ScenarioError)
 
 
-def _step(sc: Scenario, cat: Catalog, backend: NetworkBackend) -> list[dict[str, Any]]:
+def _step(
+    sc: Scenario, cat: Catalog, backend: NetworkBackend, positions: Positions | None
+) -> list[dict[str, Any]]:
     from fabricplan.workload import evaluate_scenario
 
-    return [r.to_dict() for r in evaluate_scenario(sc, cat, backend=backend)]
+    if positions is None:
+        found = evaluate_scenario(sc, cat, backend=backend)
+    else:
+        found = evaluate_scenario(
+            sc,
+            cat,
+            backend=backend,
+            adjust=lambda hw: positions.apply(hw, cat),
+            adjust_key=("positions", positions),
+        )
+    return [r.to_dict() for r in found]
 
 
 def _cost(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -89,11 +102,15 @@ def evaluate_one(
     *,
     seed: int = 0,
     detail: bool = False,
+    positions: Positions | None = None,
 ) -> tuple[Outcome, ...]:
-    """Each fabric's outcome for ``sc`` at level ``what``; ``detail`` keeps the full step
-    documents on the outcomes. Raises Skip when the model refuses the combination."""
+    """Each fabric's outcome for ``sc`` at level ``what`` (its hardware at ``positions`` of the
+    catalog's ranges, if given); ``detail`` keeps the full step documents on the outcomes.
+    Raises Skip when the model refuses the combination."""
+    if positions is not None and what != "step":
+        raise ValueError("hardware positions are evaluated at the step level only")
     try:
-        perf = _step(sc, cat, backend)
+        perf = _step(sc, cat, backend, positions)
         if what == "step":
             extra: list[dict[str, Any]] = [{} for _ in perf]
             cls: type[StepOutputs] = StepOutputs

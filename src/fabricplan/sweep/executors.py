@@ -1,8 +1,8 @@
 """Where a sweep's chunks run: in this process, in local worker processes, or on a Ray cluster.
 
 Each executor takes the same context (catalog, backend, level, seed) once per worker and the
-same chunks of (index, scenario) tasks, and runs the same function on them, so the rows are the
-same whichever runs them. A worker lives for the whole sweep: the workload model's memo
+same chunks of (index, scenario, positions) tasks, and runs the same function on them, so the
+rows are the same whichever runs them. A worker lives for the whole sweep: the workload model's memo
 (workload.memo) then serves every combination that differs only in money from one it has
 already evaluated. Chunks come back as they finish, in any order.
 """
@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
     from fabricplan.scenario import Scenario
+    from fabricplan.workload.positions import Positions
 
-# A task is (combination index, scenario); its result (index, outcomes or None, skip reason or
-# None, seconds since the epoch when it finished).
-Task = tuple[int, "Scenario"]
-TaskResult = tuple[int, Any, str | None, float]
+# A task is (combination index, scenario, hardware positions or None); its result (index,
+# outcomes or None, skip reason or None, seconds since the epoch when it finished, the error
+# that stopped it or None).
+Task = tuple[int, "Scenario", "Positions | None"]
+TaskResult = tuple[int, Any, str | None, float, str | None]
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,9 @@ class Context:
     what: str
     seed: int = 0
     detail: bool = False
+    # an error in one combination (a fault of the model, not a refusal) is reported with it
+    # and the sweep goes on; else it propagates (callers in this process see the traceback)
+    keep_going: bool = False
 
 
 def run_chunk(ctx: Context, chunk: Sequence[Task]) -> list[TaskResult]:
@@ -45,12 +50,24 @@ def run_chunk(ctx: Context, chunk: Sequence[Task]) -> list[TaskResult]:
 
     b = backend(ctx.backend)
     out: list[TaskResult] = []
-    for index, sc in chunk:
+    for index, sc, positions in chunk:
         try:
-            found = evaluate_one(sc, ctx.what, ctx.catalog, b, seed=ctx.seed, detail=ctx.detail)
-            out.append((index, found, None, time.time()))
+            found = evaluate_one(
+                sc,
+                ctx.what,
+                ctx.catalog,
+                b,
+                seed=ctx.seed,
+                detail=ctx.detail,
+                positions=positions,
+            )
+            out.append((index, found, None, time.time(), None))
         except Skip as exc:
-            out.append((index, None, str(exc), time.time()))
+            out.append((index, None, str(exc), time.time(), None))
+        except Exception as exc:
+            if not ctx.keep_going:
+                raise
+            out.append((index, None, None, time.time(), f"{type(exc).__name__}: {exc}"))
     return out
 
 

@@ -100,10 +100,13 @@ class Record:
     skipped: str | None = None
     followed: tuple[str, ...] = ()
     computed_at: float = 0.0  # seconds since the epoch
+    # an error that stopped the evaluation (a fault, not a refusal): such a record is not
+    # stored, so that running the sweep again retries it
+    error: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.skipped is None
+        return self.skipped is None and self.error is None
 
 
 def pick(cls: type[StepOutputs], values: dict[str, Any]) -> StepOutputs:

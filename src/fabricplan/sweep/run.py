@@ -30,11 +30,13 @@ class Summary:
     already_stored: int = 0
     evaluated: int = 0
     skipped: int = 0
+    failed: int = 0  # stopped by an error: not stored, retried when the sweep is run again
     rows_written: int = 0
     seconds: float = 0.0
     workers: int = 1
     engine: str = "local"
     skipped_examples: list[dict[str, Any]] = field(default_factory=list)
+    failed_examples: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -100,12 +102,16 @@ def run_sweep(
             on_progress(progress[0], total)
 
         def write(records: list[Record]) -> None:
-            store.write(records)
-            summary.evaluated += len(records)
-            summary.skipped += sum(not r.ok for r in records)
-            summary.rows_written += sum(max(1, len(r.outcomes)) for r in records)
+            kept = [r for r in records if r.error is None]
+            store.write(kept)
+            summary.evaluated += len(kept)
+            summary.skipped += sum(not r.ok for r in kept)
+            summary.failed += len(records) - len(kept)
+            summary.rows_written += sum(max(1, len(r.outcomes)) for r in kept)
             for r in records:
-                if not r.ok and len(summary.skipped_examples) < SHOWN_SKIPS:
+                if r.error is not None and len(summary.failed_examples) < SHOWN_SKIPS:
+                    summary.failed_examples.append({"point": r.point, "error": r.error})
+                elif not r.ok and len(summary.skipped_examples) < SHOWN_SKIPS:
                     summary.skipped_examples.append({"point": r.point, "reason": r.skipped})
             progress[0] += len(records)
             if on_records is not None:

@@ -25,6 +25,7 @@ from typing import Any
 from fabricplan import __version__
 from fabricplan.catalog import Catalog
 from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
+from fabricplan.workload.positions import Positions
 
 # Keys whose change makes a written dp wrong.
 _SIZES_DP = ("cluster.gpus", "workload.parallel.tp", "workload.parallel.pp", "workload.parallel.cp")
@@ -39,6 +40,9 @@ class Variant:
     scenario: Scenario | None = None
     skipped: str | None = None
     followed: tuple[str, ...] = field(default=())  # "KEY -> VALUE" for each field that followed
+    # hardware figures away from the catalog's typical values (advise's sensitivity and Monte
+    # Carlo, the claims' latency cases): part of what is evaluated, so of the content hash
+    positions: Positions | None = None
 
 
 def _get(data: Mapping[str, Any], key: str) -> Any:
@@ -95,7 +99,12 @@ def make_variant(
     return Variant(index, point, sc, followed=tuple(notes))
 
 
-def variant_of(index: int, point: dict[str, Any], build: Callable[[], Scenario | None]) -> Variant:
+def variant_of(
+    index: int,
+    point: dict[str, Any],
+    build: Callable[[], Scenario | None],
+    positions: Positions | None = None,
+) -> Variant:
     """A variant a caller builds its own way (advise's sizes): ``build`` returns the scenario,
     None to skip it, or raises ScenarioError (skipped with its problems)."""
     try:
@@ -104,7 +113,7 @@ def variant_of(index: int, point: dict[str, Any], build: Callable[[], Scenario |
         return Variant(index, point, skipped="; ".join(map(str, exc.problems)))
     if sc is None:
         return Variant(index, point, skipped="not a combination this analysis evaluates")
-    return Variant(index, point, sc)
+    return Variant(index, point, sc, positions=positions)
 
 
 # Digests by catalog object: a catalog is immutable, and hashing its entries takes milliseconds.
@@ -124,10 +133,18 @@ def catalog_digest(cat: Catalog) -> str:
     return found
 
 
-def scenario_hash(sc: Scenario, catalog: str, backend: str, what: str, options: Any) -> str:
+def scenario_hash(
+    sc: Scenario,
+    catalog: str,
+    backend: str,
+    what: str,
+    options: Any,
+    positions: Positions | None = None,
+) -> str:
     """The content hash a result is cached and stored under: the resolved scenario, the
-    catalog's digest, the network backend, what is computed (with its options) and the
-    version of fabricplan that computed it."""
+    catalog's digest, the hardware's positions in the catalog's ranges (when not typical), the
+    network backend, what is computed (with its options) and the version of fabricplan that
+    computed it."""
     doc = {
         "scenario": sc.model_dump(mode="json"),
         "catalog": catalog,
@@ -136,6 +153,8 @@ def scenario_hash(sc: Scenario, catalog: str, backend: str, what: str, options: 
         "options": options,
         "version": __version__,
     }
+    if positions is not None:
+        doc["positions"] = positions.to_dict()
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
