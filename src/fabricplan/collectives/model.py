@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from fabricplan.collectives import nccl_constants as K
 from fabricplan.collectives.system import CommSystem
 
 TABLE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+# Ops this model prices exactly alike (the same steps, algorithms and protocols, so the same
+# tables and times): a caller may price the one's collectives in the other's call.
+PRICED_ALIKE = {"reduce_scatter": "all_gather"}
 A, P = len(K.ALGORITHMS), len(K.PROTOCOLS)
 TREE, RING, CN_DIRECT, CN_CHAIN, NVLS, NVLS_TREE, PAT = range(A)
 LL, LL128, SIMPLE = range(P)
@@ -79,15 +83,82 @@ def _nsteps(op: str, n: np.ndarray) -> np.ndarray:
     return n  # broadcast, reduce
 
 
+# Up to this many configurations, ``tables`` reads each configuration's tables from a cache by
+# its exact values: a plan search or a planner evaluating one plan after another asks about the
+# same few communicators again and again, and one configuration's tables cost as much to
+# compute as a few hundred's. Above it, they are computed for all at once.
+TABLE_CACHE_MAX_ROWS = 16
+# Configurations whose tables are kept (an entry is two (A, P) arrays).
+TABLE_CACHE_ENTRIES = 4096
+
+
 def tables(
     sa: SystemArrays, op: str, delta: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Latency (us), algorithm bandwidth (GB/s; 0 = not available) per (N, algo, proto), and
     the runtime channel count (N,) used by the ring plateau rule. ``delta`` (us per network
-    step, (N,)) defaults to the physical one; NCCL's tuner sees ``sa.tuner_delta``."""
+    step, (N,)) defaults to the physical one; NCCL's tuner sees ``sa.tuner_delta``.
+    The arrays may be shared with other calls' answers: do not write into them."""
     delta = sa.delta if delta is None else delta
     if op not in TABLE_OPS:
         raise ValueError(f"no NCCL table for {op}")
+    if len(sa) > TABLE_CACHE_MAX_ROWS:
+        return _tables(sa, op, delta)
+    # every input of _tables, one row per configuration
+    columns = (sa.nodes, sa.k, sa.m, sa.nic, sa.nvl, sa.nvls_ch, delta, sa.arch, sa.nvls, sa.sharp)
+    rows = [_row_tables(op, *key) for key in zip(*[c.tolist() for c in columns], strict=True)]
+    if len(rows) == 1:
+        return rows[0]
+    return (
+        np.concatenate([r[0] for r in rows]),
+        np.concatenate([r[1] for r in rows]),
+        np.concatenate([r[2] for r in rows]),
+    )
+
+
+@lru_cache(maxsize=TABLE_CACHE_ENTRIES)
+def _row_tables(
+    op: str,
+    nodes: float,
+    k: float,
+    m: float,
+    nic: float,
+    nvl: float,
+    nvls_ch: float,
+    delta: float,
+    arch: float,
+    nvls: float,
+    sharp: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_tables`` of one configuration (read-only arrays with one row)."""
+
+    def one(value: float, dtype: type = float) -> np.ndarray:
+        return np.array([value], dtype=dtype)
+
+    sa = SystemArrays(
+        nodes=one(nodes),
+        k=one(k),
+        m=one(m),
+        nic=one(nic),
+        nvl=one(nvl),
+        nvls_ch=one(nvls_ch),
+        delta=one(delta),
+        tuner_delta=one(delta),  # not read by _tables
+        arch=one(arch, int),
+        nvls=one(nvls, bool),
+        sharp=one(sharp, bool),
+        nvls_nch=one(0.0),  # not read by _tables
+    )
+    out = _tables(sa, op, sa.delta)
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def _tables(
+    sa: SystemArrays, op: str, delta: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``tables``, computed for every configuration."""
     n_sys = len(sa)
     lat = np.zeros((n_sys, A, P))
     bw = np.zeros((n_sys, A, P))
@@ -233,7 +304,7 @@ def _halve_chunk(
             want = np.ceil(mult * scale)
             need = np.ceil(np.log2(want * out / np.maximum(part, 1.0)) - 1e-9)
             room = np.ceil(np.log2(np.maximum(out / floor, 1.0)) - 1e-9)
-            out = out / 2.0 ** np.clip(np.minimum(need, room), 0, None)
+            out = out / 2.0 ** np.maximum(np.minimum(need, room), 0.0)
     return out
 
 
@@ -268,6 +339,8 @@ def _nvls_tree_fill_us(
     for mult, floor in K.NVLS_TREE_FILL_CHUNK_RULES:
         for _ in range(int(np.log2(top // floor))):
             shrink = (per_channel / chunk < depth[:, None] * mult) & (chunk > floor)
+            if not shrink.any():
+                break  # nothing changed: the rule's further rounds would not either
             chunk = np.where(shrink, chunk / 2, chunk)
         top = floor
     chunk = np.minimum(chunk, per_channel)
@@ -320,8 +393,20 @@ def _tree_correction(sizes: np.ndarray) -> np.ndarray:
     """NCCL's size-dependent tree efficiency, (..., P)."""
     idx = np.floor(np.log2(np.maximum(sizes, 64) / 64)).astype(int)
     inside = (idx >= 0) & (idx < K.TREE_CORRECTION_MAX_INDEX)
-    corr = K.TREE_CORRECTION[:, np.clip(idx, 0, K.TREE_CORRECTION.shape[1] - 1)]  # (P, ...)
-    return np.moveaxis(np.where(inside, corr, 1.0), 0, -1)
+    at = np.minimum(np.maximum(idx, 0), _TREE_CORRECTION_BY_INDEX.shape[0] - 1)
+    return np.where(inside[..., None], _TREE_CORRECTION_BY_INDEX[at], 1.0)
+
+
+# NCCL's tree correction by size index, (index, P)
+_TREE_CORRECTION_BY_INDEX = np.ascontiguousarray(K.TREE_CORRECTION.T)
+
+
+def as_sizes(sizes: np.ndarray | float, n: int) -> np.ndarray:
+    """``sizes`` as a float array of shape (n, S), from anything that broadcasts to it."""
+    sizes = np.asarray(sizes, dtype=float)
+    if sizes.ndim == 2 and sizes.shape[0] == n:
+        return sizes
+    return np.broadcast_to(sizes, (n, np.shape(sizes)[-1]))
 
 
 def _times(
@@ -329,32 +414,43 @@ def _times(
     op: str,
     sizes: np.ndarray,
     slowdown: np.ndarray | float,
-    delta: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """NCCL's estimate (N, S, A, P), and the tree's pipeline fill it leaves out (N, S, P)."""
-    lat, bw, nch_rt = tables(sa, op, delta)
-    sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
+    deltas: Sequence[np.ndarray | None],
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """NCCL's estimate (N, S, A, P) with each of ``deltas`` as the per-step network latency
+    (None: the physical one), and the tree's pipeline fill it leaves out (N, S, P). Only the
+    latencies depend on the delta: the rest is computed once for all of them."""
+    lat, bw, nch_rt = tables(sa, op, deltas[0])
+    lats = [lat] + [tables(sa, op, d)[0] for d in deltas[1:]]
+    sizes = as_sizes(sizes, len(sa))
     s = sizes[:, :, None, None]
-    eff_bw = np.broadcast_to(bw[:, None], (len(sa), sizes.shape[1], A, P)).copy()
+    eff_bw = np.empty((len(sa), sizes.shape[1], A, P))
+    eff_bw[...] = bw[:, None]
     if op == "all_reduce":
         eff_bw[:, :, TREE, :] *= _tree_correction(sizes)
-    lat_s = np.broadcast_to(lat[:, None], eff_bw.shape).copy()
     tree_fill = np.zeros((*sizes.shape, P))
     if op == "all_reduce":
         plateau = (sa.nodes > 1)[:, None] & (
             sizes / (nch_rt[:, None] * (sa.nodes * sa.k)[:, None])
             >= K.RING_PLATEAU_BYTES_PER_RANK_CHANNEL
         )
-        lat_s[:, :, RING, SIMPLE] *= np.where(plateau, K.RING_PLATEAU_LAT_FACTOR, 1.0)
+        plateau_factor = np.where(plateau, K.RING_PLATEAU_LAT_FACTOR, 1.0)
         tree_fill, nvls_tree_fill = tree_fill_us(sa, sizes, bw, nch_rt)
-        # NVLS-Tree's approximate fill stays in the choice, as it always was
-        lat_s[:, :, NVLS_TREE, SIMPLE] += nvls_tree_fill
     slow = np.asarray(slowdown, dtype=float)
     if slow.ndim == 2:  # (N, A): one factor per configuration and algorithm
         slow = slow[:, None, :, None]
     with np.errstate(divide="ignore"):
-        t = lat_s + s * slow / (1000.0 * eff_bw)
-    return np.where(eff_bw > 0, t, np.inf), tree_fill
+        bw_term = s * slow / (1000.0 * eff_bw)
+    available = eff_bw > 0
+    out = []
+    for lat in lats:
+        lat_s = np.empty(eff_bw.shape)
+        lat_s[...] = lat[:, None]
+        if op == "all_reduce":
+            lat_s[:, :, RING, SIMPLE] *= plateau_factor
+            # NVLS-Tree's approximate fill stays in the choice, as it always was
+            lat_s[:, :, NVLS_TREE, SIMPLE] += nvls_tree_fill
+        out.append(np.where(available, lat_s + bw_term, np.inf))
+    return out, tree_fill
 
 
 def times(
@@ -373,7 +469,7 @@ def times(
     the physical per-step network latency (NCCL's tuner reads ``sa.tuner_delta``).
     ``mechanics=False`` leaves out the tree's pipeline fill, as NCCL's own estimate does.
     """
-    t, tree_fill = _times(sa, op, sizes, slowdown, delta)
+    (t,), tree_fill = _times(sa, op, sizes, slowdown, [delta])
     if mechanics:
         t[:, :, TREE] += tree_fill
     return t
@@ -384,10 +480,11 @@ def times_and_estimate(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The time (as ``times``) and NCCL's own estimate, which reads the plugin's reported
     latency and leaves out the tree's pipeline fill; computed once when the two latencies agree."""
-    estimate, tree_fill = _times(sa, op, sizes, slowdown, sa.tuner_delta)
     if not np.array_equal(sa.tuner_delta, sa.delta):
-        return times(sa, op, sizes, slowdown), estimate
-    t = estimate.copy()
+        (estimate, t), tree_fill = _times(sa, op, sizes, slowdown, [sa.tuner_delta, None])
+    else:
+        (estimate,), tree_fill = _times(sa, op, sizes, slowdown, [sa.tuner_delta])
+        t = estimate.copy()
     t[:, :, TREE] += tree_fill
     return t, estimate
 
@@ -400,4 +497,6 @@ def best(
     flat = t.reshape((*t.shape[:-2], A * P))
     by = flat if judged is None else judged.reshape(flat.shape)
     choice = np.argmin(by, axis=-1)
-    return np.take_along_axis(flat, choice[..., None], -1)[..., 0], choice // P, choice % P
+    # flat[..., choice], one element per (N, S)
+    picked = flat.reshape(-1, A * P)[np.arange(choice.size), choice.ravel()]
+    return picked.reshape(choice.shape), choice // P, choice % P

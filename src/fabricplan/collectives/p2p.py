@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabricplan.collectives import nccl_constants as K
-from fabricplan.collectives.model import LL, RING, SIMPLE, SystemArrays
+from fabricplan.collectives.model import LL, RING, SIMPLE, SystemArrays, as_sizes
 
 # Assumption: per-peer launch and proxy cost of a grouped send/recv; NCCL publishes no figure.
 # Calibrate against alltoall_perf output with `fabricplan calibrate`.
@@ -28,10 +28,12 @@ def p2p_times(
 ) -> np.ndarray:
     """Time (us) per (N, S, protocol) for LL and Simple (inf for LL128, unused by p2p).
     ``slowdown`` (>= 1, scalar or (N,)) stretches the time the traffic spends on the fabric."""
-    sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
+    sizes = as_sizes(sizes, len(sa))
     n = sa.nodes * sa.k
     multi = sa.nodes > 1
-    slow = np.broadcast_to(np.asarray(slowdown, dtype=float), (len(sa),))
+    slow = np.asarray(slowdown, dtype=float)
+    if slow.shape != (len(sa),):
+        slow = np.broadcast_to(slow, (len(sa),))
     out = np.full((*sizes.shape, 3), np.inf)
     if op == "sendrecv":
         # nccl-tests sends to rank+1: with several nodes one pair per node boundary uses a NIC.

@@ -10,7 +10,14 @@ import numpy as np
 from fabricplan.collectives import nccl_constants as K
 from fabricplan.collectives.busbw import algbw_GBps, bus_factor
 from fabricplan.collectives.congestion import CongestionBackend, NoCongestion
-from fabricplan.collectives.model import RING, TABLE_OPS, SystemArrays, best, times_and_estimate
+from fabricplan.collectives.model import (
+    RING,
+    TABLE_OPS,
+    SystemArrays,
+    as_sizes,
+    best,
+    times_and_estimate,
+)
 from fabricplan.collectives.p2p import p2p_times
 from fabricplan.collectives.system import CommSystem
 
@@ -47,6 +54,45 @@ class SweepResult:
     protocol: np.ndarray  # index into PROTOCOLS
 
 
+def fastest(
+    sa: SystemArrays,
+    op: str,
+    sizes: np.ndarray,
+    *,
+    backend: CongestionBackend | None = None,
+    algorithms: Iterable[str] | None = None,
+    protocols: Iterable[str] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The time (us) of ``op`` for N configurations at sizes of shape (S,) or (N, S), by the
+    algorithm and protocol NCCL runs (their indices; algorithm -1 for point-to-point), each
+    of shape (N, S): :func:`sweep` without the bandwidths."""
+    sizes = as_sizes(sizes, len(sa))
+    # None allows all: no mask then (np.where over an all-true mask changes nothing)
+    proto_mask = None
+    if protocols is not None:
+        proto_index = {p.lower(): i for i, p in enumerate(K.PROTOCOLS)}
+        proto_mask = _mask(protocols, proto_index, 3, "protocol")
+    slow = (backend or NoCongestion()).slowdown(sa, op)
+    if op in TABLE_OPS:
+        # NCCL picks by its own estimate (ncclTopoGetAlgoTime: latency + bytes / bandwidth),
+        # which has the plugin's reported latency and none of the tree's fill and drain
+        t, judged = times_and_estimate(sa, op, sizes, slow)
+        if algorithms is not None or proto_mask is not None:
+            algo_mask = _mask(algorithms, ALGO_NAMES, len(K.ALGORITHMS), "algorithm")
+            allowed = algo_mask[:, None] & (True if proto_mask is None else proto_mask[None, :])
+            t = np.where(allowed, t, np.inf)
+            judged = np.where(allowed, judged, np.inf)
+        return best(t, judged)
+    # point-to-point runs outside NCCL's algorithms: one factor, the ring column's
+    t = p2p_times(sa, op, sizes, slow[:, RING])
+    if proto_mask is not None:
+        t = np.where(proto_mask, t, np.inf)
+    proto = np.argmin(t, axis=-1)
+    # t[..., proto], one element per (N, S)
+    t_best = t.reshape(-1, t.shape[-1])[np.arange(proto.size), proto.ravel()].reshape(proto.shape)
+    return t_best, np.full(proto.shape, -1), proto
+
+
 def sweep(
     sa: SystemArrays,
     op: str,
@@ -57,24 +103,10 @@ def sweep(
     protocols: Iterable[str] | None = None,
 ) -> SweepResult:
     """Predict ``op`` for N configurations at sizes of shape (S,) or (N, S) in one call."""
-    sizes = np.broadcast_to(np.asarray(sizes, dtype=float), (len(sa), np.shape(sizes)[-1]))
-    proto_mask = _mask(protocols, {p.lower(): i for i, p in enumerate(K.PROTOCOLS)}, 3, "protocol")
-    slow = (backend or NoCongestion()).slowdown(sa, op)
-    if op in TABLE_OPS:
-        # NCCL picks by its own estimate (ncclTopoGetAlgoTime: latency + bytes / bandwidth),
-        # which has the plugin's reported latency and none of the tree's fill and drain
-        t, judged = times_and_estimate(sa, op, sizes, slow)
-        algo_mask = _mask(algorithms, ALGO_NAMES, len(K.ALGORITHMS), "algorithm")
-        allowed = algo_mask[:, None] & proto_mask[None, :]
-        t = np.where(allowed, t, np.inf)
-        judged = np.where(allowed, judged, np.inf)
-        t_best, algo, proto = best(t, judged)
-    else:
-        # point-to-point runs outside NCCL's algorithms: one factor, the ring column's
-        t = np.where(proto_mask, p2p_times(sa, op, sizes, slow[:, RING]), np.inf)
-        proto = np.argmin(t, axis=-1)
-        t_best = np.take_along_axis(t, proto[..., None], -1)[..., 0]
-        algo = np.full(proto.shape, -1)
+    sizes = as_sizes(sizes, len(sa))
+    t_best, algo, proto = fastest(
+        sa, op, sizes, backend=backend, algorithms=algorithms, protocols=protocols
+    )
     alg = algbw_GBps(sizes, t_best)
     bus = alg * np.asarray(bus_factor(op, sa.nodes * sa.k))[:, None]
     return SweepResult(t_best, alg, bus, algo, proto)

@@ -11,15 +11,16 @@ across the job's nodes, from the congestion layer's network backend that the cal
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fabricplan.collectives import CommSystem, SystemArrays, build_system, sweep
-from fabricplan.collectives.model import A
+from fabricplan.collectives import CommSystem, SystemArrays, build_system
+from fabricplan.collectives.model import PRICED_ALIKE, A
 from fabricplan.collectives.nccl_constants import MAX_CTAS, RUNTIME_CHANNEL_FACTOR
+from fabricplan.collectives.predict import fastest
 from fabricplan.congestion.network_backend import (
     DEFAULT_BACKEND,
     NO_CONGESTION,
@@ -70,14 +71,19 @@ def _base_arrays(hw: Hardware) -> SystemArrays:
     return SystemArrays.of([base_system(hw)])
 
 
+def _spread(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ranks per node and nodes of groups of ``size`` ranks ``stride`` apart (see _layout)."""
+    per_node = np.maximum(np.floor(hw.gpus_per_node / np.maximum(stride, 1)), 1)
+    per_node = np.minimum(per_node, size)
+    return per_node, np.maximum(np.ceil(size / per_node), 1)
+
+
 def _layout(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, ...]:
     """Ranks per node, nodes, NICs used per node and the NIC share each of those carries, of
     groups of ``size`` ranks ``stride`` apart (all groups run at once, each on its own share
     of the node's NICs)."""
     k, m = float(hw.gpus_per_node), float(hw.nics_per_node)
-    per_node = np.clip(np.floor(k / np.maximum(stride, 1)), 1, None)  # group ranks per node
-    per_node = np.minimum(per_node, size)
-    nodes = np.maximum(np.ceil(size / per_node), 1)
+    per_node, nodes = _spread(hw, size, stride)
     nic_share = m * per_node / k
     nics = np.maximum(np.floor(nic_share), 1)
     return per_node, nodes, nics, np.minimum(nic_share / nics, 1.0)
@@ -87,15 +93,36 @@ def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemAr
     """Communicators of ``size`` ranks ``stride`` apart, one per plan (arrays of shape (N,))."""
     base = _base_arrays(hw)
     per_node, nodes, nics, nic_part = _layout(hw, size, stride)
-    one_each = base.take(np.zeros(len(size), dtype=int))
-    return replace(one_each, nodes=nodes, k=per_node, m=nics, nic=base.nic[0] * nic_part)
+    each = np.zeros(len(size), dtype=int)
+    return SystemArrays(
+        nodes=nodes,
+        k=per_node,
+        m=nics,
+        nic=base.nic[0] * nic_part,
+        nvl=base.nvl[each],
+        nvls_ch=base.nvls_ch[each],
+        delta=base.delta[each],
+        tuner_delta=base.tuner_delta[each],
+        arch=base.arch[each],
+        nvls=base.nvls[each],
+        sharp=base.sharp[each],
+        nvls_nch=base.nvls_nch[each],
+    )
+
+
+def _groups(size: ArrayLike, stride: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` and ``stride`` as float arrays of one shape (N,)."""
+    size, stride = np.asarray(size, dtype=float), np.asarray(stride, dtype=float)
+    if size.ndim == 1 and size.shape == stride.shape:
+        return size, stride
+    size, stride = np.atleast_1d(size), np.atleast_1d(stride)
+    return np.broadcast_arrays(size, stride)  # type: ignore[return-value]
 
 
 def spans_nodes(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarray:
     """Whether groups of ``size`` ranks ``stride`` apart cross the network (shape (N,))."""
-    size, stride = np.atleast_1d(size).astype(float), np.atleast_1d(stride).astype(float)
-    size, stride = np.broadcast_arrays(size, stride)
-    return (size > 1) & (_layout(hw, size, stride)[1] > 1)
+    size, stride = _groups(size, stride)
+    return (size > 1) & (_spread(hw, size, stride)[1] > 1)
 
 
 def nccl_sm_share(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarray:
@@ -103,8 +130,7 @@ def nccl_sm_share(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarra
     block per channel (NCCL launches a CTA per channel), with the ring channels the collective
     model gives the group (one per NIC across nodes, one per GPU inside a node, doubled at run
     time, ``RUNTIME_CHANNEL_FACTOR``), at most NCCL_MAX_CTAS. 0 where the group has one rank."""
-    size, stride = np.atleast_1d(size).astype(float), np.atleast_1d(stride).astype(float)
-    size, stride = np.broadcast_arrays(size, stride)
+    size, stride = _groups(size, stride)
     per_node, nodes, nics, _ = _layout(hw, size, stride)
     found = np.where(nodes > 1, nics, per_node)
     channels = np.minimum(RUNTIME_CHANNEL_FACTOR * found, MAX_CTAS)
@@ -141,7 +167,17 @@ def congestion_factor(
         ) from None
 
 
+# congestion_factor of the hardware a step is evaluated on, kept by the hardware itself: its
+# answer is network_factor's (cached), asked without building the network's description and
+# hashing it again
+_factor = lru_cache(maxsize=512)(congestion_factor)
+
 Request = tuple[str, np.ndarray, np.ndarray, np.ndarray, str | None]
+
+# Up to this many plans, the collectives of ops the model prices alike (PRICED_ALIKE) are priced
+# in one call, which saves a call's fixed cost; above it, sorting out the equal collectives
+# (_distinct) of each op on its own costs less than of both together.
+ALIKE_MAX_PLANS = 1500
 
 
 def collectives_s(
@@ -149,38 +185,44 @@ def collectives_s(
 ) -> list[np.ndarray]:
     """Seconds per plan for each ``(op, ranks, stride, nbytes, pattern)`` request: one collective
     of ``nbytes`` (nccl-tests size) over groups of ``ranks`` ranks ``stride`` apart; 0 where a
-    group has one rank. Requests for the same op are priced in one vectorised call; groups that
-    cross the network are stretched by ``backend``'s factor for their pattern."""
-    out = [np.zeros(np.shape(r[1])) for r in requests]
+    group has one rank. The three arrays of a request have one shape (N,). Requests for the
+    same op (or, up to ``ALIKE_MAX_PLANS`` plans, ops the model prices alike) are priced in
+    one vectorised call; groups that cross the network are stretched by ``backend``'s factor
+    for their pattern."""
+    if not requests:
+        return []
+    alike = PRICED_ALIKE if len(requests[0][1]) <= ALIKE_MAX_PLANS else {}
     by_op: dict[str, list[int]] = {}
     for i, (op, *_rest) in enumerate(requests):
-        by_op.setdefault(op, []).append(i)
+        by_op.setdefault(alike.get(op, op), []).append(i)
     patterns: list[str | None] = [None]
+    out: list[np.ndarray] = [np.zeros(0)] * len(requests)
     for op, which in by_op.items():
-        parts = []
+        # the op's requests one after another, then the rows with something to price
+        lengths, pats = [], []
         for i in which:
-            _, size, stride, nbytes, pattern = requests[i]
-            live = np.flatnonzero((np.asarray(size) > 1) & (np.asarray(nbytes) > 0))
+            pattern = requests[i][4]
             if pattern not in patterns:
                 patterns.append(pattern)
-            parts.append((i, live, size, stride, nbytes, patterns.index(pattern)))
-        parts = [x for x in parts if len(x[1])]
-        if not parts:
-            continue
-        size = np.concatenate([np.asarray(x[2], dtype=float)[x[1]] for x in parts])
-        stride = np.concatenate([np.asarray(x[3], dtype=float)[x[1]] for x in parts])
-        nbytes = np.concatenate([np.asarray(x[4], dtype=float)[x[1]] for x in parts])
-        pat = np.concatenate([np.full(len(x[1]), x[5]) for x in parts])
-        rows, back = _distinct(hw, pat, size, stride, nbytes)
-        if rows is not None:
-            size, stride, nbytes, pat = size[rows], stride[rows], nbytes[rows], pat[rows]
-        t = _priced(hw, op, size, stride, nbytes, pat, patterns, backend)
-        if back is not None:
-            t = t[back]
+            lengths.append(len(requests[i][1]))
+            pats.append(patterns.index(pattern))
+        size = np.concatenate([requests[i][1] for i in which], dtype=float)
+        stride = np.concatenate([requests[i][2] for i in which], dtype=float)
+        nbytes = np.concatenate([requests[i][3] for i in which], dtype=float)
+        live = np.flatnonzero((size > 1) & (nbytes > 0))
+        every = np.zeros(len(size))
+        if len(live):
+            size, stride, nbytes = size[live], stride[live], nbytes[live]
+            pat = np.repeat(pats, lengths)[live]
+            rows, back = _distinct(hw, pat, size, stride, nbytes)
+            if rows is not None:
+                size, stride, nbytes, pat = size[rows], stride[rows], nbytes[rows], pat[rows]
+            t = _priced(hw, op, size, stride, nbytes, pat, patterns, backend)
+            every[live] = t if back is None else t[back]
         start = 0
-        for i, live, *_r in parts:
-            out[i][live] = t[start : start + len(live)]
-            start += len(live)
+        for i, n in zip(which, lengths, strict=True):
+            out[i] = every[start : start + n]
+            start += n
     return out
 
 
@@ -227,6 +269,6 @@ def _priced(
             # the pattern runs on every rail at once, across the nodes a group spans
             pattern = patterns[k]
             assert pattern is not None
-            factor[(pat == k) & (sa.nodes == n)] = congestion_factor(hw, pattern, int(n), backend)
-    res = sweep(sa, op, nbytes[:, None], backend=ConstantSlowdown(factor))
-    return res.time_us[:, 0] * 1e-6
+            factor[(pat == k) & (sa.nodes == n)] = _factor(hw, pattern, int(n), backend)
+    t_us = fastest(sa, op, nbytes[:, None], backend=ConstantSlowdown(factor))[0]
+    return t_us[:, 0] * 1e-6
