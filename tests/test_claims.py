@@ -52,7 +52,7 @@ def test_catalog_latency_reaches_the_workload():
     assert high.fabric("ib-ndr") == CAT.fabric("ib-ndr")
     sc = load_scenario(EXAMPLES / "256-gpu-mixtral.yaml", catalog=CAT)
     t = [
-        evaluate_scenario(sc, c, ["roce-400g"], backend=NO_CONGESTION)[0].values["step_time_s"]
+        evaluate_scenario(sc, c, ["roce-400g"], backend=NO_CONGESTION)[0].figures.step_time_s
         for c in (CAT, high)
     ]
     assert t[1] > t[0]

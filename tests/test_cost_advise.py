@@ -388,7 +388,7 @@ def test_tipping_point_is_where_the_two_fabrics_cost_the_same():
     parts = build_parts(sc, cat, perf, costs).with_perf(perf_table(sc, cat, NO_CONGESTION))
     nominal = parts.scores(nominal_multipliers(1))[:, 0]
     best, other = int(nominal.argmin()), int(nominal.argmax())
-    names = [p["fabric"] for p in perf]
+    names = [p.fabric for p in perf]
     tipped = [d for d in _sensitivity(parts, best, other, names) if d["tips_at"] is not None]
     assert tipped
     for d in tipped:
@@ -467,7 +467,7 @@ def test_performance_drivers_rerun_the_workload_model():
 
     cat = default_catalog()
     sc = load_scenario("examples/256-gpu-moe.yaml", catalog=cat)
-    steps = [r.values["step_time_s"] for r in evaluate_scenario(sc, cat)]
+    steps = [r.figures.step_time_s for r in evaluate_scenario(sc, cat)]
     table = perf_table(sc, cat, DEFAULT_BACKEND)
     assert table.nominal == pytest.approx(steps, rel=1e-12)
     assert table.time(nominal_multipliers(1))[:, 0] == pytest.approx(steps, rel=1e-12)
@@ -481,9 +481,9 @@ def test_performance_drivers_rerun_the_workload_model():
         )
         low = cat.with_entry(fast).with_entry(fast_sw)
         (r,) = evaluate_scenario(sc, low, [fab])
-        assert table.grid[k, 0, 1] == pytest.approx(r.values["step_time_s"], rel=1e-9)
+        assert table.grid[k, 0, 1] == pytest.approx(r.figures.step_time_s, rel=1e-9)
         (free,) = evaluate_scenario(sc, cat, [fab], backend=NO_CONGESTION)
-        assert table.uncongested[k] * steps[k] == pytest.approx(free.values["step_time_s"])
+        assert table.uncongested[k] * steps[k] == pytest.approx(free.figures.step_time_s)
         # lower latency and more goodput never slow the step
         assert table.grid[k, 0, 2] <= table.grid[k, 1, 1] <= table.grid[k, 2, 0]
     m = nominal_multipliers(3)

@@ -18,6 +18,7 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 from fabricplan.cost import CostError
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.models import MATURITIES
+from fabricplan.workload import FabricResult
 
 MAX_SIZES = 6  # evaluations: each re-runs the workload and congestion layers
 MAX_SCALE = 2  # largest size evaluated, relative to the scenario's
@@ -51,7 +52,7 @@ def with_maturity(sc: Scenario, maturity: str) -> Scenario:
     return sc.model_copy(update={"organization": org})
 
 
-def _scores(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> tuple[float, float]:
+def _scores(sc: Scenario, cat: Catalog, perf: list[FabricResult]) -> tuple[float, float]:
     ib, roce = build_parts(sc, cat, perf, costs_of(sc, cat, perf)).nominal()
     return float(ib), float(roce)
 
@@ -90,7 +91,7 @@ def sweep(
             continue
         n = at_sizes[rec.index]
         perf = [o.detail for o in rec.outcomes if o.detail is not None]
-        step = {p["fabric"]: p.get("step_time_s") for p in perf}
+        step = {p.fabric: p.figures.step_time_s for p in perf}
         try:
             for m in MATURITIES:
                 i, r = _scores(with_maturity(s, m), cat, perf)

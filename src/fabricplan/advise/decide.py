@@ -250,7 +250,7 @@ def advise(
     its plans without). ``by_model`` adds the break-even of every training model in the catalog
     (``tick`` is called after each, for a progress bar)."""
     perf, costs = evaluate(sc, cat, backend)
-    names = [p["fabric"] for p in perf]
+    names = [p.fabric for p in perf]
     parts = build_parts(sc, cat, perf, costs)
     nominal = parts.nominal()
     order = list(np.argsort(nominal))
@@ -285,20 +285,21 @@ def advise(
     sens = _sensitivity(mc_parts, best, other, names) if other != best else []
     sens = [{**d, "gpus": mc_gpus} for d in sens]
     fabrics = []
-    for p, c, score, misses in zip(perf, costs, nominal, late, strict=True):
+    for r, c, score, misses in zip(perf, costs, nominal, late, strict=True):
+        p, sv = r.figures, r.serving
         fabrics.append(
             {
-                "fabric": p["fabric"],
+                "fabric": r.fabric,
                 "family": c.family,
-                "step_time_s": p["step_time_s"],
-                "tokens_per_s": p["tokens_per_s"],
-                "time_to_train_days": p.get("time_to_train_days"),
-                "gpu_hours": p.get("gpu_hours"),
-                "expected_time_to_train_days": p.get("expected_time_to_train_days"),
-                "expected_gpu_hours": p.get("expected_gpu_hours"),
-                "goodput": p.get("goodput"),
-                "expected_run": p.get("expected_run"),
-                "comm_exposed_fraction": p["comm_exposed_fraction"],
+                "step_time_s": p.step_time_s,
+                "tokens_per_s": p.tokens_per_s,
+                "time_to_train_days": p.time_to_train_days,
+                "gpu_hours": p.gpu_hours,
+                "expected_time_to_train_days": r.expected_time_to_train_days,
+                "expected_gpu_hours": r.expected_gpu_hours,
+                "goodput": r.goodput,
+                "expected_run": r.expected_run_document(),
+                "comm_exposed_fraction": p.comm_exposed_fraction,
                 "capex_usd": c.capex_usd,
                 "capex_network_usd": c.capex_network_usd,
                 "network_prices": c.network_prices,
@@ -319,17 +320,17 @@ def advise(
                 "gpu_hour_cost_usd": c.gpu_hour_cost_usd,
                 "cost_same_work_usd": float(score),
                 "misses_time_to_production": misses,
-                "ttft_s": p.get("ttft_s"),
-                "itl_s": p.get("itl_s"),
-                "network_fraction": p.get("network_fraction"),
-                **{k: p.get(k) for k in SERVING_KEYS},
-                "breakdown": p.get("breakdown", {}),
-                "validation": p.get("validation"),
+                "ttft_s": None if sv is None else sv.ttft_s,
+                "itl_s": None if sv is None else sv.itl_s,
+                "network_fraction": None if sv is None else sv.network_fraction,
+                **(dict.fromkeys(SERVING_KEYS) if sv is None else sv.rates.to_dict()),
+                "breakdown": p.breakdown,
+                "validation": None if r.validation is None else r.validation.to_dict(),
                 "not_modelled": not_modelled_by(
                     backend.name,
-                    cat.fabric(p["fabric"]).family,
+                    cat.fabric(r.fabric).family,
                     sc.cluster.topology.design,
-                    sc.cluster.routing or cat.fabric(p["fabric"]).default_routing,
+                    sc.cluster.routing or cat.fabric(r.fabric).default_routing,
                 ),
             }
         )

@@ -14,11 +14,11 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 from fabricplan.cost import CostError
 from fabricplan.cost.run import MONTHS_PER_YEAR
 from fabricplan.scenario import Scenario, ScenarioError
-from fabricplan.workload import WorkloadError
+from fabricplan.workload import FabricResult, WorkloadError
 
 
-def _at_target(s: Scenario, cat: Catalog, backend: NetworkBackend) -> list[dict[str, Any]]:
-    """The target's step documents, through the sweep engine (its cache serves a target that
+def _at_target(s: Scenario, cat: Catalog, backend: NetworkBackend) -> list[FabricResult]:
+    """The target's workload results, through the sweep engine (its cache serves a target that
     another analysis of this scenario evaluated already). WorkloadError when refused."""
     from fabricplan.sweep.engine import evaluate_scenarios
     from fabricplan.sweep.variants import Variant
@@ -55,7 +55,7 @@ def growth_evaluation(
     parts = build_parts(s, cat, perf, costs)
     scores = parts.nominal()
     order = np.argsort(scores)
-    names = [p["fabric"] for p in perf]
+    names = [p.fabric for p in perf]
     best = names[int(order[0])]
     margin = float(scores[order[1]] / scores[order[0]] - 1) if len(order) > 1 else 0.0
     return {

@@ -12,7 +12,7 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NO_CONGESTION
 from fabricplan.cost import usd
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.models import RoceQuality
-from fabricplan.workload import WorkloadError
+from fabricplan.workload import FabricResult, WorkloadError
 
 QUALITIES: tuple[str, ...] = get_args(RoceQuality)
 # Step-time differences below this share are reported as the same (the simulation's own
@@ -23,7 +23,7 @@ SAME_SHARE = 5e-4
 def tuning_effect(
     sc: Scenario,
     cat: Catalog,
-    perf: list[dict[str, Any]],
+    perf: list[FabricResult],
     gpu_hour_cost: dict[str, float],
     backend: NetworkBackend = DEFAULT_BACKEND,
 ) -> dict[str, Any] | None:
@@ -34,7 +34,7 @@ def tuning_effect(
     roce = first_of_family(sc, cat, "roce")
     if w is None or w.kind != "training" or roce is None:
         return None
-    own = next(p for p in perf if p["fabric"] == roce)
+    own = next(p.figures for p in perf if p.fabric == roce)
     # the RoCE fabric alone at each other quality, and without congestion: scenario variants
     # for the sweep engine (each content evaluated once, kept in its cache)
     from fabricplan.sweep.engine import evaluate_scenarios
@@ -53,15 +53,15 @@ def tuning_effect(
         if not rec.ok:
             raise WorkloadError(rec.skipped or "refused")
     ideal = ideal_rec.outcomes[0].outputs.step_time_s
-    step = {own_q: own["step_time_s"]}
+    step = {own_q: own.step_time_s}
     step.update({q: r.outcomes[0].outputs.step_time_s for q, r in zip(others, found, strict=True)})
-    run_usd = (own.get("gpu_hours") or 0.0) * gpu_hour_cost[roce]
+    run_usd = (own.gpu_hours or 0.0) * gpu_hour_cost[roce]
     return {
         "fabric": roce,
         "gpus": sc.cluster.gpus,
         "quality": sc.cluster.roce_quality,
         "lost_to_congestion": {q: step[q] / ideal - 1 for q in QUALITIES},
-        "run_usd_vs_own": {q: run_usd * (step[q] / own["step_time_s"] - 1) for q in QUALITIES},
+        "run_usd_vs_own": {q: run_usd * (step[q] / own.step_time_s - 1) for q in QUALITIES},
     }
 
 

@@ -8,8 +8,6 @@ fabric buys and InfiniBand's switch price range, and say under which of them the
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from fabricplan.advise.break_even import ib_and_roce, with_maturity
@@ -21,7 +19,7 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 from fabricplan.cost import CostError, FabricCost, fabric_cost, load_assumptions, run_cost
 from fabricplan.scenario import Scenario, ScenarioError, load_scenario, scenario_from_data
 from fabricplan.scenario.models import MATURITIES
-from fabricplan.workload import evaluate_scenario
+from fabricplan.workload import FabricResult, evaluate_scenario
 
 # "approximately $2.2 million": the seeds round to two significant figures
 ROUNDING_TOLERANCE = 0.05
@@ -254,7 +252,7 @@ OPERATING = ("staff", "stabilisation", "risk")
 
 
 def _scores(
-    cat: Catalog, sc: Scenario, perf: list[dict[str, Any]], mode: str, maturity: str
+    cat: Catalog, sc: Scenario, perf: list[FabricResult], mode: str, maturity: str
 ) -> tuple[float, float, float, float, float] | str:
     """IB and RoCE cost for the same work on hardware and GPU-hours alone, then with operating
     costs, and RoCE's step time relative to IB's, owned or rented at a network maturity. Step
@@ -271,7 +269,7 @@ def _scores(
     pair = ib_and_roce(sc, cat)
     if pair is None:
         return "the scenario needs an InfiniBand and a RoCE fabric"
-    names = [p["fabric"] for p in perf]
+    names = [p.fabric for p in perf]
     ib, roce = names.index(pair[0]), names.index(pair[1])
     step = parts.time[roce] / parts.time[ib] - 1
     return (float(bare[ib]), float(bare[roce]), float(full[ib]), float(full[roce]), float(step))
@@ -311,9 +309,7 @@ def pays_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list
         cases = []
         try:
             sc = load_scenario(EXAMPLES / scenario, catalog=cat)
-            perf: list[dict[str, Any]] | str = [
-                r.to_dict() for r in evaluate_scenario(sc, cat, backend=backend)
-            ]
+            perf: list[FabricResult] | str = evaluate_scenario(sc, cat, backend=backend)
         except (ScenarioError, CostError, ValueError) as exc:
             perf = str(exc).splitlines()[0]
         gaps, unsourced = {}, "prices not evaluated"

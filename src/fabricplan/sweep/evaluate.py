@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
     from fabricplan.congestion.network_backend import NetworkBackend
     from fabricplan.scenario import Scenario
+    from fabricplan.workload import FabricResult
 
 
 class Skip(Exception):
@@ -28,13 +29,13 @@ def _refusals() -> tuple[type[Exception], ...]:
     return (WorkloadError, CostError, BackendError, ScenarioError)
 
 
-def _step(sc: Scenario, cat: Catalog, backend: NetworkBackend) -> list[dict[str, Any]]:
+def _step(sc: Scenario, cat: Catalog, backend: NetworkBackend) -> list[FabricResult]:
     from fabricplan.workload import evaluate_scenario
 
-    return [r.to_dict() for r in evaluate_scenario(sc, cat, backend=backend)]
+    return evaluate_scenario(sc, cat, backend=backend)
 
 
-def _cost(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _cost(sc: Scenario, cat: Catalog, perf: list[FabricResult]) -> list[dict[str, Any]]:
     """Each fabric's money as ``advise`` words it (a rental has none of an owner's figures)."""
     from fabricplan.advise.rent import OWNERSHIP_KEYS
     from fabricplan.advise.scoring import build_parts, costs_of
@@ -104,6 +105,6 @@ def evaluate_one(
     except _refusals() as exc:
         raise Skip(str(exc)) from None
     return tuple(
-        Outcome(p["fabric"], pick(cls, {**p, **e}), p if detail else None)
+        Outcome(p.fabric, pick(cls, {**p.to_dict(), **e}), p if detail else None)
         for p, e in zip(perf, extra, strict=True)
     )
