@@ -44,11 +44,11 @@ def test_advise_records_equal_advise(cat):
     sc = load_scenario(DESIGN_EXAMPLE, overrides=["costs.gpu_hour_price=2.5"])
     a = advise(sc, cat)
     for o, f in zip(r.outcomes, a.fabrics, strict=True):
-        assert o.outputs.cost_same_work_usd == f["cost_same_work_usd"]
-        assert o.outputs.tco_usd == f["tco_usd"]
-        assert o.outputs.recommendation == a.recommendation["fabric"]
-        assert o.outputs.p_cheapest == a.uncertainty["p_cheapest"][o.fabric]
-        assert o.outputs.break_even_gpus == a.break_even_gpus["gpus"]
+        assert o.outputs.cost_same_work_usd == f.cost_same_work_usd
+        assert o.outputs.tco_usd == f.tco_usd
+        assert o.outputs.recommendation == a.recommendation.fabric
+        assert o.outputs.p_cheapest == a.uncertainty.p_cheapest[o.fabric]
+        assert o.outputs.break_even_gpus == a.break_even_gpus.gpus
 
 
 def test_dependent_fields_follow_or_skip_with_reason(cat):

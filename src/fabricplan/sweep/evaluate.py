@@ -66,17 +66,17 @@ def _advise(sc: Scenario, cat: Catalog, backend: NetworkBackend, seed: int) -> l
 
     a = advise(sc, cat, backend=backend, seed=seed)
     r = a.recommendation
-    low = min(f["cost_same_work_usd"] for f in a.fabrics)
+    low = min(f.cost_same_work_usd for f in a.fabrics)
     return [
         {
-            **f,
-            "cheapest": f["cost_same_work_usd"] == low,
-            "recommended": f["fabric"] == r["fabric"],
-            "recommendation": r["fabric"],
-            "confidence": r["confidence"],
-            "p_cheapest": a.uncertainty["p_cheapest"].get(f["fabric"]),
-            "cost_indeterminate": r.get("cost_indeterminate") is not None,
-            "break_even_gpus": a.break_even_gpus.get("gpus"),
+            **f.to_dict(),
+            "cheapest": f.cost_same_work_usd == low,
+            "recommended": f.fabric == r.fabric,
+            "recommendation": r.fabric,
+            "confidence": r.confidence,
+            "p_cheapest": a.uncertainty.p_cheapest.get(f.fabric),
+            "cost_indeterminate": r.cost_indeterminate is not None,
+            "break_even_gpus": a.break_even_gpus.gpus,
         }
         for f in a.fabrics
     ]
