@@ -46,7 +46,7 @@ class FabricStep:
     @property
     def breakdown(self) -> dict[str, float]:
         """The step by part, seconds (``compute_s``, ``tp_comm_s``, ``bubble_s``, ...)."""
-        return dict(self.document.get("breakdown") or {})
+        return dict(self.result.figures.breakdown)
 
 
 @dataclass(frozen=True)
