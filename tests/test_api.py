@@ -139,11 +139,9 @@ def test_advise_is_the_commands_advise(sc):
     a = api.advise(sc, seed=0)
     assert same(api.document(a)) == cli_json("advise", PATH)
     frame = api.to_frame(a)
-    assert list(frame["fabric"]) == [f["fabric"] for f in a.fabrics]
-    assert frame["recommended"].tolist() == [
-        f["fabric"] == a.recommendation["fabric"] for f in a.fabrics
-    ]
-    assert frame["tco_usd"].tolist() == [f["tco_usd"] for f in a.fabrics]
+    assert list(frame["fabric"]) == [f.fabric for f in a.fabrics]
+    assert frame["recommended"].tolist() == [f.fabric == a.recommendation.fabric for f in a.fabrics]
+    assert frame["tco_usd"].tolist() == [f.tco_usd for f in a.fabrics]
 
 
 def test_topology_and_collective_are_the_commands(sc):

@@ -62,7 +62,7 @@ def test_latency_position_reaches_the_workload():
         (r,) = evaluate_scenario(
             sc, c, [fabric], backend=NO_CONGESTION, adjust=adjust, adjust_key=positions
         )
-        return r.values["step_time_s"]
+        return r.figures.step_time_s
 
     moved = step(CAT, "roce-400g", at_high)
     assert moved == pytest.approx(step(high, "roce-400g"), rel=1e-12)

@@ -197,10 +197,10 @@ def test_advise_flips_with_maturity():
 
 
 def test_break_even_stays_cheaper_from_the_smallest_size_on():
-    from fabricplan.advise.break_even import _stays_cheaper
+    from fabricplan.advise.break_even import SizeRow, _stays_cheaper
 
-    def rows(flags: list[bool]) -> list[dict[str, object]]:
-        return [{"gpus": 16 * 2**i, "ib_cheaper": f} for i, f in enumerate(flags)]
+    def rows(flags: list[bool]) -> list[SizeRow]:
+        return [SizeRow(16 * 2**i, 1.0, 1.0, None, None, f) for i, f in enumerate(flags)]
 
     assert _stays_cheaper(rows([False, True, True])) == 32
     assert _stays_cheaper(rows([True, False, True])) == 64
@@ -215,9 +215,9 @@ def test_break_even_by_maturity_orders_with_roce_operating_cost():
     cat = default_catalog()
     sc = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat)
     be = break_even_gpus(sc, cat)
-    assert set(be["by_maturity"]) == set(MATURITIES)
-    assert be["gpus"] == be["by_maturity"][sc.organization.network_maturity]
-    order = [be["by_maturity"][m] or float("inf") for m in MATURITIES]
+    assert set(be.by_maturity) == set(MATURITIES)
+    assert be.gpus == be.by_maturity[sc.organization.network_maturity]
+    order = [be.by_maturity[m] or float("inf") for m in MATURITIES]
     assert order == sorted(order)
     # at 512 GPUs, with a $30k quote for the InfiniBand switch and OEM optics on both fabrics,
     # the order has something to order: IB pays for itself only at low maturity
@@ -225,14 +225,14 @@ def test_break_even_by_maturity_orders_with_roce_operating_cost():
     demo = load_scenario(
         "examples/llama3-70b-512-h100.yaml", overrides=["costs.optics=oem"], catalog=quoted
     )
-    assert break_even_gpus(demo, quoted)["by_maturity"] == {
+    assert break_even_gpus(demo, quoted).by_maturity == {
         "low": 1024,
         "medium": None,
         "high": None,
     }
     # at the catalog's prices, with each fabric's optics policy, it pays at no maturity
     plain = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
-    assert set(break_even_gpus(plain, cat)["by_maturity"].values()) == {None}
+    assert set(break_even_gpus(plain, cat).by_maturity.values()) == {None}
 
 
 def quoted_ib_switch(cat, usd: float):
@@ -252,14 +252,14 @@ def test_growth_target_is_evaluated_and_followed():
     assert growth_evaluation(plain, cat)[0] is None
     grow = load_scenario("examples/llama3-70b-512-h100.yaml", catalog=cat)
     g = growth_evaluation(grow, cat)[0]
-    assert g is not None and g["target_gpus"] == grow.organization.growth.target_gpus
-    scores = g["cost_same_work_usd"]
-    assert g["cheapest"] == min(scores, key=scores.get)
-    assert g["margin"] == pytest.approx(sorted(scores.values())[1] / min(scores.values()) - 1)
+    assert g is not None and g.target_gpus == grow.organization.growth.target_gpus
+    scores = g.cost_same_work_usd
+    assert scores is not None and g.cheapest == min(scores, key=scores.get)
+    assert g.margin == pytest.approx(sorted(scores.values())[1] / min(scores.values()) - 1)
     a = advise(grow, cat, break_even=False)
-    assert a.recommendation["fabric"] == g["cheapest"]  # within the lifecycle: follow the target
-    assert a.recommendation["growth"]["target_gpus"] == g["target_gpus"]
-    assert any(r.startswith("growth to") for r in a.recommendation["reasons"])
+    assert a.recommendation.fabric == g.cheapest  # within the lifecycle: follow the target
+    assert a.recommendation.growth.target_gpus == g.target_gpus
+    assert any(r.startswith("growth to") for r in a.recommendation.reasons)
     late = grow.model_copy(
         update={
             "organization": grow.organization.model_copy(
@@ -267,7 +267,7 @@ def test_growth_target_is_evaluated_and_followed():
             )
         }
     )
-    assert growth_evaluation(late, cat)[0]["within_lifecycle"] is False
+    assert growth_evaluation(late, cat)[0].within_lifecycle is False
 
 
 def test_reference_plan_fits_divides_and_rejects_what_cannot_fit():
@@ -314,39 +314,40 @@ def test_advise_break_even_per_model_through_the_cli():
 
 def test_reasons_name_the_synchronisation_pattern_and_serving_latency():
     from fabricplan.advise import advise
+    from fabricplan.advise.records import FabricAdvice
 
     cat = default_catalog()
     moe = advise(load_scenario("examples/256-gpu-moe.yaml", catalog=cat), cat, break_even=False)
-    sync = [r for r in moe.recommendation["reasons"] if r.startswith("synchronisation")]
-    best = next(f for f in moe.fabrics if f["fabric"] == moe.recommendation["fabric"])
-    comm = {k: v for k, v in best["breakdown"].items() if k.endswith("_comm_s")}
+    sync = [r for r in moe.recommendation.reasons if r.startswith("synchronisation")]
+    best = next(f for f in moe.fabrics if f.fabric == moe.recommendation.fabric)
+    comm = {k: v for k, v in best.breakdown.items() if k.endswith("_comm_s")}
     assert max(comm, key=comm.get) == "ep_comm_s"  # MoE: the all-to-all is the largest part
     assert len(sync) == 1 and "expert all-to-all" in sync[0]
-    assert f"{comm['ep_comm_s'] / best['step_time_s']:.1%}" in sync[0]
+    assert f"{comm['ep_comm_s'] / best.step_time_s:.1%}" in sync[0]
     assert "over the fabric" in sync[0]
 
     # tensor parallelism: on NVLink inside a node, over the fabric once TP spans two nodes
     def tp_line(overrides: list[str]) -> str:
         sc = load_scenario("examples/64-gpu-70b-training.yaml", catalog=cat, overrides=overrides)
-        rs = advise(sc, cat, break_even=False).recommendation["reasons"]
+        rs = advise(sc, cat, break_even=False).recommendation.reasons
         return next(r for r in rs if r.startswith("synchronisation"))
 
     assert "tensor-parallel" in tp_line([]) and "on NVLink" in tp_line([])
     spanning = tp_line(["workload.parallel.tp=16", "workload.parallel.pp=1"])
     assert "tensor-parallel" in spanning and "over the fabric" in spanning
 
-    def serving(overrides: list[str]) -> tuple[dict, str]:
+    def serving(overrides: list[str]) -> tuple[FabricAdvice, str]:
         sc = load_scenario("examples/inference-405b.yaml", catalog=cat, overrides=overrides)
         a = advise(sc, cat, break_even=False)
-        f = next(f for f in a.fabrics if f["fabric"] == a.recommendation["fabric"])
-        line = next(r for r in a.recommendation["reasons"] if r.startswith("serving latency"))
+        f = next(f for f in a.fabrics if f.fabric == a.recommendation.fabric)
+        line = next(r for r in a.recommendation.reasons if r.startswith("serving latency"))
         return f, line
 
     inside, line = serving([])
-    assert inside["network_fraction"] < 0.01 and "barely matters" in line
+    assert inside.network_fraction < 0.01 and "barely matters" in line
     across, line = serving(["workload.parallel.tp=16", "workload.parallel.pp=1"])
-    assert across["network_fraction"] > 0.01 and "every token's path" in line
-    assert f"{across['network_fraction']:.1%}" in line
+    assert across.network_fraction > 0.01 and "every token's path" in line
+    assert f"{across.network_fraction:.1%}" in line
 
 
 def test_confidence_follows_the_growth_target_when_the_choice_rests_on_it():
@@ -361,20 +362,21 @@ def test_confidence_follows_the_growth_target_when_the_choice_rests_on_it():
         overrides=["organization.growth.target_gpus=512", "organization.growth.months=12"],
     )
     a = advise(grow, cat, break_even=False)
-    g = a.recommendation["growth"]
-    assert today.uncertainty["gpus"] == 64
+    g = a.recommendation.growth
+    assert g is not None
+    assert today.uncertainty.gpus == 64
     # IB is cheapest at 64 GPUs and RoCE at 512 (its 128-port switches need half the boxes)
-    assert g["cheapest"] != today.recommendation["fabric"]
+    assert g.cheapest != today.recommendation.fabric
     # the recommendation follows the target, and so does its Monte Carlo
-    assert a.recommendation["fabric"] == g["cheapest"]
-    assert a.uncertainty["gpus"] == 512
-    assert a.recommendation["p_cheapest"] == a.uncertainty["p_cheapest"][g["cheapest"]]
-    assert a.recommendation["p_cheapest"] != today.uncertainty["p_cheapest"][g["cheapest"]]
+    assert a.recommendation.fabric == g.cheapest
+    assert a.uncertainty.gpus == 512
+    assert a.recommendation.p_cheapest == a.uncertainty.p_cheapest[g.cheapest]
+    assert a.recommendation.p_cheapest != today.uncertainty.p_cheapest[g.cheapest]
     # and so does the tornado: at the target the recommended fabric is the cheaper one, so the
     # runner-up's margin is positive with every driver as assumed
-    assert all(d["gpus"] == 512 for d in a.sensitivity)
-    prices = [d for d in a.sensitivity if d["driver"] != "latency"]
-    assert any(d["margin_at_low_usd"] > 0 and d["margin_at_high_usd"] > 0 for d in prices)
+    assert all(d.gpus == 512 for d in a.sensitivity)
+    prices = [d for d in a.sensitivity if d.driver != "latency"]
+    assert any(d.margin_at_low_usd > 0 and d.margin_at_high_usd > 0 for d in prices)
 
 
 def test_tipping_point_is_where_the_two_fabrics_cost_the_same():
@@ -388,43 +390,46 @@ def test_tipping_point_is_where_the_two_fabrics_cost_the_same():
     parts = build_parts(sc, cat, perf, costs).with_perf(perf_table(sc, cat, NO_CONGESTION))
     nominal = parts.scores(nominal_multipliers(1))[:, 0]
     best, other = int(nominal.argmin()), int(nominal.argmax())
-    names = [p["fabric"] for p in perf]
-    tipped = [d for d in _sensitivity(parts, best, other, names) if d["tips_at"] is not None]
+    names = [p.fabric for p in perf]
+    tipped = [d for d in _sensitivity(parts, best, other, names) if d.tips_at is not None]
     assert tipped
     for d in tipped:
         m = nominal_multipliers(1)
-        if d["fabric"] is None:
-            m[d["driver"]] = np.array([d["tips_at"]])
+        if d.fabric is None:
+            m[d.driver] = np.array([d.tips_at])
         else:  # a price quoted per fabric: only that fabric's moves
-            m[d["driver"]] = np.ones((len(names), 1))
-            m[d["driver"]][names.index(d["fabric"])] = d["tips_at"]
+            m[d.driver] = np.ones((len(names), 1))
+            m[d.driver][names.index(d.fabric)] = d.tips_at
         s = parts.scores(m)[:, 0]
         # a price is linear; a performance driver is scored between the model's grid points
-        assert s[best] == pytest.approx(s[other], rel=1e-9 if d["driver"] in COST_DRIVERS else 1e-6)
+        assert s[best] == pytest.approx(s[other], rel=1e-9 if d.driver in COST_DRIVERS else 1e-6)
 
 
 def test_roce_tuning_reason_reports_each_quality():
+    from dataclasses import replace
+
     from fabricplan.advise import advise
     from fabricplan.advise.roce_tuning import QUALITIES, tuning_reason
 
     cat = default_catalog()
     a = advise(load_scenario("examples/256-gpu-moe.yaml", catalog=cat), cat, break_even=False)
-    t = a.recommendation["roce_tuning"]
-    assert set(t["lost_to_congestion"]) == set(QUALITIES) and t["fabric"] == "roce-400g"
+    t = a.recommendation.roce_tuning
+    assert t is not None
+    assert set(t.lost_to_congestion) == set(QUALITIES) and t.fabric == "roce-400g"
     # congestion can only slow a step down, and the scenario's own quality costs nothing extra
-    assert all(v >= -1e-9 for v in t["lost_to_congestion"].values())
-    assert t["run_usd_vs_own"][t["quality"]] == 0
-    assert any(r.startswith("RoCE tuning") for r in a.recommendation["reasons"])
-    differ = {
-        **t,
-        "quality": "tuned",
-        "lost_to_congestion": {"tuned": 0.01, "default": 0.05, "misconfigured": 0.4},
-        "run_usd_vs_own": {"tuned": 0.0, "default": 40_000.0, "misconfigured": 390_000.0},
-    }
+    assert all(v >= -1e-9 for v in t.lost_to_congestion.values())
+    assert t.run_usd_vs_own[t.quality] == 0
+    assert any(r.startswith("RoCE tuning") for r in a.recommendation.reasons)
+    differ = replace(
+        t,
+        quality="tuned",
+        lost_to_congestion={"tuned": 0.01, "default": 0.05, "misconfigured": 0.4},
+        run_usd_vs_own={"tuned": 0.0, "default": 40_000.0, "misconfigured": 390_000.0},
+    )
     line = tuning_reason(differ)
     assert "'tuned' loses 1.0%" in line and "'default' 5.0% (+$40k per run)" in line
     assert "'misconfigured' 40.0% (+$390k per run)" in line
-    same = {**differ, "lost_to_congestion": dict.fromkeys(QUALITIES, 0.02)}
+    same = replace(differ, lost_to_congestion=dict.fromkeys(QUALITIES, 0.02))
     assert "comes from the topology" in tuning_reason(same)
 
 
@@ -467,7 +472,7 @@ def test_performance_drivers_rerun_the_workload_model():
 
     cat = default_catalog()
     sc = load_scenario("examples/256-gpu-moe.yaml", catalog=cat)
-    steps = [r.values["step_time_s"] for r in evaluate_scenario(sc, cat)]
+    steps = [r.figures.step_time_s for r in evaluate_scenario(sc, cat)]
     table = perf_table(sc, cat, DEFAULT_BACKEND)
     assert table.nominal == pytest.approx(steps, rel=1e-12)
     assert table.time(nominal_multipliers(1))[:, 0] == pytest.approx(steps, rel=1e-12)
@@ -481,9 +486,9 @@ def test_performance_drivers_rerun_the_workload_model():
         )
         low = cat.with_entry(fast).with_entry(fast_sw)
         (r,) = evaluate_scenario(sc, low, [fab])
-        assert table.grid[k, 0, 1] == pytest.approx(r.values["step_time_s"], rel=1e-9)
+        assert table.grid[k, 0, 1] == pytest.approx(r.figures.step_time_s, rel=1e-9)
         (free,) = evaluate_scenario(sc, cat, [fab], backend=NO_CONGESTION)
-        assert table.uncongested[k] * steps[k] == pytest.approx(free.values["step_time_s"])
+        assert table.uncongested[k] * steps[k] == pytest.approx(free.figures.step_time_s)
         # lower latency and more goodput never slow the step
         assert table.grid[k, 0, 2] <= table.grid[k, 1, 1] <= table.grid[k, 2, 0]
     m = nominal_multipliers(3)
@@ -527,7 +532,10 @@ def test_a_close_call_is_judged_on_the_size_of_the_margin(runner_up_cost, close)
     """The recommended fabric can cost more than the runner-up today (it is cheaper at the
     growth target, or the runner-up misses the deadline): a 20 % gap either way is no close
     call, a 1 % one is."""
+    from types import SimpleNamespace
+
     from fabricplan.advise.reasons import reasons
+    from fabricplan.workload.inference import ServingRates
 
     sc = load_scenario("examples/inference-405b.yaml", catalog=CAT)
     base = {
@@ -537,15 +545,14 @@ def test_a_close_call_is_judged_on_the_size_of_the_margin(runner_up_cost, close)
         "risk_events_per_year": 1.0,
         "risk_usd_per_hour": 0.0,
         "cluster_usd_per_hour": 1.0,
-        "replicas": 4,
-        "output_tokens_per_s_per_replica": 250.0,
-        "streams_per_replica": 8,
-        "streams_total": 32,
+        "rates": ServingRates(4, 8, 250.0, 1000.0),
+        "itl_s": None,
+        "network_fraction": None,
         "misses_time_to_production": False,
     }
     fabrics = [
-        {**base, "fabric": "ib-ndr", "cost_same_work_usd": 1e6},
-        {**base, "fabric": "roce-400g", "cost_same_work_usd": runner_up_cost * 1e6},
+        SimpleNamespace(**base, fabric="ib-ndr", cost_same_work_usd=1e6),
+        SimpleNamespace(**base, fabric="roce-400g", cost_same_work_usd=runner_up_cost * 1e6),
     ]
     line = next(r for r in reasons(sc, fabrics, 0, 1, [], "rent-serve") if "cost per" in r)
     assert f"{runner_up_cost - 1:+.1%} for roce-400g" in line
@@ -558,7 +565,7 @@ def test_a_rentals_tornado_has_only_the_drivers_its_cost_reads():
     cat = default_catalog()
     sc = load_scenario("examples/16-gpu-finetune.yaml", catalog=cat)
     assert sc.costs.mode == "rent"
-    drivers = {d["driver"] for d in advise(sc, cat, break_even=False).sensitivity}
+    drivers = {d.driver for d in advise(sc, cat, break_even=False).sensitivity}
     assert drivers == {"price", "risk", "latency", "goodput", "roce_quality", "congestion"}
 
 
@@ -566,25 +573,29 @@ def test_network_prices_are_drawn_per_fabric_and_an_even_margin_is_called_indete
     """Switches, NICs and optics are quoted per fabric: the tornado moves one fabric's at a
     time, and the Monte Carlo draws them independently, so the margin between two fabrics
     whose network bills are both uncertain is uncertain too (a shared draw would cancel)."""
+    from types import SimpleNamespace
+
     from fabricplan.advise import advise
     from fabricplan.advise.decide import cost_indeterminate
 
     cat = default_catalog()
     a = advise(load_scenario("examples/256-gpu-moe.yaml", catalog=cat), cat, break_even=False)
-    rows = [d for d in a.sensitivity if d["driver"] == "network"]
-    assert sorted(d["fabric"] for d in rows) == ["ib-ndr", "roce-400g"]
+    rows = [d for d in a.sensitivity if d.driver == "network"]
+    assert sorted(str(d.fabric) for d in rows) == ["ib-ndr", "roce-400g"]
     # each fabric's own gear price pulls the margin its own way
-    signs = {d["fabric"]: np.sign(d["margin_at_high_usd"] - d["margin_at_low_usd"]) for d in rows}
-    assert signs[a.recommendation["fabric"]] == -1 and len(set(signs.values())) == 2
-    undecided = a.recommendation["cost_indeterminate"]
-    assert undecided is not None and undecided["margin_p10_p90_usd"][0] < 0
-    assert any("of ib-ndr" in s for s in undecided["settle_with"])
+    signs = {d.fabric: np.sign(d.margin_at_high_usd - d.margin_at_low_usd) for d in rows}
+    assert signs[a.recommendation.fabric] == -1 and len(set(signs.values())) == 2
+    undecided = a.recommendation.cost_indeterminate
+    assert undecided is not None and undecided.margin_p10_p90_usd[0] < 0
+    assert any("of ib-ndr" in s for s in undecided.settle_with)
     # by construction: a margin band above zero is decided, one spanning zero is not
-    sens = [{"driver": "network", "label": "gear"}, {"driver": "latency", "label": "lat"}]
+    sens = [
+        SimpleNamespace(driver="network", label="gear"),
+        SimpleNamespace(driver="latency", label="lat"),
+    ]
     ahead = np.array([np.full(100, 10.0), np.linspace(11.0, 20.0, 100)])
     assert cost_indeterminate(ahead, 0, 1, sens) is None
     even = np.array([np.full(100, 10.0), np.linspace(5.0, 15.0, 100)])
-    assert cost_indeterminate(even, 0, 1, sens) == {
-        "margin_p10_p90_usd": [pytest.approx(-4.0), pytest.approx(4.0)],
-        "settle_with": ["gear"],
-    }
+    found = cost_indeterminate(even, 0, 1, sens)
+    assert found is not None and found.settle_with == ["gear"]
+    assert found.margin_p10_p90_usd == (pytest.approx(-4.0), pytest.approx(4.0))

@@ -505,7 +505,7 @@ def test_roce_quality_reaches_the_data_parallel_ring():
             ],
         )
         (r,) = evaluate_scenario(sc, cat, ["roce-400g"])
-        dp[q] = r.values["breakdown"]["dp_comm_total_s"]
+        dp[q] = r.figures.breakdown["dp_comm_total_s"]
     assert dp["tuned"] <= dp["default"] < dp["misconfigured"]
     assert dp["misconfigured"] / dp["tuned"] > 3
 

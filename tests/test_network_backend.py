@@ -158,14 +158,12 @@ def test_flow_is_the_congestion_flag_it_replaces():
     (flow,) = evaluate_scenario(sc, CAT, ["roce-400g"])  # the default backend
     (ideal,) = evaluate_scenario(sc, CAT, ["roce-400g"], backend=backend("none"))
     (explicit,) = evaluate_scenario(sc, CAT, ["roce-400g"], backend=FlowBackend())
-    assert flow.values == explicit.values
-    assert ideal.values["step_time_s"] == TODAY_IDEAL_STEP_S
+    assert flow.figures == explicit.figures
+    assert ideal.figures.step_time_s == TODAY_IDEAL_STEP_S
     # the ring over the job's nodes collides on the 2:1 leaves: only communication grows
-    slower = (
-        flow.values["breakdown"]["dp_comm_total_s"] / ideal.values["breakdown"]["dp_comm_total_s"]
-    )
+    slower = flow.figures.breakdown["dp_comm_total_s"] / ideal.figures.breakdown["dp_comm_total_s"]
     assert slower > 1.02
-    assert flow.values["breakdown"]["compute_s"] == ideal.values["breakdown"]["compute_s"]
+    assert flow.figures.breakdown["compute_s"] == ideal.figures.breakdown["compute_s"]
 
 
 @pytest.mark.parametrize("gpus", [256, 512, 1024])

@@ -215,39 +215,38 @@ def demo():
 
 def test_advice_prices_support_as_a_labelled_assumption(demo):
     sc, a = demo
-    s = a.recommendation["support"]
-    ib = next(f for f in a.fabrics if f["fabric"] == "ib-ndr")
+    s = a.recommendation.support
+    assert s is not None
+    ib = next(f for f in a.fabrics if f.fabric == "ib-ndr")
     A = load_assumptions()
-    assert s["rates"] == {
+    assert s.rates == {
         "ib-ndr": A.support_share("infiniband"),
         "roce-400g": A.support_share("roce"),
     }
-    assert s["dearer"] == "ib-ndr" and s["assumption"] is True
+    assert s.dearer == "ib-ndr" and s.to_dict()["assumption"] is True
     # RoCE is the cheaper now and at the growth target: the figures are today's
-    assert a.recommendation["growth"]["cheapest"] == a.recommendation["fabric"] == "roce-400g"
-    assert s["extra_usd"] == pytest.approx(
-        sc.costs.lifecycle_years * 0.05 * ib["capex_network_usd"]
-    )
-    line = next(r for r in a.recommendation["reasons"] if r.startswith("support at "))
-    assert "(assumption;" in line and f"at equal rates ({s['equal_rate']:.0%})" in line
+    assert a.recommendation.growth.cheapest == a.recommendation.fabric == "roce-400g"
+    assert s.extra_usd == pytest.approx(sc.costs.lifecycle_years * 0.05 * ib.capex_network_usd)
+    line = next(r for r in a.recommendation.reasons if r.startswith("support at "))
+    assert "(assumption;" in line and f"at equal rates ({s.equal_rate:.0%})" in line
 
 
 def test_support_is_drawn_per_fabric_and_unpriced_parts_are_named(demo):
     _, a = demo
-    rows = [d for d in a.sensitivity if d["driver"] == "support"]
-    assert {d["fabric"] for d in rows} == {"ib-ndr", "roce-400g"}
+    rows = [d for d in a.sensitivity if d.driver == "support"]
+    assert {d.fabric for d in rows} == {"ib-ndr", "roce-400g"}
     assert any(
-        "no public price for arista-7060x6 (roce-400g)" in r for r in a.recommendation["reasons"]
+        "no public price for arista-7060x6 (roce-400g)" in r for r in a.recommendation.reasons
     )
-    roce = next(f for f in a.fabrics if f["fabric"] == "roce-400g")
-    assert roce["network_prices"]["no_public_price"] == ["arista-7060x6"]
-    assert roce["network_prices"]["optics"] == "compatible"
+    roce = next(f for f in a.fabrics if f.fabric == "roce-400g")
+    assert roce.network_prices["no_public_price"] == ["arista-7060x6"]
+    assert roce.network_prices["optics"] == "compatible"
     # parts priced by assumption without a cited listing are named per fabric as well
-    ib = next(f for f in a.fabrics if f["fabric"] == "ib-ndr")
-    assumed = ib["network_prices"]["no_listing_cited"]
+    ib = next(f for f in a.fabrics if f.fabric == "ib-ndr")
+    assumed = ib.network_prices["no_listing_cited"]
     assert "xcvr-osfp-800g-2xsr4" in assumed
     assert f"no listing cited for {', '.join(assumed)} (ib-ndr): priced by assumption" in " ".join(
-        a.recommendation["reasons"]
+        a.recommendation.reasons
     )
 
 

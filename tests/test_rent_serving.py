@@ -127,10 +127,12 @@ def test_rented_serving_is_priced_per_million_output_tokens_with_each_tier_named
 
 
 def test_a_rental_does_not_follow_the_growth_target():
+    from dataclasses import replace
+
     from fabricplan.advise.growth import growth_evaluation, growth_reason
 
     sc = load_scenario("examples/1024-gpu-30-day-pretraining.yaml", catalog=CAT)
     g = growth_evaluation(sc, CAT)[0]
-    assert g is not None and g["within_lifecycle"] is None and g["locks_in"] is False
-    other = {**g, "cheapest": "ib-ndr"}
+    assert g is not None and g.within_lifecycle is None and g.locks_in is False
+    other = replace(g, cheapest="ib-ndr")
     assert "a rental does not lock the fabric in" in growth_reason(other, "roce-400g")

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import fabricplan
 from conftest import DESIGN_EXAMPLE, ROOT
 from fabricplan.advise import advise
+from fabricplan.advise.break_even import BreakEven, SizeRow
 from fabricplan.report import build_scenario_report, fmt, html_to_pdf, render_scenario_report
 from fabricplan.report.scenario_sections import scenario_charts
 from fabricplan.report.surface_section import Surface, surface_charts, surface_section, words
@@ -143,21 +144,23 @@ def _cells(root: ET.Element) -> set[tuple[str, int]]:
     return {(p[2], int(p[3])) for p in got}
 
 
-def _check_surface(root: ET.Element, section: str, rows: dict, ib: str, roce: str) -> None:
+def _check_surface(
+    root: ET.Element, section: str, rows: dict[str, list[SizeRow]], ib: str, roce: str
+) -> None:
     """One cell per (size, maturity) advise evaluated, each with its margin printed in the cell
     and, in dollars and per cent, in the table."""
-    want = {(m, x["gpus"]) for m in MATURITIES for x in rows[m]}
+    want = {(m, x.gpus) for m in MATURITIES for x in rows[m]}
     assert _cells(root) == want and len(want) == len(ids(root, r"-cell-"))
     printed = texts(root)
     for m in MATURITIES:
         for x in rows[m]:
-            d = x[f"{ib}_usd"] - x[f"{roce}_usd"]
-            pct = 100 * d / x[f"{roce}_usd"]
-            assert f"{pct:+.1f}%" in printed, (m, x["gpus"])
-            assert f">{fmt.money(d)} ({pct:+.1f} %)</td>" in section, (m, x["gpus"])
+            d = x.ib_usd - x.roce_usd
+            pct = 100 * d / x.roce_usd
+            assert f"{pct:+.1f}%" in printed, (m, x.gpus)
+            assert f">{fmt.money(d)} ({pct:+.1f} %)</td>" in section, (m, x.gpus)
 
 
-def _check_words(sentence: str, rows: dict, found: dict) -> None:
+def _check_words(sentence: str, rows: dict[str, list[SizeRow]], found: dict) -> None:
     """The sentence says, per maturity, what the rows say."""
     said: dict[str, str] = {}
     for part in sentence.rstrip(".").split(": ", 1)[1].split("; "):
@@ -166,9 +169,9 @@ def _check_words(sentence: str, rows: dict, found: dict) -> None:
         said.update(dict.fromkeys(group, phrase))
     assert set(said) == set(MATURITIES)
     for m in MATURITIES:
-        cheaper = [x["gpus"] for x in rows[m] if x["ib_cheaper"]]
+        cheaper = [x.gpus for x in rows[m] if x.ib_cheaper]
         if found[m] is not None:
-            first = rows[m][0]["gpus"]
+            first = rows[m][0].gpus
             assert said[m] == f"from {found[m]:,} GPUs" or (
                 found[m] == first and said[m].startswith("at every size evaluated")
             )
@@ -178,9 +181,7 @@ def _check_words(sentence: str, rows: dict, found: dict) -> None:
                 f"{n:,}" for n in cheaper
             ]
         else:
-            assert (
-                said[m] == f"never up to the largest size evaluated ({rows[m][-1]['gpus']:,} GPUs)"
-            )
+            assert said[m] == f"never up to the largest size evaluated ({rows[m][-1].gpus:,} GPUs)"
 
 
 def test_break_even_surface_is_advise_break_even(example, cat):
@@ -191,23 +192,24 @@ def test_break_even_surface_is_advise_break_even(example, cat):
     r, _, page = example
     be = r.advice.break_even_gpus
     fresh = break_even_gpus(r.scenario, cat)  # evaluated again: the same figures
-    assert fresh["sizes_by_maturity"] == be["sizes_by_maturity"]
-    rows = be["sizes_by_maturity"]
-    assert rows[r.scenario.organization.network_maturity] == be["sizes"]
+    assert fresh.sizes_by_maturity == be.sizes_by_maturity
+    rows = be.sizes_by_maturity
+    assert rows is not None and be.ib is not None and be.roce is not None
+    assert rows[r.scenario.organization.network_maturity] == be.sizes
     assert all(rows[m] for m in MATURITIES)
     section = _section(page, "surface")
-    _check_surface(svgs(page)["surface0"], section, rows, be["ib"], be["roce"])
+    _check_surface(svgs(page)["surface0"], section, rows, be.ib, be.roce)
     sentence = html.unescape(re.search(r'<p class="verdict">(.*?)</p>', section).group(1))
-    _check_words(sentence, rows, be["by_maturity"])
+    _check_words(sentence, rows, be.by_maturity or {})
     assert "--break-even-models adds every training model" in section
 
 
-def _synthetic_rows(margin: dict[str, list[float]]) -> dict[str, list[dict]]:
+def _synthetic_rows(margin: dict[str, list[float]]) -> dict[str, list[SizeRow]]:
     """Rows as advise gives them, at 64 to 1,024 GPUs, with IB minus RoCE as given."""
     sizes = [64, 128, 256, 512, 1024]
     return {
         m: [
-            {"gpus": n, "ib_usd": 100.0 + d, "roce_usd": 100.0, "ib_cheaper": d <= 0}
+            SizeRow(n, 100.0 + d, 100.0, None, None, d <= 0)
             for n, d in zip(sizes, margin[m], strict=True)
         ]
         for m in MATURITIES
@@ -225,8 +227,7 @@ def test_break_even_surface_marks_and_words(example):
         }
     )
     found = {"low": 256, "medium": None, "high": None}
-    be = {"gpus": None, "ib": "ib", "roce": "roce", "note": "", "sizes": rows["low"]}
-    be |= {"by_maturity": found, "sizes_by_maturity": rows}
+    be = BreakEven(None, "", "ib", "roce", rows["low"], found, rows)
     r2 = replace(r, advice=replace(r.advice, break_even_gpus=be))
     ch = surface_charts(r2)
     root = ET.fromstring(ch["surface0"])
@@ -255,23 +256,25 @@ def test_break_even_surface_per_model(cat):
     page = render_scenario_report(r, charts)
     section = _section(page, "surface")
     be = r.advice.break_even_gpus
-    models = [m for m in be["by_model"] if m["evaluated_gpus"]]
-    assert len(models) < len(be["by_model"]) == len(cat.ids("model"))  # deepseek-v3 fits none
+    assert be.by_model is not None and be.sizes_by_maturity is not None
+    assert be.ib is not None and be.roce is not None
+    models = [m for m in be.by_model if m.evaluated_gpus]
+    assert len(models) < len(be.by_model) == len(cat.ids("model"))  # deepseek-v3 fits none
     keys = sorted(k for k in charts if k.startswith("surface"))
     assert keys == [f"surface{i}" for i in range(1 + len(models))]
     got = svgs(page)
-    _check_surface(got["surface0"], section, be["sizes_by_maturity"], be["ib"], be["roce"])
+    _check_surface(got["surface0"], section, be.sizes_by_maturity, be.ib, be.roce)
     columns = sorted(
-        {n for m in models for n in m["evaluated_gpus"]} | {x["gpus"] for x in be["sizes"]}
+        {n for m in models for n in m.evaluated_gpus} | {x.gpus for x in be.sizes or []}
     )
     for i, m in enumerate(models, 1):
         root = got[f"surface{i}"]
-        assert m["model"] in texts(root)
-        assert {x["gpus"] for x in m["sizes_by_maturity"]["low"]} == set(m["evaluated_gpus"])
-        _check_surface(root, section, m["sizes_by_maturity"], be["ib"], be["roce"])
+        assert m.model in texts(root)
+        assert {x.gpus for x in m.sizes_by_maturity["low"]} == set(m.evaluated_gpus)
+        _check_surface(root, section, m.sizes_by_maturity, be.ib, be.roce)
         blanks = len(ids(root, r"-blank-"))
         assert blanks + len(_cells(root)) == 3 * len(columns)
-        assert html.escape(f"{m['model']} (") in section
+        assert html.escape(f"{m.model} (") in section
     assert "--break-even-models adds" not in section
 
 
@@ -286,7 +289,7 @@ def test_the_page_loads_nothing_from_outside(example):
 
 def test_charts_parse_and_carry_their_series(example):
     r, charts, page = example
-    names = [f["fabric"] for f in r.advice.fabrics]
+    names = [f.fabric for f in r.advice.fabrics]
     got = svgs(page)
     keys = {"step", "cost", "tornado", "margin", "size", "surface0", "bom"}
     assert set(got) == keys == set(charts)

@@ -31,9 +31,9 @@ def test_step_records_equal_direct_evaluation(cat):
         direct = evaluate_scenario(sc, cat)
         assert [o.fabric for o in r.outcomes] == [d.fabric for d in direct]
         for o, d in zip(r.outcomes, direct, strict=True):
-            assert o.outputs.step_time_s == d.values["step_time_s"]
-            assert o.outputs.mfu == d.values["mfu"]
-            assert o.outputs.expected_gpu_hours == d.to_dict()["expected_gpu_hours"]
+            assert o.outputs.step_time_s == d.figures.step_time_s
+            assert o.outputs.mfu == d.figures.mfu
+            assert o.outputs.expected_gpu_hours == d.expected_gpu_hours
 
 
 def test_advise_records_equal_advise(cat):
@@ -44,11 +44,11 @@ def test_advise_records_equal_advise(cat):
     sc = load_scenario(DESIGN_EXAMPLE, overrides=["costs.gpu_hour_price=2.5"])
     a = advise(sc, cat)
     for o, f in zip(r.outcomes, a.fabrics, strict=True):
-        assert o.outputs.cost_same_work_usd == f["cost_same_work_usd"]
-        assert o.outputs.tco_usd == f["tco_usd"]
-        assert o.outputs.recommendation == a.recommendation["fabric"]
-        assert o.outputs.p_cheapest == a.uncertainty["p_cheapest"][o.fabric]
-        assert o.outputs.break_even_gpus == a.break_even_gpus["gpus"]
+        assert o.outputs.cost_same_work_usd == f.cost_same_work_usd
+        assert o.outputs.tco_usd == f.tco_usd
+        assert o.outputs.recommendation == a.recommendation.fabric
+        assert o.outputs.p_cheapest == a.uncertainty.p_cheapest[o.fabric]
+        assert o.outputs.break_even_gpus == a.break_even_gpus.gpus
 
 
 def test_dependent_fields_follow_or_skip_with_reason(cat):
@@ -110,7 +110,7 @@ def test_store_columns_and_values(cat, tmp_path: Path):
     sc = load_scenario(DESIGN_EXAMPLE, overrides=["cluster.gpus=256"])
     (ib, _) = evaluate_scenario(sc, cat)
     row = ok[(ok["cluster.gpus"] == 256) & (ok.fabric == "ib-ndr")].iloc[0]
-    assert row.step_time_s == ib.values["step_time_s"]
+    assert row.step_time_s == ib.figures.step_time_s
     assert ok.groupby("combination").cheapest.sum().eq(1).all()
     assert (df[df.status == "skipped"].reason.str.contains("does not divide")).all()
     # a rerun finds everything stored

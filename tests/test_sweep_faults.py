@@ -72,7 +72,7 @@ def test_positions_through_the_engine_equal_the_direct_evaluation(cat):
     assert plain.scenario_hash != moved.scenario_hash
     direct = evaluate_scenario(sc, cat, adjust=lambda hw: slow.apply(hw, cat), adjust_key=slow)
     for p, m, d in zip(plain.outcomes, moved.outcomes, direct, strict=True):
-        assert m.outputs.step_time_s == d.values["step_time_s"]
+        assert m.outputs.step_time_s == d.figures.step_time_s
         assert m.outputs.step_time_s > p.outputs.step_time_s
 
 

@@ -9,13 +9,44 @@ size; otherwise a searched plan. Each row says which plan was used at each size 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from fabricplan.advise.break_even import ib_and_roce, sizes, summary, sweep
+from fabricplan.advise.break_even import SizeRow, ib_and_roce, rows_document, sizes, summary, sweep
 from fabricplan.advise.reference_plan import ReferencePlan, reference_plan
 from fabricplan.catalog import Catalog
+from fabricplan.catalog.transformer import TrainedPlan
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class ModelBreakEven:
+    """One training model's break-even on the scenario's cluster, and the plan at each size."""
+
+    model: str
+    published_layout: TrainedPlan | None  # the layout it was trained with in public
+    plan_at_scenario_size: ReferencePlan | None  # None: no plan fits
+    plans: list[ReferencePlan]  # at each size evaluated
+    by_maturity: dict[str, int | None]
+    evaluated_gpus: list[int]
+    sizes_by_maturity: dict[str, list[SizeRow]]
+    note: str
+    ib: str  # the fabrics compared (the rows' figures are named after them)
+    roce: str
+
+    def to_dict(self) -> dict[str, Any]:
+        here, layout = self.plan_at_scenario_size, self.published_layout
+        return {
+            "model": self.model,
+            "published_layout": None if layout is None else layout.model_dump(mode="json"),
+            "plan_at_scenario_size": None if here is None else here.to_dict(),
+            "plans": [p.to_dict() for p in self.plans],
+            "by_maturity": self.by_maturity,
+            "evaluated_gpus": self.evaluated_gpus,
+            "sizes_by_maturity": rows_document(self.sizes_by_maturity, self.ib, self.roce),
+            "note": self.note,
+        }
 
 
 def break_even_by_model(
@@ -23,7 +54,7 @@ def break_even_by_model(
     cat: Catalog,
     backend: NetworkBackend = DEFAULT_BACKEND,
     tick: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ModelBreakEven]:
     """One row per training model of the catalog: the plan at the scenario's size, the plan at
     every size evaluated, and the break-even per maturity. ``tick`` is called once per model
     (for a progress bar)."""
@@ -46,19 +77,20 @@ def break_even_by_model(
         own = sc.organization.network_maturity
         found, note = summary(rows, own)
         here = plans.get(sc.cluster.gpus)
-        evaluated = [r["gpus"] for r in rows[own]]
-        trained = cat.model(model).trained_plan
+        evaluated = [r.gpus for r in rows[own]]
         out.append(
-            {
-                "model": model,
-                "published_layout": None if trained is None else trained.model_dump(mode="json"),
-                "plan_at_scenario_size": None if here is None else here.to_dict(),
-                "plans": [p.to_dict() for n in evaluated if (p := plans[n]) is not None],
-                "by_maturity": found,
-                "evaluated_gpus": evaluated,
-                "sizes_by_maturity": rows,
-                "note": note,
-            }
+            ModelBreakEven(
+                model,
+                cat.model(model).trained_plan,
+                here,
+                [p for n in evaluated if (p := plans[n]) is not None],
+                found,
+                evaluated,
+                rows,
+                note,
+                ib,
+                roce,
+            )
         )
         if tick is not None:
             tick(model)

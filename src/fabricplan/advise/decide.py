@@ -9,18 +9,25 @@ at grid points (:mod:`.performance`); thousands of samples take milliseconds.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from fabricplan.advise.break_even import break_even_gpus
+from fabricplan.advise.break_even import BreakEven, break_even_gpus
 from fabricplan.advise.by_model import break_even_by_model
 from fabricplan.advise.growth import growth_evaluation, growth_reason
 from fabricplan.advise.performance import PERF_DRIVERS, perf_table
-from fabricplan.advise.questions import provider_questions
+from fabricplan.advise.questions import ProviderQuestion, provider_questions
 from fabricplan.advise.reasons import reasons
-from fabricplan.advise.rent import OWNERSHIP_KEYS, Costing, costing, tier_reasons
+from fabricplan.advise.records import (
+    CostIndeterminate,
+    FabricAdvice,
+    Recommendation,
+    SensitivityRow,
+    Uncertainty,
+)
+from fabricplan.advise.rent import Costing, costing, tier_reasons
 from fabricplan.advise.roce_tuning import tuning_effect, tuning_reason
 from fabricplan.advise.scoring import (
     DRIVERS,
@@ -40,6 +47,7 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 from fabricplan.cost import FabricCost
 from fabricplan.cost.run import dollars
 from fabricplan.scenario import Scenario
+from fabricplan.workload import FabricResult
 
 # Samples per Monte Carlo: the standard error of a probability is at most 0.8 points.
 MC_SAMPLES = 4000
@@ -49,16 +57,6 @@ CONFIDENCE = ((0.9, "high"), (0.7, "medium"), (0.0, "low"))
 # A fabric that misses the time-to-production budget loses to one that meets it when it is
 # cheaper by at most this share: within it, schedule beats money. A judgement, not a measurement.
 DEADLINE_TIE_SHARE = 0.05
-# Serving figures each fabric's advice carries as ``step`` prints them (None for training).
-SERVING_KEYS = (
-    "replicas",
-    "streams_per_replica",
-    "streams_total",
-    "output_tokens_per_s_per_replica",
-    "output_tokens_per_s_total",
-    "input_tokens_per_s_per_replica",
-    "input_tokens_per_s_total",
-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,12 +74,12 @@ class CostSamples:
 
 @dataclass(frozen=True)
 class Advice:
-    recommendation: dict[str, Any]
-    fabrics: list[dict[str, Any]]
-    break_even_gpus: dict[str, Any]
-    sensitivity: list[dict[str, Any]]
-    uncertainty: dict[str, Any]
-    questions: list[dict[str, Any]]
+    recommendation: Recommendation
+    fabrics: list[FabricAdvice]
+    break_even_gpus: BreakEven
+    sensitivity: list[SensitivityRow]
+    uncertainty: Uncertainty
+    questions: list[ProviderQuestion]
     notes: list[str] = field(default_factory=list)
     congestion_backend: str = DEFAULT_BACKEND.name  # the network backend that priced it
     costing: Costing = field(default_factory=lambda: costing("own"))  # what the score is
@@ -94,12 +92,12 @@ class Advice:
         return {
             "congestion_backend": self.congestion_backend,
             "costing": self.costing.to_dict(),
-            "recommendation": self.recommendation,
-            "fabrics": self.fabrics,
-            "break_even_gpus": self.break_even_gpus,
-            "sensitivity": self.sensitivity,
-            "uncertainty": self.uncertainty,
-            "questions": self.questions,
+            "recommendation": self.recommendation.to_dict(),
+            "fabrics": [f.to_dict() for f in self.fabrics],
+            "break_even_gpus": self.break_even_gpus.to_dict(),
+            "sensitivity": [d.to_dict() for d in self.sensitivity],
+            "uncertainty": self.uncertainty.to_dict(),
+            "questions": [q.to_dict() for q in self.questions],
             "notes": self.notes,
         }
 
@@ -110,7 +108,7 @@ SETTLING_PRICES = 2
 TIP_POSITIONS = 201
 
 
-def _sensitivity(parts: Parts, best: int, other: int, names: list[str]) -> list[dict[str, Any]]:
+def _sensitivity(parts: Parts, best: int, other: int, names: list[str]) -> list[SensitivityRow]:
     """Tornado: the margin (runner-up minus recommended) at each driver's low and high, for
     the drivers the score depends on; a price quoted per fabric moves one fabric at a time."""
     out = []
@@ -127,21 +125,21 @@ def _sensitivity(parts: Parts, best: int, other: int, names: list[str]) -> list[
             s = parts.scores(m)
             margin = s[other] - s[best]
             out.append(
-                {
-                    "driver": key,
-                    "fabric": None if f is None else names[f],
-                    "label": label if f is None else f"{label} of {names[f]}",
-                    "low": lo,
-                    "high": hi,
-                    "range": range_text(key),
-                    "margin_at_low_usd": float(margin[0]),
-                    "margin_at_high_usd": float(margin[1]),
-                    "swing_usd": float(abs(margin[1] - margin[0])),
-                    "flips": bool((margin < 0).any()),
-                    "tips_at": _tipping_point(parts, key, lo, hi, margin, best, other),
-                }
+                SensitivityRow(
+                    driver=key,
+                    fabric=None if f is None else names[f],
+                    label=label if f is None else f"{label} of {names[f]}",
+                    low=lo,
+                    high=hi,
+                    range=range_text(key),
+                    margin_at_low_usd=float(margin[0]),
+                    margin_at_high_usd=float(margin[1]),
+                    swing_usd=float(abs(margin[1] - margin[0])),
+                    flips=bool((margin < 0).any()),
+                    tips_at=_tipping_point(parts, key, lo, hi, margin, best, other),
+                )
             )
-    return sorted(out, key=lambda d: -d["swing_usd"])
+    return sorted(out, key=lambda d: -d.swing_usd)
 
 
 def _tipping_point(
@@ -172,8 +170,11 @@ def _tipping_point(
     return at if at > 0 else None
 
 
-def _monte_carlo(parts: Parts, names: list[str], seed: int) -> tuple[dict[str, Any], np.ndarray]:
-    """The Monte Carlo's summary, and its cost samples (F, S)."""
+def _monte_carlo(
+    parts: Parts, names: list[str], seed: int, gpus: int
+) -> tuple[Uncertainty, np.ndarray]:
+    """The Monte Carlo's summary (at ``gpus``, the size ``parts`` describe), and its cost
+    samples (F, S)."""
     rng = np.random.default_rng(seed)
     m = nominal_multipliers(MC_SAMPLES)
     for k, (_, lo, hi) in DRIVERS.items():
@@ -182,21 +183,22 @@ def _monte_carlo(parts: Parts, names: list[str], seed: int) -> tuple[dict[str, A
             m[k] = rng.uniform(lo, hi, shape)
     s = parts.scores(m)
     wins = np.bincount(s.argmin(axis=0), minlength=len(names)) / MC_SAMPLES
-    summary = {
-        "samples": MC_SAMPLES,
-        "seed": seed,
-        "p_cheapest": {n: float(w) for n, w in zip(names, wins, strict=True)},
-        "cost_p10_p90_usd": {
+    summary = Uncertainty(
+        samples=MC_SAMPLES,
+        seed=seed,
+        p_cheapest={n: float(w) for n, w in zip(names, wins, strict=True)},
+        cost_p10_p90_usd={
             n: [float(np.percentile(s[i], 10)), float(np.percentile(s[i], 90))]
             for i, n in enumerate(names)
         },
-    }
+        gpus=gpus,
+    )
     return summary, s
 
 
 def cost_indeterminate(
-    samples: np.ndarray, best: int, other: int, sens: list[dict[str, Any]]
-) -> dict[str, Any] | None:
+    samples: np.ndarray, best: int, other: int, sens: list[SensitivityRow]
+) -> CostIndeterminate | None:
     """When the margin between the two leading fabrics (runner-up minus recommended, sample by
     sample: shared prices move both fabrics alike and cancel) spans zero between its P10 and
     P90, the prices, not the fabrics, decide: the band, and the price drivers that move the
@@ -206,11 +208,8 @@ def cost_indeterminate(
     lo, hi = np.percentile(samples[other] - samples[best], [10, 90])
     if lo > 0:
         return None
-    prices = [d for d in sens if d["driver"] not in PERF_DRIVERS][:SETTLING_PRICES]
-    return {
-        "margin_p10_p90_usd": [float(lo), float(hi)],
-        "settle_with": [d["label"] for d in prices],
-    }
+    prices = [d for d in sens if d.driver not in PERF_DRIVERS][:SETTLING_PRICES]
+    return CostIndeterminate((float(lo), float(hi)), [d.label for d in prices])
 
 
 # The kinds of unsourced price a network bill lists, each with how advise names it.
@@ -250,7 +249,7 @@ def advise(
     its plans without). ``by_model`` adds the break-even of every training model in the catalog
     (``tick`` is called after each, for a progress bar)."""
     perf, costs = evaluate(sc, cat, backend)
-    names = [p["fabric"] for p in perf]
+    names = [p.fabric for p in perf]
     parts = build_parts(sc, cat, perf, costs)
     nominal = parts.nominal()
     order = list(np.argsort(nominal))
@@ -270,93 +269,37 @@ def advise(
     growth, target_parts = growth_evaluation(sc, cat, backend)
     now_best = names[best]
     mc_parts, mc_sc = parts, sc
-    if growth and growth["locks_in"] and growth["cheapest"] not in (None, now_best):
-        other, best = best, names.index(growth["cheapest"])
+    if growth and growth.locks_in and growth.cheapest not in (None, now_best):
+        other, best = best, names.index(growth.cheapest)
         if target_parts is not None:  # the confidence is about the size the choice rests on
-            mc_parts, mc_sc = target_parts, scenario_at(sc, cat, growth["target_gpus"])
+            mc_parts, mc_sc = target_parts, scenario_at(sc, cat, growth.target_gpus)
     # the performance drivers: the workload model at each one's positions, at that size
     mc_parts = mc_parts.with_perf(perf_table(mc_sc, cat, backend))
     mc_gpus = mc_sc.cluster.gpus
-    summary, samples = _monte_carlo(mc_parts, names, seed)
-    mc = {**summary, "gpus": mc_gpus}
-    p_best = mc["p_cheapest"][names[best]]
+    mc, samples = _monte_carlo(mc_parts, names, seed, mc_gpus)
+    p_best = mc.p_cheapest[names[best]]
     confidence = next(label for bound, label in CONFIDENCE if p_best >= bound)
     # the tornado describes the same size as the Monte Carlo: the one the choice rests on
     sens = _sensitivity(mc_parts, best, other, names) if other != best else []
-    sens = [{**d, "gpus": mc_gpus} for d in sens]
-    fabrics = []
-    for p, c, score, misses in zip(perf, costs, nominal, late, strict=True):
-        fabrics.append(
-            {
-                "fabric": p["fabric"],
-                "family": c.family,
-                "step_time_s": p["step_time_s"],
-                "tokens_per_s": p["tokens_per_s"],
-                "time_to_train_days": p.get("time_to_train_days"),
-                "gpu_hours": p.get("gpu_hours"),
-                "expected_time_to_train_days": p.get("expected_time_to_train_days"),
-                "expected_gpu_hours": p.get("expected_gpu_hours"),
-                "goodput": p.get("goodput"),
-                "expected_run": p.get("expected_run"),
-                "comm_exposed_fraction": p["comm_exposed_fraction"],
-                "capex_usd": c.capex_usd,
-                "capex_network_usd": c.capex_network_usd,
-                "network_prices": c.network_prices,
-                "opex_usd_per_year": c.opex_usd_per_year,
-                "tco_usd": c.tco_usd,
-                "cost_per_run_usd": c.cost_per_run_usd,
-                "cost_per_million_output_tokens_usd": c.cost_per_million_output_tokens_usd,
-                "risk_usd": c.risk_usd_per_year * (c.lifecycle_years or 0.0),
-                "risk_per_run_usd": c.risk_per_run_usd,
-                "risk_usd_per_hour": c.risk_usd_per_hour,
-                "cluster_usd_per_hour": c.cluster_usd_per_hour,
-                "rent_premium_share": c.rent.premium_share if c.rent else None,
-                "risk_events_per_year": c.risk_events_per_year,
-                "risk_hours_per_event": c.risk_hours_per_event,
-                "stabilisation_weeks": c.stabilisation_weeks,
-                "stabilisation_usd": c.stabilisation_usd,
-                "staff_fte": c.staff_fte,
-                "gpu_hour_cost_usd": c.gpu_hour_cost_usd,
-                "cost_same_work_usd": float(score),
-                "misses_time_to_production": misses,
-                "ttft_s": p.get("ttft_s"),
-                "itl_s": p.get("itl_s"),
-                "network_fraction": p.get("network_fraction"),
-                **{k: p.get(k) for k in SERVING_KEYS},
-                "breakdown": p.get("breakdown", {}),
-                "validation": p.get("validation"),
-                "not_modelled": not_modelled_by(
-                    backend.name,
-                    cat.fabric(p["fabric"]).family,
-                    sc.cluster.topology.design,
-                    sc.cluster.routing or cat.fabric(p["fabric"]).default_routing,
-                ),
-            }
-        )
-        if c.rent is not None:  # a rental has none of an owner's figures
-            fabrics[-1].update(dict.fromkeys(OWNERSHIP_KEYS))
-    rec = {
-        "fabric": names[best],
-        "topology": sc.cluster.topology.design,
-        "confidence": confidence,
-        "p_cheapest": p_best,
-        "reasons": reasons(sc, fabrics, best, other, sens, parts.kind, tuple(tier_reasons(costs))),
-    }
+    sens = [replace(d, gpus=mc_gpus) for d in sens]
+    fabrics = [
+        _fabric_advice(sc, cat, backend, r, c, float(score), misses)
+        for r, c, score, misses in zip(perf, costs, nominal, late, strict=True)
+    ]
+    why = reasons(sc, fabrics, best, other, sens, parts.kind, tuple(tier_reasons(costs)))
     if parts.kind == "own":
-        rec["reasons"][-1:-1] = unpriced_notes([costs[best], costs[other]])
+        why[-1:-1] = unpriced_notes([costs[best], costs[other]])
     support = support_effect(mc_parts, costs, best, other)
     if support is not None:
         # said before the cost line: the rates are inside every owned figure above it
-        rec["reasons"].insert(-1, support.reason(names[best], names[other]))
-        rec["support"] = support.to_dict()
+        why.insert(-1, support.reason(names[best], names[other]))
     undecided = cost_indeterminate(samples, best, other, sens)
-    rec["cost_indeterminate"] = undecided
     if undecided is not None:
-        lo, hi = undecided["margin_p10_p90_usd"]
-        rec["reasons"].append(
+        lo, hi = undecided.margin_p10_p90_usd
+        why.append(
             f"cost-indeterminate: {names[other]} saves {dollars(-lo)} or more in 1 sample "
             f"of 10 and {names[best]} {dollars(hi)} or more in another (the margin's P10 to "
-            f"P90); quotes for {' and '.join(undecided['settle_with'])} would settle it"
+            f"P90); quotes for {' and '.join(undecided.settle_with)} would settle it"
         )
     # a backend blind to flow control gives the same step at every RoCE quality: nothing to say
     tuning = (
@@ -365,14 +308,23 @@ def advise(
         else None
     )
     if tuning is not None:
-        rec["reasons"].append(tuning_reason(tuning))
-        rec["roce_tuning"] = tuning
+        why.append(tuning_reason(tuning))
     if growth:
-        rec["reasons"].append(growth_reason(growth, now_best))
-        rec["growth"] = growth
-    be = break_even_gpus(sc, cat, backend) if break_even else {"gpus": None, "note": "not computed"}
+        why.append(growth_reason(growth, now_best))
+    rec = Recommendation(
+        fabric=names[best],
+        topology=sc.cluster.topology.design,
+        confidence=confidence,
+        p_cheapest=p_best,
+        reasons=why,
+        cost_indeterminate=undecided,
+        support=support,
+        roce_tuning=tuning,
+        growth=growth,
+    )
+    be = break_even_gpus(sc, cat, backend) if break_even else BreakEven(None, "not computed")
     if by_model:
-        be["by_model"] = break_even_by_model(sc, cat, backend, tick)
+        be = replace(be, by_model=break_even_by_model(sc, cat, backend, tick))
     notes = ["every price and risk rate is a labelled assumption (catalog economics/costs.toml)"]
     notes += unpriced_notes(costs)
     questions = provider_questions(sc, cat)
@@ -388,4 +340,48 @@ def advise(
         costing=costing(parts.kind),
         costs=tuple(costs),
         cost_samples=CostSamples(tuple(names), samples),
+    )
+
+
+def _fabric_advice(
+    sc: Scenario,
+    cat: Catalog,
+    backend: NetworkBackend,
+    r: FabricResult,
+    c: FabricCost,
+    score: float,
+    misses: bool,
+) -> FabricAdvice:
+    """One fabric's line of the advice; a rental has none of an owner's figures."""
+    owned = c.rent is None
+    fabric = cat.fabric(r.fabric)
+    return FabricAdvice(
+        result=r,
+        family=c.family,
+        capex_usd=c.capex_usd if owned else None,
+        capex_network_usd=c.capex_network_usd if owned else None,
+        network_prices=c.network_prices,
+        opex_usd_per_year=c.opex_usd_per_year if owned else None,
+        tco_usd=c.tco_usd if owned else None,
+        cost_per_run_usd=c.cost_per_run_usd,
+        cost_per_million_output_tokens_usd=c.cost_per_million_output_tokens_usd,
+        risk_usd=c.risk_usd_per_year * (c.lifecycle_years or 0.0) if owned else None,
+        risk_per_run_usd=c.risk_per_run_usd,
+        risk_usd_per_hour=c.risk_usd_per_hour,
+        cluster_usd_per_hour=c.cluster_usd_per_hour,
+        rent_premium_share=c.rent.premium_share if c.rent else None,
+        risk_events_per_year=c.risk_events_per_year,
+        risk_hours_per_event=c.risk_hours_per_event,
+        stabilisation_weeks=c.stabilisation_weeks,
+        stabilisation_usd=c.stabilisation_usd,
+        staff_fte=c.staff_fte if owned else None,
+        gpu_hour_cost_usd=c.gpu_hour_cost_usd,
+        cost_same_work_usd=score,
+        misses_time_to_production=misses,
+        not_modelled=not_modelled_by(
+            backend.name,
+            fabric.family,
+            sc.cluster.topology.design,
+            sc.cluster.routing or fabric.default_routing,
+        ),
     )

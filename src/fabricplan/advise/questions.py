@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from fabricplan.catalog import Catalog
 from fabricplan.catalog.providers import QUESTIONS
 from fabricplan.scenario import Scenario
 
 
-def provider_questions(sc: Scenario, cat: Catalog) -> list[dict[str, object]]:
+@dataclass(frozen=True)
+class ProviderQuestion:
+    key: str
+    question: str
+    planned: str | None  # what the scenario already plans for it
+    provider_must_answer: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "question": self.question,
+            "planned": self.planned,
+            "provider_must_answer": self.provider_must_answer,
+        }
+
+
+def provider_questions(sc: Scenario, cat: Catalog) -> list[ProviderQuestion]:
     c = sc.cluster
     fabrics = [cat.fabric(f) for f in c.fabrics]
     roce = [f.id for f in fabrics if f.family in ("roce", "uec")]
@@ -24,11 +43,6 @@ def provider_questions(sc: Scenario, cat: Catalog) -> list[dict[str, object]]:
         "issue_resolution": None,
     }
     return [
-        {
-            "key": key,
-            "question": text,
-            "planned": planned[key],
-            "provider_must_answer": key != "roce_tuning" or bool(roce),
-        }
+        ProviderQuestion(key, text, planned[key], key != "roce_tuning" or bool(roce))
         for key, text in QUESTIONS
     ]

@@ -35,6 +35,7 @@ from fabricplan.planning import Candidate, Job, SearchSpace, evaluate
 from fabricplan.planning.search import INT_COLS, ranked
 from fabricplan.scenario import Scenario, ScenarioError, scenario_from_data
 from fabricplan.scenario.load import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_SEQ_LEN
+from fabricplan.scenario.models import Parallel
 from fabricplan.workload import shape_of, training_step
 from fabricplan.workload.memory import describe
 from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
@@ -81,6 +82,22 @@ class ReferencePlan:
     origin: PlanOrigin
     why: str
     source: str | None  # the published layout's source, when the model has one
+
+    @property
+    def gpus(self) -> int:
+        return self.scenario.cluster.gpus
+
+    @property
+    def parallel(self) -> Parallel:
+        w = self.scenario.workload
+        assert w is not None
+        return w.parallel
+
+    @property
+    def recompute(self) -> str:
+        w = self.scenario.workload
+        assert w is not None
+        return w.recompute
 
     def to_dict(self) -> dict[str, Any]:
         w = self.scenario.workload

@@ -10,9 +10,12 @@ tier premiums, which are labelled assumptions (``costs.toml`` [rent]).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricplan.cost import FabricCost, dollars, usd
+
+if TYPE_CHECKING:
+    from fabricplan.advise.records import FabricAdvice
 
 # The figure each kind of score is, as each fabric's JSON key and as a phrase.
 HEADLINES = {
@@ -75,23 +78,23 @@ def tier_reasons(costs: list[FabricCost]) -> list[str]:
     return out
 
 
-def interruption_reason(b: dict[str, Any], o: dict[str, Any], kind: str) -> str:
+def interruption_reason(b: FabricAdvice, o: FabricAdvice, kind: str) -> str:
     """Fabric-caused interruptions: over the lifecycle (owned), the run (rented training) or
     per hour of serving (rented serving)."""
     head = (
-        f"expected fabric-caused interruptions: {b['risk_events_per_year']:.1f} vs "
-        f"{o['risk_events_per_year']:.1f} per year"
+        f"expected fabric-caused interruptions: {b.risk_events_per_year:.1f} vs "
+        f"{o.risk_events_per_year:.1f} per year"
     )
     if kind == "own":
-        return f"{head}, {usd(b['risk_usd'])} vs {usd(o['risk_usd'])} over the lifecycle"
+        return f"{head}, {usd(b.risk_usd)} vs {usd(o.risk_usd)} over the lifecycle"
     if kind == "rent-train":
         return (
-            f"{head}; over the run ({b['time_to_train_days']:.2f} vs "
-            f"{o['time_to_train_days']:.2f} days) their lost GPU time costs "
-            f"{dollars(b['risk_per_run_usd'])} vs {dollars(o['risk_per_run_usd'])}"
+            f"{head}; over the run ({b.time_to_train_days:.2f} vs "
+            f"{o.time_to_train_days:.2f} days) their lost GPU time costs "
+            f"{dollars(b.risk_per_run_usd)} vs {dollars(o.risk_per_run_usd)}"
         )
     return (
-        f"{head}; their lost GPU time adds ${b['risk_usd_per_hour']:,.2f} vs "
-        f"${o['risk_usd_per_hour']:,.2f} an hour to the rented cluster's "
-        f"${b['cluster_usd_per_hour']:,.2f} vs ${o['cluster_usd_per_hour']:,.2f}"
+        f"{head}; their lost GPU time adds ${b.risk_usd_per_hour:,.2f} vs "
+        f"${o.risk_usd_per_hour:,.2f} an hour to the rented cluster's "
+        f"${b.cluster_usd_per_hour:,.2f} vs ${o.cluster_usd_per_hour:,.2f}"
     )

@@ -17,7 +17,6 @@ makes a lost GPU-hour dearer.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from fabricplan.cost import FabricCost, fabric_cost, load_assumptions
 from fabricplan.cost.run import HOURS_PER_YEAR, SECONDS_PER_HOUR
 from fabricplan.cost.tco import TOKENS_PER_MILLION
 from fabricplan.scenario import Scenario, scenario_from_data
-from fabricplan.workload import evaluate_scenario
+from fabricplan.workload import FabricResult, evaluate_scenario
 
 # Monte Carlo ranges of the cost drivers (uniform multipliers, low-high): labelled assumptions
 # in the cost assumptions file ([uncertainty], and the server spread).
@@ -159,9 +158,9 @@ def fabric_parts(sc: Scenario) -> tuple[str, ...]:
 
 
 def build_parts(
-    sc: Scenario, cat: Catalog, perf: list[dict[str, Any]], costs: list[FabricCost]
+    sc: Scenario, cat: Catalog, perf: list[FabricResult], costs: list[FabricCost]
 ) -> Parts:
-    training = perf[0]["kind"] == "training"
+    training = perf[0].kind == "training"
     kind = "own" if sc.costs.mode == "own" else ("rent-train" if training else "rent-serve")
     arr = lambda f: np.array([f(p, c) for p, c in zip(perf, costs, strict=True)])  # noqa: E731
     return Parts(
@@ -177,7 +176,7 @@ def build_parts(
         rent=arr(lambda p, c: c.gpus * c.gpu_hour_cost_usd if c.mode == "rent" else 0.0),
         run_rent=arr(lambda p, c: (c.run_gpu_hours or 0.0) * c.gpu_hour_cost_usd),
         run_risk=arr(lambda p, c: c.risk_per_run_usd or 0.0),
-        time=arr(lambda p, c: p["step_time_s"] if training else 1.0 / p["tokens_per_s"]),
+        time=arr(lambda p, c: p.figures.step_time_s if training else 1.0 / p.figures.tokens_per_s),
     )
 
 
@@ -203,7 +202,7 @@ def scenario_at(
     return scenario_from_data(data, catalog=cat)
 
 
-def costs_of(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[FabricCost]:
+def costs_of(sc: Scenario, cat: Catalog, perf: list[FabricResult]) -> list[FabricCost]:
     """Each fabric's costs, given its workload results (run GPU-hours and days)."""
     a = load_assumptions()
     return [
@@ -211,10 +210,10 @@ def costs_of(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[Fab
             sc,
             cat,
             a,
-            p["fabric"],
-            run_gpu_hours=p.get("gpu_hours"),
-            run_days=p.get("time_to_train_days"),
-            output_tokens_per_s=p.get("output_tokens_per_s_total"),
+            p.fabric,
+            run_gpu_hours=p.figures.gpu_hours,
+            run_days=p.figures.time_to_train_days,
+            output_tokens_per_s=None if p.serving is None else p.serving.output_tokens_per_s,
         )
         for p in perf
     ]
@@ -222,6 +221,6 @@ def costs_of(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[Fab
 
 def evaluate(
     sc: Scenario, cat: Catalog, backend: NetworkBackend
-) -> tuple[list[dict[str, Any]], list[FabricCost]]:
-    perf = [r.to_dict() for r in evaluate_scenario(sc, cat, backend=backend)]
+) -> tuple[list[FabricResult], list[FabricCost]]:
+    perf = evaluate_scenario(sc, cat, backend=backend)
     return perf, costs_of(sc, cat, perf)

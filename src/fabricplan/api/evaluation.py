@@ -46,7 +46,7 @@ class FabricStep:
     @property
     def breakdown(self) -> dict[str, float]:
         """The step by part, seconds (``compute_s``, ``tp_comm_s``, ``bubble_s``, ...)."""
-        return dict(self.document.get("breakdown") or {})
+        return dict(self.result.figures.breakdown)
 
 
 @dataclass(frozen=True)
@@ -205,6 +205,5 @@ def advise(
 def _advice_frame(a: Advice) -> pandas.DataFrame:
     """One row per fabric, columns as ``advise --json``'s ``fabrics`` entries, and
     ``recommended``: this fabric is the recommendation."""
-    rows = jsonable(a.to_dict())["fabrics"]
-    pick = a.recommendation.get("fabric")
-    return _frame([{**r, "recommended": r["fabric"] == pick} for r in rows])
+    pick = a.recommendation.fabric
+    return _frame([{**jsonable(f.to_dict()), "recommended": f.fabric == pick} for f in a.fabrics])

@@ -95,7 +95,7 @@ def fact_claims(cat: Catalog) -> list[ClaimResult]:
 
 
 def _serving(cat: Catalog, backend: NetworkBackend) -> list[tuple[str, dict[str, Any] | str]]:
-    """Each layout's step documents by fabric, or why it is not evaluable (sweep engine)."""
+    """Each layout's serving figures by fabric, or why it is not evaluable (sweep engine)."""
     from fabricplan.sweep.engine import evaluate_scenarios
 
     def build(sets: tuple[str, ...]) -> Scenario:
@@ -114,7 +114,7 @@ def _serving(cat: Catalog, backend: NetworkBackend) -> list[tuple[str, dict[str,
         if not rec.ok:
             out.append((label, (rec.skipped or "refused").splitlines()[0]))
             continue
-        out.append((label, {o.fabric: o.detail or {} for o in rec.outcomes}))
+        out.append((label, {o.fabric: o.detail.figures for o in rec.outcomes if o.detail}))
     return out
 
 
@@ -143,9 +143,9 @@ def serving_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> l
             if isinstance(res, str):
                 cases.append(Case(cond, None, None, f"not evaluable: {res}"))
                 continue
-            share = res[fabric]["tokens_per_s"] / res[IB]["tokens_per_s"]
-            itl = res[fabric]["itl_s"] / res[IB]["itl_s"]
-            net = res[fabric]["network_fraction"]
+            share = res[fabric].tokens_per_s / res[IB].tokens_per_s
+            itl = res[fabric].itl_s / res[IB].itl_s
+            net = res[fabric].network_fraction
             cases.append(
                 Case(
                     cond,

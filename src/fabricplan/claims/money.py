@@ -8,8 +8,6 @@ fabric buys and InfiniBand's switch price range, and say under which of them the
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from fabricplan.advise.break_even import ib_and_roce, with_maturity
@@ -21,6 +19,7 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 from fabricplan.cost import CostError, FabricCost, fabric_cost, load_assumptions, run_cost
 from fabricplan.scenario import Scenario, load_scenario, scenario_from_data
 from fabricplan.scenario.models import MATURITIES
+from fabricplan.workload import FabricResult
 
 # "approximately $2.2 million": the seeds round to two significant figures
 ROUNDING_TOLERANCE = 0.05
@@ -253,7 +252,7 @@ OPERATING = ("staff", "stabilisation", "risk")
 
 
 def _scores(
-    cat: Catalog, sc: Scenario, perf: list[dict[str, Any]], mode: str, maturity: str
+    cat: Catalog, sc: Scenario, perf: list[FabricResult], mode: str, maturity: str
 ) -> tuple[float, float, float, float, float] | str:
     """IB and RoCE cost for the same work on hardware and GPU-hours alone, then with operating
     costs, and RoCE's step time relative to IB's, owned or rented at a network maturity. Step
@@ -270,7 +269,7 @@ def _scores(
     pair = ib_and_roce(sc, cat)
     if pair is None:
         return "the scenario needs an InfiniBand and a RoCE fabric"
-    names = [p["fabric"] for p in perf]
+    names = [p.fabric for p in perf]
     ib, roce = names.index(pair[0]), names.index(pair[1])
     step = parts.time[roce] / parts.time[ib] - 1
     return (float(bare[ib]), float(bare[roce]), float(full[ib]), float(full[roce]), float(step))
@@ -281,9 +280,9 @@ UNIT = "RoCE / IB cost of the same work - 1 (hardware, power, GPU-hours)"
 
 def _step_documents(
     cat: Catalog, scenario: str, backend: NetworkBackend
-) -> tuple[Scenario | None, list[dict[str, Any]] | str]:
-    """The example's scenario and each fabric's step document (sweep engine), or why the
-    model refuses it."""
+) -> tuple[Scenario | None, list[FabricResult] | str]:
+    """The example's scenario and each fabric's result (sweep engine), or why the model
+    refuses it."""
     from fabricplan.sweep.engine import evaluate_scenarios
     from fabricplan.sweep.variants import variant_of
 
@@ -293,7 +292,7 @@ def _step_documents(
     (rec,) = evaluate_scenarios([v], cat, backend)
     if v.scenario is None or not rec.ok:
         return v.scenario, (rec.skipped or "refused").splitlines()[0]
-    return v.scenario, [o.detail or {} for o in rec.outcomes]
+    return v.scenario, [o.detail for o in rec.outcomes if o.detail is not None]
 
 
 def pays_claims(cat: Catalog, backend: NetworkBackend = DEFAULT_BACKEND) -> list[ClaimResult]:

@@ -23,6 +23,7 @@ from fabricplan.scenario import Scenario, load_scenario
 from fabricplan.sweep.variants import Variant as SweepVariant
 from fabricplan.sweep.variants import variant_of
 from fabricplan.workload.positions import Positions
+from fabricplan.workload.result import StepFigures
 
 EXAMPLES = Path(str(resources.files("fabricplan.claims") / "data"))
 IB, ROCE = "ib-ndr", "roce-400g"
@@ -102,35 +103,38 @@ def _sweep_variant(cat: Catalog, index: int, scenario: str, v: Variant) -> Sweep
     return variant_of(index, {"scenario": scenario, "variant": v.label}, build, positions)
 
 
+Pair = tuple[StepFigures, StepFigures]  # InfiniBand's and RoCE's figures
+
+
 def _evaluate(
     cat: Catalog, scenario: str, variants: list[Variant], backend: NetworkBackend
-) -> list[tuple[dict[str, Any], dict[str, Any]] | str]:
-    """IB's and RoCE's step documents under each variant, or why it is not evaluable."""
+) -> list[Pair | str]:
+    """IB's and RoCE's figures under each variant, or why it is not evaluable."""
     from fabricplan.sweep.engine import evaluate_scenarios
 
     todo = [_sweep_variant(cat, i, scenario, v) for i, v in enumerate(variants)]
-    out: list[tuple[dict[str, Any], dict[str, Any]] | str] = []
+    out: list[Pair | str] = []
     for rec in evaluate_scenarios(todo, cat, backend):
         if not rec.ok:
             out.append((rec.skipped or "refused").splitlines()[0])
             continue
-        doc = {o.fabric: o.detail for o in rec.outcomes}
-        out.append((doc[IB] or {}, doc[ROCE] or {}))
+        found = {o.fabric: o.detail.figures for o in rec.outcomes if o.detail is not None}
+        out.append((found[IB], found[ROCE]))
     return out
 
 
-QUANTITIES: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], float]]] = {
+QUANTITIES: dict[str, tuple[str, Callable[[StepFigures, StepFigures], float]]] = {
     "roce_share": (
         "RoCE tokens/s / IB tokens/s",
-        lambda ib, roce: roce["tokens_per_s"] / ib["tokens_per_s"],
+        lambda ib, roce: roce.tokens_per_s / ib.tokens_per_s,
     ),
     "ib_gain": (
         "IB tokens/s / RoCE tokens/s - 1",
-        lambda ib, roce: ib["tokens_per_s"] / roce["tokens_per_s"] - 1,
+        lambda ib, roce: ib.tokens_per_s / roce.tokens_per_s - 1,
     ),
     "comm_fraction": (
         "RoCE exposed communication / step time",
-        lambda ib, roce: roce["comm_exposed_fraction"],
+        lambda ib, roce: roce.comm_exposed_fraction,
     ),
 }
 
@@ -240,10 +244,9 @@ def _check(cat: Catalog, claim: ScaleClaim, backend: NetworkBackend) -> ClaimRes
             continue
         value = fn(*res)
         roce = res[1]
-        b = roce["breakdown"]
-        tp = b["tp_comm_s"] / roce["step_time_s"]
+        tp = roce.breakdown["tp_comm_s"] / roce.step_time_s
         note = (
-            f"RoCE comm exposed {roce['comm_exposed_fraction']:.1%} "
+            f"RoCE comm exposed {roce.comm_exposed_fraction:.1%} "
             f"(of it tensor-parallel, inside nodes: {tp:.1%})"
         )
         cases.append(Case(cond, value, claim.judge(value), note))

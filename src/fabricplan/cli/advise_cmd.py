@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from fabricplan.advise import Advice
+    from fabricplan.advise.by_model import ModelBreakEven
+    from fabricplan.advise.records import FabricAdvice
+    from fabricplan.advise.reference_plan import ReferencePlan
 
 
 def advise_cmd(
@@ -87,27 +90,27 @@ def _show(a: Advice) -> None:
 
     console = output.console
     r = a.recommendation
-    n = a.uncertainty["samples"]
-    g = r.get("growth")
+    n = a.uncertainty.samples
+    g = r.growth
     at = (
-        f" at the growth target, {g['target_gpus']:,} GPUs"
-        if g and a.uncertainty.get("gpus") == g["target_gpus"]
+        f" at the growth target, {g.target_gpus:,} GPUs"
+        if g and a.uncertainty.gpus == g.target_gpus
         else ""
     )
     console.print(
-        f"[bold]Recommendation: {r['fabric']}[/] on {r['topology']} "
-        f"(confidence {r['confidence']}: cheapest in {r['p_cheapest']:.0%} of "
+        f"[bold]Recommendation: {r.fabric}[/] on {r.topology} "
+        f"(confidence {r.confidence}: cheapest in {r.p_cheapest:.0%} of "
         f"{n:,} Monte Carlo samples{at})",
         highlight=False,
     )
-    for line in r["reasons"]:
+    for line in r.reasons:
         console.print(f"  • {line}", highlight=False)
     print_table(_fabric_table(a))
-    for line in validation_lines(a.fabrics):
+    for line in validation_lines([f.result for f in a.fabrics]):
         console.print(line, highlight=False)
     if a.costing.lifecycle:
         console.print(f"[dim]{a.costing.lifecycle}[/]", highlight=False)
-    training = [f for f in a.fabrics if f.get("expected_run") is not None]
+    training = [f.result for f in a.fabrics if f.result.training is not None]
     if training:
         print_table(time_to_train_table(training))
     s = Table(
@@ -125,33 +128,33 @@ def _show(a: Advice) -> None:
         )
     for d in a.sensitivity[:5]:
         s.add_row(
-            d["label"],
-            d["range"],
-            dollars(d["margin_at_low_usd"]),
-            dollars(d["margin_at_high_usd"]),
-            "yes" if d["flips"] else "no",
+            d.label,
+            d.range,
+            dollars(d.margin_at_low_usd),
+            dollars(d.margin_at_high_usd),
+            "yes" if d.flips else "no",
         )
     if a.sensitivity:
         print_table(s)
     be = a.break_even_gpus
-    size = f"{_gpus(be['gpus'])} GPUs" if be["gpus"] else "none"
-    console.print(f"break-even: {size} ({be['note']})", highlight=False)
-    if be.get("by_maturity"):
-        per = ", ".join(f"{m} {_gpus(gpus)}" for m, gpus in be["by_maturity"].items())
+    size = f"{_gpus(be.gpus)} GPUs" if be.gpus else "none"
+    console.print(f"break-even: {size} ({be.note})", highlight=False)
+    if be.by_maturity:
+        per = ", ".join(f"{m} {_gpus(gpus)}" for m, gpus in be.by_maturity.items())
         console.print(f"break-even by network maturity: {per}", highlight=False)
-    if be.get("by_model"):
-        table, lines = _by_model_table(be["by_model"])
+    if be.by_model:
+        table, lines = _by_model_table(be.by_model)
         print_table(table)
         for line in lines:
             console.print(line)
     for f in a.fabrics:
         console.print(
-            f"[dim]{f['fabric']}, not modelled: {'; '.join(f['not_modelled'])}[/]", highlight=False
+            f"[dim]{f.fabric}, not modelled: {'; '.join(f.not_modelled)}[/]", highlight=False
         )
     console.print("[bold]Ask the provider:[/]")
     for q in a.questions:
-        planned = f" [dim](planned: {q['planned']})[/]" if q["planned"] else ""
-        console.print(f"  ? {q['question']}{planned}", highlight=False)
+        planned = f" [dim](planned: {q.planned})[/]" if q.planned else ""
+        console.print(f"  ? {q.question}{planned}", highlight=False)
     console.print(
         "[dim]prices, staffing, stabilisation and risk rates are labelled assumptions "
         "(catalog economics/costs.toml)[/]"
@@ -159,32 +162,32 @@ def _show(a: Advice) -> None:
 
 
 # Per fabric, by what the score is: owned (lifecycle), rented training (the run), rented
-# serving (the hour and the million output tokens). (heading, key, format)
-_COLUMNS: dict[str, tuple[tuple[str, str, Callable[[Any], str]], ...]] = {
+# serving (the hour and the million output tokens). (heading, figure, format)
+_COLUMNS: dict[str, tuple[tuple[str, Callable[[FabricAdvice], Any], Callable[[Any], str]], ...]] = {
     "own": (
-        ("step (s)", "step_time_s", "{:.3f}".format),
-        ("days", "time_to_train_days", lambda v: "-" if v is None else f"{v:.1f}"),
-        ("capex", "capex_usd", usd),
-        ("opex/yr", "opex_usd_per_year", usd),
-        ("TCO", "tco_usd", usd),
-        ("per run", "cost_per_run_usd", usd),
-        ("risk", "risk_usd", usd),
-        ("same work", "cost_same_work_usd", usd),
+        ("step (s)", lambda f: f.step_time_s, "{:.3f}".format),
+        ("days", lambda f: f.time_to_train_days, lambda v: "-" if v is None else f"{v:.1f}"),
+        ("capex", lambda f: f.capex_usd, usd),
+        ("opex/yr", lambda f: f.opex_usd_per_year, usd),
+        ("TCO", lambda f: f.tco_usd, usd),
+        ("per run", lambda f: f.cost_per_run_usd, usd),
+        ("risk", lambda f: f.risk_usd, usd),
+        ("same work", lambda f: f.cost_same_work_usd, usd),
     ),
     "rent-train": (
-        ("step (s)", "step_time_s", "{:.3f}".format),
-        ("days", "time_to_train_days", "{:.2f}".format),
-        ("GPU-hours", "gpu_hours", "{:,.0f}".format),
-        ("$/GPU-h", "gpu_hour_cost_usd", dollars),
-        ("run loss", "risk_per_run_usd", dollars),
-        ("per run", "cost_per_run_usd", dollars),
+        ("step (s)", lambda f: f.step_time_s, "{:.3f}".format),
+        ("days", lambda f: f.time_to_train_days, "{:.2f}".format),
+        ("GPU-hours", lambda f: f.gpu_hours, "{:,.0f}".format),
+        ("$/GPU-h", lambda f: f.gpu_hour_cost_usd, dollars),
+        ("run loss", lambda f: f.risk_per_run_usd, dollars),
+        ("per run", lambda f: f.cost_per_run_usd, dollars),
     ),
     "rent-serve": (
-        ("ITL (ms)", "itl_s", lambda v: f"{v * 1e3:.2f}"),
-        ("output tok/s total", "output_tokens_per_s_total", "{:,.0f}".format),
-        ("$/GPU-h", "gpu_hour_cost_usd", dollars),
-        ("cluster $/h", "cluster_usd_per_hour", dollars),
-        ("per 1M output tok", "cost_per_million_output_tokens_usd", dollars),
+        ("ITL (ms)", lambda f: f.itl_s, lambda v: f"{v * 1e3:.2f}"),
+        ("output tok/s total", lambda f: f.output_tokens_per_s_total, "{:,.0f}".format),
+        ("$/GPU-h", lambda f: f.gpu_hour_cost_usd, dollars),
+        ("cluster $/h", lambda f: f.cluster_usd_per_hour, dollars),
+        ("per 1M output tok", lambda f: f.cost_per_million_output_tokens_usd, dollars),
     ),
 }
 
@@ -201,7 +204,7 @@ def _fabric_table(a: Advice) -> object:
     for head, _, _ in cols:
         t.add_column(head, justify="right", no_wrap=True)
     for f in a.fabrics:
-        t.add_row(f["fabric"], *(show(f[key]) for _, key, show in cols))
+        t.add_row(f.fabric, *(show(figure(f)) for _, figure, show in cols))
     return t
 
 
@@ -214,7 +217,7 @@ def _gpus(n: int | None) -> str:
     return f"{n:,}" if n else "none"
 
 
-def _by_model_table(rows: list[dict]) -> tuple[Table, list[str]]:
+def _by_model_table(rows: list[ModelBreakEven]) -> tuple[Table, list[str]]:
     """The per-model break-even table, and a line per model on where its plan comes from."""
     from rich.table import Table
 
@@ -235,36 +238,37 @@ def _by_model_table(rows: list[dict]) -> tuple[Table, list[str]]:
         )
     lines = []
     for r in rows:
-        p = r["plan_at_scenario_size"]
-        plan = f"{p['tp']}·{p['pp']}·{p['ep']}, {p['recompute']}" if p else "no plan fits"
-        sizes = r["evaluated_gpus"]
+        p = r.plan_at_scenario_size
+        plan = "no plan fits"
+        if p is not None:
+            par = p.parallel
+            plan = f"{par.tp}·{par.pp}·{par.ep}, {p.recompute}"
+        sizes = r.evaluated_gpus
         span = f"{sizes[0]:,}-{sizes[-1]:,}" if sizes else "none"
-        m = r["by_maturity"]
-        origin = p["origin"] if p else "-"
-        t.add_row(r["model"], plan, origin, *(_gpus(m[k]) for k in MATURITIES), span)
+        m = r.by_maturity
+        origin = p.origin if p else "-"
+        t.add_row(r.model, plan, origin, *(_gpus(m[k]) for k in MATURITIES), span)
         lines.append(_plan_line(r))
     return t, lines
 
 
-def _plan_line(row: dict) -> str:
+def _plan_line(row: ModelBreakEven) -> str:
     """Which plan a model ran with, why, and from which source."""
-    p, layout = row["plan_at_scenario_size"], row["published_layout"]
+    p, layout = row.plan_at_scenario_size, row.published_layout
     if layout is None:
-        return f"  {row['model']}: searched plan (no published layout)"
-    here = f"here {p['why']}" if p else "no plan fits here"
-    runs = _origin_runs(row["plans"])
-    lay = f"{layout['tp']}·{layout['pp']}·{layout['ep']}"
-    return (
-        f"  {row['model']}: {here}; by size: {runs or 'none'}. Published {lay}: {layout['source']}"
-    )
+        return f"  {row.model}: searched plan (no published layout)"
+    here = f"here {p.why}" if p else "no plan fits here"
+    runs = _origin_runs(row.plans)
+    lay = f"{layout.tp}·{layout.pp}·{layout.ep}"
+    return f"  {row.model}: {here}; by size: {runs or 'none'}. Published {lay}: {layout.source}"
 
 
-def _origin_runs(plans: list[dict]) -> str:
+def _origin_runs(plans: list[ReferencePlan]) -> str:
     """Consecutive sizes with the same origin: 'adapted 128-1,024, published 2,048-8,192'."""
     runs: list[tuple[str, int, int]] = []
     for p in plans:
-        if runs and runs[-1][0] == p["origin"]:
-            runs[-1] = (p["origin"], runs[-1][1], p["gpus"])
+        if runs and runs[-1][0] == p.origin:
+            runs[-1] = (p.origin, runs[-1][1], p.gpus)
         else:
-            runs.append((p["origin"], p["gpus"], p["gpus"]))
+            runs.append((p.origin, p.gpus, p.gpus))
     return ", ".join(f"{o} {a:,}" + (f"-{b:,}" if b != a else "") for o, a, b in runs)

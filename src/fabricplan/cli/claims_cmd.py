@@ -4,7 +4,7 @@ fabricplan computes under those conditions and whether it holds."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import Progress
@@ -12,6 +12,9 @@ from rich.table import Table
 
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import console, emit_json, err_console, fail, print_table
+
+if TYPE_CHECKING:
+    from fabricplan.claims.result import ClaimResult
 
 HOLDS = {True: "[green]yes[/]", False: "[red]no[/]", None: "[dim]n/a[/]"}
 
@@ -33,12 +36,12 @@ def _num(v: Any) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}"
 
 
-def _verdict(d: dict[str, Any]) -> str:
+def _verdict(d: ClaimResult) -> str:
     """The verdict, and in how many of the conditions tried the claim holds."""
-    cases = d["cases"]
-    if d["holds"] is None or len(cases) < 2:
-        return HOLDS[d["holds"]]
-    return f"{HOLDS[d['holds']]}\n{sum(bool(c['holds']) for c in cases)}/{len(cases)}"
+    cases = d.cases
+    if d.holds is None or len(cases) < 2:
+        return HOLDS[d.holds]
+    return f"{HOLDS[d.holds]}\n{sum(bool(c.holds) for c in cases)}/{len(cases)}"
 
 
 def claims_cmd(
@@ -67,20 +70,20 @@ def claims_cmd(
             results = check_claims(
                 groups=groups, progress=lambda g: bar.advance(task), backend=backend
             )
-    dicts = [r.to_dict() for r in results]
+    shown = results
     if claim_id is not None:
-        dicts = [d for d in dicts if d["id"] == claim_id]
-        if not dicts:
+        shown = [r for r in results if r.id == claim_id]
+        if not shown:
             known = ", ".join(r.id for r in results)
             fail(f"--id: unknown claim '{claim_id}'; known: {known}", as_json=as_json)
     if as_json:
-        emit_json(dicts)
+        emit_json([r.to_dict() for r in shown])
         return
     note = backend_note(backend)
     if note:
         console.print(note, highlight=False)
     if claim_id is not None:
-        _show_one(dicts[0])
+        _show_one(shown[0])
         return
     t = Table(title="The seeds' claims, recomputed", title_justify="left", title_style="bold")
     for col, ratio in (
@@ -91,17 +94,17 @@ def claims_cmd(
         ("holds", 0),
     ):
         t.add_column(col, ratio=ratio or None, overflow="fold", no_wrap=not ratio)
-    for d in dicts:
-        seeds = ", ".join(re.findall(r"seed (\d+)", d["source"]))
+    for d in shown:
+        seeds = ", ".join(re.findall(r"seed (\d+)", d.source))
         t.add_row(
-            f"{d['claim']}\n[dim]{d['id']}[/]",
+            f"{d.claim}\n[dim]{d.id}[/]",
             seeds,
-            _claimed(d["claimed"]),
-            d["computed"].get("summary", ""),
+            _claimed(d.claimed),
+            d.computed.get("summary", ""),
             _verdict(d),
         )
     print_table(t)
-    n = {v: sum(d["holds"] is v for d in dicts) for v in (True, False, None)}
+    n = {v: sum(d.holds is v for d in shown) for v in (True, False, None)}
     console.print(
         f"{n[True]} hold, {n[False]} do not, {n[None]} are outside the model. 'holds' "
         "is judged under the claim's own conditions; below it, in how many of the "
@@ -110,22 +113,22 @@ def claims_cmd(
     )
 
 
-def _show_one(d: dict[str, Any]) -> None:
-    console.print(f"[bold]{d['claim']}[/]  ({d['id']})", highlight=False)
-    console.print(f"source: {d['source']}", highlight=False)
-    console.print(f"conditions: {d['conditions']}", highlight=False)
-    console.print(f"claimed: {_claimed(d['claimed'])}", highlight=False)
-    console.print(f"fabricplan: {d['computed'].get('summary', '')}", highlight=False)
-    if d["computed"].get("note"):
-        console.print(f"note: {d['computed']['note']}", highlight=False)
-    console.print(f"holds: {HOLDS[d['holds']]} (basis: {d['basis']})")
-    if not d["cases"]:
+def _show_one(d: ClaimResult) -> None:
+    console.print(f"[bold]{d.claim}[/]  ({d.id})", highlight=False)
+    console.print(f"source: {d.source}", highlight=False)
+    console.print(f"conditions: {d.conditions}", highlight=False)
+    console.print(f"claimed: {_claimed(d.claimed)}", highlight=False)
+    console.print(f"fabricplan: {d.computed.get('summary', '')}", highlight=False)
+    if d.computed.get("note"):
+        console.print(f"note: {d.computed['note']}", highlight=False)
+    console.print(f"holds: {HOLDS[d.holds]} (basis: {d.basis})")
+    if not d.cases:
         return
     t = Table(title_justify="left")
     for col in ("conditions", "value", "holds", "detail"):
         t.add_column(col, overflow="fold")
-    for c in d["cases"]:
-        cond = "; ".join(f"{k}={v}" for k, v in c["conditions"].items() if k != "overrides")
-        v = c["value"]
-        t.add_row(cond, "-" if v is None else f"{v:.4g}", HOLDS[c["holds"]], c.get("note", ""))
+    for c in d.cases:
+        cond = "; ".join(f"{k}={v}" for k, v in c.conditions.items() if k != "overrides")
+        v = c.value
+        t.add_row(cond, "-" if v is None else f"{v:.4g}", HOLDS[c.holds], c.note)
     print_table(t)

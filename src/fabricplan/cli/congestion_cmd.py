@@ -181,57 +181,58 @@ def congestion(
         result = _run_with_progress(case, cat, quiet=as_json)
     except (UnknownIdError, ValueError) as exc:  # CaseError, TopologyError: bad input too
         fail(str(exc), as_json=as_json)
-    out = result.to_dict()
     if as_json:
-        emit_json(out)
+        emit_json(result.to_dict())
         return
-    lat = out["latency_under_load_us"]
+    r = result
+    lat = r.latency_us
     what = (
         f"{len(flow_list):,} flows from {flow_list.name}"
         if flow_list is not None
         else f"{pattern} of {size}"
     )
+    p50, p99 = r.p50_time_us, r.p99_time_us
     busbw = (
         []
-        if out["busbw_ideal_GBps"] is None
-        else [("busbw ideal / p50 (GB/s)", (out["busbw_ideal_GBps"], out["busbw_p50_GBps"]))]
+        if r.busbw_ideal is None
+        else [("busbw ideal / p50 (GB/s)", (r.busbw_ideal, r.busbw_GBps(p50)))]
     )
+    fct = r.fct_us
     console.print(
         kv_table(
-            f"{what} on {gpus} x {gpu}, {fabric} ({out['routing']}, "
-            f"{out['flow_control']}), {design}",
+            f"{what} on {gpus} x {gpu}, {fabric} ({r.routing}, {r.flow_control}), {design}",
             [
-                ("nodes", out["nodes"]),
-                ("ideal time (us)", out["ideal_time_us"]),
-                ("p50 / p99 time (us)", (out["p50_time_us"], out["p99_time_us"])),
-                ("p50 / p99 slowdown", (out["p50_slowdown"], out["p99_slowdown"])),
-                ("network transfer slowdown (p50)", out["network_slowdown_p50"]),
+                ("nodes", r.nodes),
+                ("ideal time (us)", r.ideal_time_us),
+                ("p50 / p99 time (us)", (p50, p99)),
+                ("p50 / p99 slowdown", (p50 / r.ideal_time_us, p99 / r.ideal_time_us)),
+                ("network transfer slowdown (p50)", r.network_slowdown_p50),
                 *busbw,
-                ("paused time (share of job links)", out["paused_fraction"]),
-                ("victim flows (per run)", out["victim_flows"]),
+                ("paused time (share of job links)", r.paused_fraction),
+                ("victim flows (per run)", r.victim_flows),
                 (
                     "flow completion p50 / p99 / max (us)",
-                    (out["fct_p50_us"], out["fct_p99_us"], out["fct_max_us"]),
+                    (fct.get("p50"), fct.get("p99"), fct.get("max")),
                 ),
                 (
                     "small-message latency p50 / p99 / p99.9 (us)",
                     (lat["p50"], lat["p99"], lat["p99.9"]),
                 ),
-                ("seeds", out["seeds"]),
+                ("seeds", len(r.times_us)),
             ],
         )
     )
-    if out["hottest_links"]:
+    if r.hottest_links:
         console.print(
             kv_table(
                 "hottest links (utilisation)",
                 [
                     (f"{h['link']} {h['from']} -> {h['to']}", h["utilisation"])
-                    for h in out["hottest_links"]
+                    for h in r.hottest_links
                 ],
             )
         )
-    console.print("[dim]not modelled: " + "; ".join(out["not_modelled"]) + "[/]", highlight=False)
+    console.print("[dim]not modelled: " + "; ".join(r.not_modelled) + "[/]", highlight=False)
 
 
 def _check_budgets(case: Case, cat, time_budget_s: float, memory_budget_gb: float) -> None:

@@ -3,8 +3,9 @@ lose."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -14,9 +15,13 @@ from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_
 from fabricplan.cli.output import console, emit_json, fail, fail_with, print_table
 from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
 from fabricplan.ops import BadInput
-from fabricplan.ops.plan import plan_results
+from fabricplan.ops.plan import plan_document, plan_searches
 from fabricplan.ops.step import step_fabrics
 from fabricplan.workload import WorkloadError
+
+if TYPE_CHECKING:
+    from fabricplan.planning.scenario import FabricSearch
+    from fabricplan.planning.search import Candidate, Reason
 
 # Largest --top: each alternative is a row of the table.
 MAX_TOP = 50
@@ -26,37 +31,38 @@ TOP_OPT = typer.Option(
 )
 
 
-def _settings(p: dict[str, Any]) -> str:
+def _settings(p: Candidate) -> str:
     """ZeRO, micro-batch, recomputation and the overlap options that are on."""
-    out = [f"ZeRO {p['zero']}", f"mb {p['micro_batch']}", f"recompute {p['recompute']}"]
-    out += ["DP overlap"] if p["overlap_dp"] else []
-    out += ["TP overlap"] if p["tp_comm_overlap"] else []
-    out += [f"CP {p['cp_comm']}"] if p["cp"] > 1 else []
+    out = [f"ZeRO {p.zero}", f"mb {p.micro_batch}", f"recompute {p.recompute}"]
+    out += ["DP overlap"] if p.overlap_dp else []
+    out += ["TP overlap"] if p.tp_comm_overlap else []
+    out += [f"CP {p.cp_comm}"] if p.cp > 1 else []
     return ", ".join(out)
 
 
-def _layout(p: dict[str, Any]) -> str:
-    parts = [(k, p[k]) for k in ("tp", "pp", "vp", "dp", "cp", "ep")]
+def _layout(p: Candidate) -> str:
+    parts = [("tp", p.tp), ("pp", p.pp), ("vp", p.vp), ("dp", p.dp), ("cp", p.cp), ("ep", p.ep)]
     return " ".join(f"{k} {v}" for k, v in parts if v > 1 or k in ("tp", "pp", "dp"))
 
 
-def _row(label: str, p: dict[str, Any], why: list[dict[str, Any]]) -> list[str]:
+def _row(label: str, p: Candidate, why: Sequence[Reason]) -> list[str]:
     return [
         label,
         _layout(p),
         _settings(p),
-        f"{p['step_time_s']:.3f}",
-        f"{p['tokens_per_s']:,.0f}",
-        f"{p['memory_per_gpu_GB']:.1f}",
-        "; ".join(w["text"] for w in why),
+        f"{p.step_time_s:.3f}",
+        f"{p.tokens_per_s:,.0f}",
+        f"{p.memory_GB:.1f}",
+        "; ".join(w.text() for w in why),
     ]
 
 
-def _table(r: dict[str, Any]) -> Table:
-    n, fit = r["plans_evaluated"], r["plans_fitting"]
+def _table(f: FabricSearch) -> Table:
+    r = f.result
+    n, fit = r.evaluated, r.fitting
     title = (
-        f"{r['fabric']}: the fastest plan that fits ({fit:,} of {n:,} plans fit in "
-        f"{r['usable_memory_per_gpu_GB']:.1f} GB usable per GPU)"
+        f"{r.fabric}: the fastest plan that fits ({fit:,} of {n:,} plans fit in "
+        f"{r.capacity_GB:.1f} GB usable per GPU)"
     )
     t = Table(title=title, title_justify="left", title_style="bold")
     for h in ("plan", "layout", "settings"):
@@ -64,14 +70,13 @@ def _table(r: dict[str, Any]) -> Table:
     for h in ("step (s)", "tokens/s", "GB/GPU"):
         t.add_column(h, justify="right")
     t.add_column("why it loses")
-    if r["best"] is not None:
-        t.add_row(*_row("best", r["best"], []))
-    for i, a in enumerate(r["alternatives"], 2):
-        t.add_row(*_row(f"#{i} ({a['relative_throughput']:.1%})", a, a["why"]))
-    for a in r["faster_but_does_not_fit"]:
-        t.add_row(*_row("faster, does not fit", a, a["why"]))
-    own = r["scenario_plan"]
-    t.add_row(*_row("the scenario's", own, own["why"]))
+    if r.best is not None:
+        t.add_row(*_row("best", r.best, []))
+    for i, a in enumerate(r.alternatives, 2):
+        t.add_row(*_row(f"#{i} ({a.relative:.1%})", a.plan, a.reasons))
+    for a in r.faster_unfit:
+        t.add_row(*_row("faster, does not fit", a.plan, a.reasons))
+    t.add_row(*_row("the scenario's", f.scenario_plan, f.scenario_plan_reasons()))
     return t
 
 
@@ -97,21 +102,21 @@ def plan_cmd(
     except BadInput as exc:
         fail_with(exc, as_json)
     try:
-        results = plan_results(sc, cat, fabrics, backend, top)
+        found = plan_searches(sc, cat, fabrics, backend, top)
     except WorkloadError as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
-        emit_json(results)
+        emit_json([plan_document(f, backend) for f in found])
         return
-    for r in results:
-        print_table(_table(r))
-        best, own = r["best"], r["scenario_plan"]
+    for f in found:
+        print_table(_table(f))
+        best, own, gain = f.result.best, f.scenario_plan, f.best_over_scenario_plan
         if best is None:
-            console.print(f"{r['fabric']}: no plan fits; use more GPUs", highlight=False)
-        elif r["best_over_scenario_plan"] is not None:
+            console.print(f"{f.result.fabric}: no plan fits; use more GPUs", highlight=False)
+        elif gain is not None:
             console.print(
-                f"{r['fabric']}: the best plan is {r['best_over_scenario_plan']:+.1%} over the "
-                f"scenario's plan ({best['tokens_per_s']:,.0f} vs {own['tokens_per_s']:,.0f} "
+                f"{f.result.fabric}: the best plan is {gain:+.1%} over the "
+                f"scenario's plan ({best.tokens_per_s:,.0f} vs {own.tokens_per_s:,.0f} "
                 "tokens/s)",
                 highlight=False,
             )

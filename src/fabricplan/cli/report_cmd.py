@@ -72,10 +72,10 @@ def report_cmd(
     summary = {
         "written": written,
         "scenario": sc.name,
-        "recommendation": rec["fabric"],
-        "confidence": rec["confidence"],
-        "p_cheapest": rec["p_cheapest"],
-        "break_even_gpus": r.advice.break_even_gpus.get("gpus"),
+        "recommendation": rec.fabric,
+        "confidence": rec.confidence,
+        "p_cheapest": rec.p_cheapest,
+        "break_even_gpus": r.advice.break_even_gpus.gpus,
         "seconds": round(time.monotonic() - start, 2),
     }
     if as_json:
@@ -84,7 +84,7 @@ def report_cmd(
     for path in written.values():
         output.console.print(f"wrote {path}", highlight=False)
     output.console.print(
-        f"recommendation: {rec['fabric']} (confidence {rec['confidence']})", highlight=False
+        f"recommendation: {rec.fabric} (confidence {rec.confidence})", highlight=False
     )
 
 

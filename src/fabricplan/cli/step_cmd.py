@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,68 +16,73 @@ from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fai
 from fabricplan.cli.time_to_train import cell, time_to_train_table
 from fabricplan.cli.validated_range import validation_lines
 from fabricplan.ops import BadInput
-from fabricplan.ops.step import step_fabrics, step_results
+from fabricplan.ops.step import not_modelled, step_fabrics, step_records, step_results
 from fabricplan.workload import WorkloadError
 
 if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
     from fabricplan.congestion.network_backend import NetworkBackend
     from fabricplan.scenario import Scenario
+    from fabricplan.workload import FabricResult, ServingFigures
+    from fabricplan.workload.inference import ServingRates
 
-_TRAIN_COLS = (
-    ("step (s)", "step_time_s", "{:.3f}"),
-    ("tokens/s", "tokens_per_s", "si"),
-    ("TFLOP/s", "tflops_per_gpu", "{:.0f}"),
-    ("MFU", "mfu", "{:.1%}"),
-    ("comm", "comm_exposed_fraction", "{:.1%}"),
+Column = Callable[["FabricResult"], Any]
+
+_TRAIN_COLS: tuple[tuple[str, Column, str], ...] = (
+    ("step (s)", lambda r: r.figures.step_time_s, "{:.3f}"),
+    ("tokens/s", lambda r: r.figures.tokens_per_s, "si"),
+    ("TFLOP/s", lambda r: r.figures.tflops_per_gpu, "{:.0f}"),
+    ("MFU", lambda r: r.figures.mfu, "{:.1%}"),
+    ("comm", lambda r: r.figures.comm_exposed_fraction, "{:.1%}"),
 )
-_SERVE_COLS = (
-    ("TTFT (ms)", "ttft_s", "{:.1f}", 1e3),
-    ("ITL (ms)", "itl_s", "{:.2f}", 1e3),
-    ("network share of ITL", "network_fraction", "{:.2%}", 1.0),
+_SERVE_COLS: tuple[tuple[str, Callable[[ServingFigures], float], str, float], ...] = (
+    ("TTFT (ms)", lambda f: f.ttft_s, "{:.1f}", 1e3),
+    ("ITL (ms)", lambda f: f.itl_s, "{:.2f}", 1e3),
+    ("network share of ITL", lambda f: f.network_fraction, "{:.2%}", 1.0),
 )
 # Serving throughput: each rate per replica and for all replicas, labelled as such.
-_RATE_COLS = (
-    ("output tok/s per replica", "output_tokens_per_s_per_replica"),
-    ("output tok/s total", "output_tokens_per_s_total"),
-    ("input tok/s per replica", "input_tokens_per_s_per_replica"),
-    ("input tok/s total", "input_tokens_per_s_total"),
+_RATE_COLS: tuple[tuple[str, Callable[[ServingRates], float]], ...] = (
+    ("output tok/s per replica", lambda t: t.output_tokens_per_s_per_replica),
+    ("output tok/s total", lambda t: t.output_tokens_per_s_total),
+    ("input tok/s per replica", lambda t: t.input_tokens_per_s_per_replica),
+    ("input tok/s total", lambda t: t.input_tokens_per_s_total),
 )
 
 
-def _breakdown_table(results: list[dict[str, Any]]) -> Table:
-    keys = list(results[0]["breakdown"])
+def _breakdown_table(results: list[FabricResult]) -> Table:
+    keys = list(results[0].figures.breakdown)
     t = Table(title="Breakdown per step (s)", title_justify="left", title_style="bold")
     t.add_column("part")
     for r in results:
-        t.add_column(r["fabric"], justify="right")
+        t.add_column(r.fabric, justify="right")
     for k in keys:
-        t.add_row(k.removesuffix("_s"), *(f"{r['breakdown'][k]:.4g}" for r in results))
+        t.add_row(k.removesuffix("_s"), *(f"{r.figures.breakdown[k]:.4g}" for r in results))
     return t
 
 
-def _serving_rates_table(results: list[dict[str, Any]], tp: int, pp: int) -> Table:
+def _serving_rates_table(results: list[FabricResult], tp: int, pp: int) -> Table:
     """Per replica and total, with the streams that make them: the scenario's concurrency is
     per replica."""
-    r = results[0]
+    rates = [r.serving.rates for r in results if r.serving is not None]
+    first = rates[0]
     title = (
-        f"Serving throughput: {r['replicas']:,} replicas of {tp * pp:,} GPUs "
+        f"Serving throughput: {first.replicas:,} replicas of {tp * pp:,} GPUs "
         f"(tp {tp} x pp {pp}), "
-        f"{r['streams_per_replica']:,} concurrent streams per replica "
-        f"(workload.serving.concurrency), {r['streams_total']:,} in total"
+        f"{first.streams_per_replica:,} concurrent streams per replica "
+        f"(workload.serving.concurrency), {first.streams_total:,} in total"
     )
     t = Table(title=title, title_justify="left", title_style="bold")
     t.add_column("fabric", no_wrap=True)
     for head, _ in _RATE_COLS:
         t.add_column(head, justify="right")
-    for r in results:
-        t.add_row(r["fabric"], *(f"{r[k]:,.0f}" for _, k in _RATE_COLS))
+    for r, rate in zip(results, rates, strict=True):
+        t.add_row(r.fabric, *(f"{figure(rate):,.0f}" for _, figure in _RATE_COLS))
     return t
 
 
 def _with_progress(
     sc: Scenario, cat: Catalog, fabrics: list[str], backend: NetworkBackend
-) -> list[dict[str, Any]]:
+) -> list[FabricResult]:
     """Behind a transient bar: a group spanning hundreds of nodes makes the congestion
     simulation take a minute or more."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -86,7 +92,7 @@ def _with_progress(
     cols = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*cols, console=err_console, transient=True) as bar:
         task = bar.add_task("step per fabric", total=len(fabrics))
-        return step_results(sc, cat, fabrics, backend, tick=lambda _f: bar.advance(task))
+        return step_records(sc, cat, fabrics, backend, tick=lambda _f: bar.advance(task))
 
 
 def step_cmd(
@@ -126,14 +132,11 @@ def step_cmd(
         fail_with(exc, as_json)
     try:
         if as_json:
-            results = step_results(sc, cat, fabrics, backend)
-        else:
-            results = _with_progress(sc, cat, fabrics, backend)
+            emit_json(step_results(sc, cat, fabrics, backend))
+            return
+        results = _with_progress(sc, cat, fabrics, backend)
     except WorkloadError as exc:  # a design the fabric cannot build is one too
         fail(str(exc), as_json=as_json)
-    if as_json:
-        emit_json(results)
-        return
     w = sc.workload
     assert w is not None
     p = w.parallel
@@ -147,12 +150,14 @@ def step_cmd(
         for head, *_ in _TRAIN_COLS:
             table.add_column(head, justify="right")
         for r in results:
-            table.add_row(r["fabric"], *(cell(f, r[k]) for _, k, f in _TRAIN_COLS))
+            table.add_row(r.fabric, *(cell(f, figure(r)) for _, figure, f in _TRAIN_COLS))
     else:
         for head, *_ in _SERVE_COLS:
             table.add_column(head, justify="right")
         for r in results:
-            table.add_row(r["fabric"], *(f.format(r[k] * s) for _, k, f, s in _SERVE_COLS))
+            sv = r.serving
+            assert sv is not None
+            table.add_row(r.fabric, *(f.format(figure(sv) * s) for _, figure, f, s in _SERVE_COLS))
     print_table(table)
     for line in validation_lines(results):
         console.print(line, highlight=False)
@@ -164,17 +169,16 @@ def step_cmd(
     if w.kind == "training":
         print_table(time_to_train_table(results))
         for r in results:
-            if "note" in r["expected_run"]:
-                console.print(f"{r['fabric']}: {r['expected_run']['note']}", highlight=False)
+            if r.expected is None:
+                console.print(f"{r.fabric}: {r.expected_note}", highlight=False)
     print_table(_breakdown_table(results))
-    best = max(r["tokens_per_s"] for r in results)
+    best = max(r.figures.tokens_per_s for r in results)
     what = "throughput" if w.kind == "training" else "output throughput"
     for r in results:
         console.print(
-            f"{r['fabric']}: {r['tokens_per_s'] / best:.1%} of the best fabric's {what}",
+            f"{r.fabric}: {r.figures.tokens_per_s / best:.1%} of the best fabric's {what}",
             highlight=False,
         )
     for r in results:
-        console.print(
-            f"[dim]{r['fabric']}, not modelled: {'; '.join(r['not_modelled'])}[/]", highlight=False
-        )
+        missing = not_modelled(cat, backend.name, r.fabric, sc)
+        console.print(f"[dim]{r.fabric}, not modelled: {'; '.join(missing)}[/]", highlight=False)

@@ -2,27 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from rich.table import Table
 
-# Ideal: tokens / throughput. Expected: with checkpoints and interruptions. (label, key in the
-# result or its expected run, format, scale)
-_TTT_ROWS = (
-    ("days, ideal", "time_to_train_days", "{:,.1f}", 1.0),
-    ("days, expected", "expected_time_to_train_days", "{:,.1f}", 1.0),
-    ("GPU-hours, ideal", "gpu_hours", "si", 1.0),
-    ("GPU-hours, expected", "expected_gpu_hours", "si", 1.0),
-    ("goodput", "goodput", "{:.1%}", 1.0),
-    ("interruptions", "interruptions", "{:,.1f}", 1.0),
-    ("  of them fabric-caused", "fabric_interruptions", "{:,.1f}", 1.0),
-    ("hours lost to them", "interruption_h", "{:,.1f}", 1.0),
-    ("  fabric-caused", "fabric_interruption_h", "{:,.1f}", 1.0),
-    ("lost work each (min)", "lost_work_per_interruption_h", "{:.1f}", 60.0),
-    ("restart each (min)", "restart_h", "{:.0f}", 60.0),
-    ("checkpoint every (min)", "checkpoint_interval_h", "{:.1f}", 60.0),
-    ("checkpoint write (s)", "checkpoint_write_s", "{:.1f}", 1.0),
-    ("hours writing checkpoints", "checkpoint_h", "{:,.1f}", 1.0),
+from fabricplan.workload import FabricResult
+from fabricplan.workload.interruptions import ExpectedRun
+
+
+def _run(figure: Callable[[ExpectedRun], float]) -> Callable[[FabricResult], float | None]:
+    """A figure of the expected run; None when the run never finishes."""
+    return lambda r: None if r.expected is None else figure(r.expected)
+
+
+# Ideal: tokens / throughput. Expected: with checkpoints and interruptions. (label, figure of
+# the result or its expected run, format, scale)
+_TTT_ROWS: tuple[tuple[str, Callable[[FabricResult], float | None], str, float], ...] = (
+    ("days, ideal", lambda r: r.figures.time_to_train_days, "{:,.1f}", 1.0),
+    ("days, expected", lambda r: r.expected_time_to_train_days, "{:,.1f}", 1.0),
+    ("GPU-hours, ideal", lambda r: r.figures.gpu_hours, "si", 1.0),
+    ("GPU-hours, expected", lambda r: r.expected_gpu_hours, "si", 1.0),
+    ("goodput", lambda r: r.goodput, "{:.1%}", 1.0),
+    ("interruptions", _run(lambda e: e.interruptions), "{:,.1f}", 1.0),
+    ("  of them fabric-caused", _run(lambda e: e.fabric_interruptions), "{:,.1f}", 1.0),
+    ("hours lost to them", _run(lambda e: e.interruption_h), "{:,.1f}", 1.0),
+    ("  fabric-caused", _run(lambda e: e.fabric_interruption_h), "{:,.1f}", 1.0),
+    ("lost work each (min)", _run(lambda e: e.lost_work_per_interruption_h), "{:.1f}", 60.0),
+    ("restart each (min)", _run(lambda e: e.restart_h), "{:.0f}", 60.0),
+    ("checkpoint every (min)", _run(lambda e: e.checkpoint_interval_h), "{:.1f}", 60.0),
+    ("checkpoint write (s)", _run(lambda e: e.checkpoint_write_s), "{:.1f}", 1.0),
+    ("hours writing checkpoints", _run(lambda e: e.checkpoint_h), "{:,.1f}", 1.0),
 )
 
 
@@ -38,7 +47,8 @@ def cell(spec: str, value: float | None) -> str:
     return f"{value:.0f}"
 
 
-def time_to_train_table(results: list[dict[str, Any]]) -> Table:
+def time_to_train_table(results: list[FabricResult]) -> Table:
+    """Each training result's run: ideal, and expected with checkpoints and interruptions."""
     t = Table(
         title="Time to train: ideal (tokens / throughput) and expected (with checkpoints "
         "and interruptions)",
@@ -47,10 +57,8 @@ def time_to_train_table(results: list[dict[str, Any]]) -> Table:
     )
     t.add_column("")
     for r in results:
-        t.add_column(r["fabric"], justify="right", no_wrap=True)
-    flat = [{**r, **r["expected_run"]} for r in results]
-    for label, key, spec, scale in _TTT_ROWS:
-        t.add_row(
-            label, *(cell(spec, None if f.get(key) is None else f[key] * scale) for f in flat)
-        )
+        t.add_column(r.fabric, justify="right", no_wrap=True)
+    for label, figure, spec, scale in _TTT_ROWS:
+        values = (figure(r) for r in results)
+        t.add_row(label, *(cell(spec, None if v is None else v * scale) for v in values))
     return t

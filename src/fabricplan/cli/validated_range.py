@@ -3,20 +3,25 @@ print it: one line per distinct verdict, a warning when it is outside."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fabricplan.workload import FabricResult
 
 
-def validation_lines(results: list[dict[str, Any]]) -> list[str]:
+def validation_lines(results: Sequence[FabricResult]) -> list[str]:
     """Rich-markup lines, fabrics with the same verdict on one line (they usually share it:
     only the fabric family differs between them)."""
     by_summary: dict[str, list[str]] = {}
     inside: dict[str, bool] = {}
     for r in results:
-        v = r.get("validation")
+        v = r.validation
         if v is None:
             continue
-        by_summary.setdefault(v["summary"], []).append(r["fabric"])
-        inside[v["summary"]] = v["inside"]
+        summary = v.summary()
+        by_summary.setdefault(summary, []).append(r.fabric)
+        inside[summary] = v.inside
     return [
         f"[dim]{', '.join(fabrics)}: {summary}[/]"
         if inside[summary]

@@ -152,10 +152,30 @@ class CaseResult:
     def pct(self, q: float) -> float:
         return float(np.percentile(self.times_us, q))
 
+    @property
+    def p50_time_us(self) -> float:
+        return self.pct(50)
+
+    @property
+    def p99_time_us(self) -> float:
+        return self.pct(99)
+
+    @property
+    def network_slowdown_p50(self) -> float:
+        return float(np.median(self.network_slowdowns))
+
+    def busbw_GBps(self, time_us: float) -> float | None:
+        """The bus bandwidth at a collective time; None for a flow list (no one size)."""
+        if self.case.flows is not None:
+            return None
+        return self.case.size_bytes * self.bus_factor / (time_us * 1e3)
+
+    @property
+    def busbw_ideal(self) -> float | None:
+        return None if self.case.flows is not None else self.busbw_ideal_GBps
+
     def to_dict(self) -> dict:
-        p50, p99 = self.pct(50), self.pct(99)
-        size = self.case.size_bytes
-        listed = self.case.flows is not None
+        p50, p99 = self.p50_time_us, self.p99_time_us
         return {
             "case": {k: v for k, v in asdict(self.case).items() if k != "flows"}
             | ({"flows": self.case.flows.name} if self.case.flows is not None else {}),
@@ -167,11 +187,11 @@ class CaseResult:
             "p99_time_us": p99,
             "p50_slowdown": p50 / self.ideal_time_us,
             "p99_slowdown": p99 / self.ideal_time_us,
-            "network_slowdown_p50": float(np.median(self.network_slowdowns)),
+            "network_slowdown_p50": self.network_slowdown_p50,
             # a flow list has no one collective size: no bus bandwidth
-            "busbw_ideal_GBps": None if listed else self.busbw_ideal_GBps,
-            "busbw_p50_GBps": None if listed else size * self.bus_factor / (p50 * 1e3),
-            "busbw_p99_GBps": None if listed else size * self.bus_factor / (p99 * 1e3),
+            "busbw_ideal_GBps": self.busbw_ideal,
+            "busbw_p50_GBps": self.busbw_GBps(p50),
+            "busbw_p99_GBps": self.busbw_GBps(p99),
             "paused_fraction": self.paused_fraction,
             "victim_flows": self.victim_flows,
             "hottest_links": self.hottest_links,

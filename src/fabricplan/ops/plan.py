@@ -12,21 +12,20 @@ if TYPE_CHECKING:
     from fabricplan.scenario import Scenario
 
 
-def plan_results(
+def plan_searches(
     sc: Scenario,
     cat: Catalog,
     fabrics: list[str],
     backend: NetworkBackend,
     top: int,
     tick: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[FabricSearch]:
     """Each fabric's fastest fitting plan, its runners-up and why each loses, the faster plans
-    that do not fit, and the scenario's own plan: what ``plan --json`` prints. Raises
-    WorkloadError for a scenario without training or a network the backend cannot price."""
+    that do not fit, and the scenario's own plan. Raises WorkloadError for a scenario without
+    training or a network the backend cannot price."""
     from fabricplan.planning import search_scenario
 
-    found = search_scenario(sc, cat, fabrics, backend=backend, top=top, tick=tick)
-    return [plan_document(f, backend) for f in found]
+    return search_scenario(sc, cat, fabrics, backend=backend, top=top, tick=tick)
 
 
 def plan_document(found: FabricSearch, backend: NetworkBackend) -> dict[str, Any]:

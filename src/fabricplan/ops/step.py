@@ -25,6 +25,20 @@ def step_fabrics(sc: Scenario, cat: Catalog, fabric: list[str] | None) -> list[s
     return list(fabric or sc.cluster.fabrics)
 
 
+def step_records(
+    sc: Scenario,
+    cat: Catalog,
+    fabrics: list[str],
+    backend: NetworkBackend,
+    tick: Callable[[str], None] | None = None,
+) -> list[FabricResult]:
+    """Each fabric's step, as the workload model's records. Raises WorkloadError for a design
+    the fabric cannot build."""
+    from fabricplan.workload import evaluate_scenario
+
+    return evaluate_scenario(sc, cat, fabrics, backend=backend, tick=tick)
+
+
 def step_results(
     sc: Scenario,
     cat: Catalog,
@@ -34,9 +48,7 @@ def step_results(
 ) -> list[dict[str, Any]]:
     """Each fabric's step: what ``step --json`` prints. Raises WorkloadError for a design the
     fabric cannot build."""
-    from fabricplan.workload import evaluate_scenario
-
-    found = evaluate_scenario(sc, cat, fabrics, backend=backend, tick=tick)
+    found = step_records(sc, cat, fabrics, backend, tick)
     return [step_document(r, sc, cat, backend) for r in found]
 
 

@@ -11,6 +11,7 @@ from fabricplan.catalog import Catalog
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.planning.search import (
     Candidate,
+    Reason,
     SearchResult,
     alternative,
     evaluate,
@@ -54,15 +55,27 @@ class FabricSearch:
     result: SearchResult
     scenario_plan: Candidate
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def best_over_scenario_plan(self) -> float | None:
+        """The best plan's throughput over the scenario's, when both fit."""
         best, own = self.result.best, self.scenario_plan
-        fits = own.fits and best is not None
-        gain = best.tokens_per_s / own.tokens_per_s - 1.0 if fits and best else None
-        why = alternative(own, best, self.result.capacity_GB).to_dict()["why"] if best else []
+        if best is None or not own.fits:
+            return None
+        return best.tokens_per_s / own.tokens_per_s - 1.0
+
+    def scenario_plan_reasons(self) -> tuple[Reason, ...]:
+        """Why the scenario's plan loses to the best (none when no plan fits)."""
+        best = self.result.best
+        if best is None:
+            return ()
+        return alternative(self.scenario_plan, best, self.result.capacity_GB).reasons
+
+    def to_dict(self) -> dict[str, Any]:
+        why = [r.to_dict() for r in self.scenario_plan_reasons()]
         return {
             **self.result.to_dict(),
-            "scenario_plan": {**own.to_dict(), "why": why},
-            "best_over_scenario_plan": gain,
+            "scenario_plan": {**self.scenario_plan.to_dict(), "why": why},
+            "best_over_scenario_plan": self.best_over_scenario_plan,
         }
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from fabricplan import __version__
 from fabricplan.advise import Advice, advise
+from fabricplan.advise.records import FabricAdvice
 from fabricplan.catalog import Catalog
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.cost import scenario_design
@@ -35,20 +35,20 @@ class ScenarioReport:
     seed: int
     version: str = __version__
 
-    def fabric(self, name: str) -> dict[str, Any]:
-        return next(f for f in self.advice.fabrics if f["fabric"] == name)
+    def fabric(self, name: str) -> FabricAdvice:
+        return next(f for f in self.advice.fabrics if f.fabric == name)
 
     @property
     def best(self) -> str:
-        return str(self.advice.recommendation["fabric"])
+        return self.advice.recommendation.fabric
 
     @property
     def runner_up(self) -> str | None:
         """The cheapest other fabric: the one every margin on the page is measured against."""
-        others = [f for f in self.advice.fabrics if f["fabric"] != self.best]
+        others = [f for f in self.advice.fabrics if f.fabric != self.best]
         if not others:
             return None
-        return str(min(others, key=lambda f: f["cost_same_work_usd"])["fabric"])
+        return min(others, key=lambda f: f.cost_same_work_usd).fabric
 
 
 def build_scenario_report(
@@ -65,7 +65,7 @@ def build_scenario_report(
     ``advise`` does, ``tick`` called after each) and design each fabric's bill of materials.
     Raises what ``advise`` raises (WorkloadError, CostError) for a scenario it cannot price."""
     a = advise(sc, cat, backend=backend, seed=seed, by_model=by_model, tick=tick)
-    designs = tuple(scenario_design(sc, cat, f["fabric"]) for f in a.fabrics)
+    designs = tuple(scenario_design(sc, cat, f.fabric) for f in a.fabrics)
     text = scenario_text if scenario_text is not None else _as_yaml(sc)
     return ScenarioReport(sc, a, designs, bom_lines(designs, cat), text, seed)
 
@@ -136,90 +136,90 @@ def render_scenario_report(r: ScenarioReport, charts: Mapping[str, Html] | None 
 def _recommendation(r: ScenarioReport) -> Html:
     a = r.advice
     rec, mc = a.recommendation, a.uncertainty
-    at = f" at {mc['gpus']:,} GPUs" if mc.get("gpus") else ""
+    at = f" at {mc.gpus:,} GPUs" if mc.gpus else ""
     head = tag(
         "p",
         [
-            tag("strong", f"Recommendation: {rec['fabric']}"),
-            f" on {rec['topology']}. Confidence {rec['confidence']}: the cheapest for the same "
-            f"work in {fmt.share(rec['p_cheapest'])} of {mc['samples']:,} Monte Carlo samples"
+            tag("strong", f"Recommendation: {rec.fabric}"),
+            f" on {rec.topology}. Confidence {rec.confidence}: the cheapest for the same "
+            f"work in {fmt.share(rec.p_cheapest)} of {mc.samples:,} Monte Carlo samples"
             f"{at}.",
         ],
         cls="verdict",
     )
     parts = [head]
-    undecided = rec.get("cost_indeterminate")
+    undecided = rec.cost_indeterminate
     if undecided:
-        lo, hi = undecided["margin_p10_p90_usd"]
+        lo, hi = undecided.margin_p10_p90_usd
         parts.append(
             tag(
                 "p",
                 f"Cost-indeterminate: the margin's P10 to P90 runs from {fmt.money(lo)} to "
-                f"{fmt.money(hi)}; quotes for {' and '.join(undecided['settle_with'])} would "
+                f"{fmt.money(hi)}; quotes for {' and '.join(undecided.settle_with)} would "
                 "settle it.",
                 cls="verdict warn",
             )
         )
-    parts += [tag("h3", "Reasons"), bullets(rec["reasons"])]
+    parts += [tag("h3", "Reasons"), bullets(rec.reasons)]
     return join(parts)
 
 
 # Rows of the per-fabric table: (label, value of one fabric's advice as text).
-Row = tuple[str, Callable[[dict[str, Any]], str]]
+Row = tuple[str, Callable[[FabricAdvice], str]]
 
 
 def _rows(kind: str, years: float | None) -> list[Row]:
     life = f"over {years:g} years" if years else "over the lifecycle"
     if kind == "rent-serve":
         return [
-            ("inter-token latency", lambda f: fmt.millis(f["itl_s"])),
-            ("time to first token", lambda f: fmt.millis(f["ttft_s"])),
+            ("inter-token latency", lambda f: fmt.millis(f.itl_s)),
+            ("time to first token", lambda f: fmt.millis(f.ttft_s)),
             (
                 "output tokens/s (all replicas)",
-                lambda f: fmt.number(f["output_tokens_per_s_total"]),
+                lambda f: fmt.number(f.output_tokens_per_s_total),
             ),
-            ("replicas", lambda f: fmt.number(f["replicas"])),
-            ("GPU-hour price", lambda f: fmt.money(f["gpu_hour_cost_usd"])),
-            ("cluster per hour", lambda f: fmt.money(f["cluster_usd_per_hour"])),
-            ("run-loss risk per hour", lambda f: fmt.money(f["risk_usd_per_hour"])),
+            ("replicas", lambda f: fmt.number(f.replicas)),
+            ("GPU-hour price", lambda f: fmt.money(f.gpu_hour_cost_usd)),
+            ("cluster per hour", lambda f: fmt.money(f.cluster_usd_per_hour)),
+            ("run-loss risk per hour", lambda f: fmt.money(f.risk_usd_per_hour)),
             (
                 "per million output tokens",
-                lambda f: fmt.money(f["cost_per_million_output_tokens_usd"]),
+                lambda f: fmt.money(f.cost_per_million_output_tokens_usd),
             ),
         ]
     rows: list[Row] = [
-        ("step time", lambda f: fmt.seconds(f["step_time_s"])),
-        ("tokens/s", lambda f: fmt.number(f["tokens_per_s"])),
-        ("exposed communication", lambda f: fmt.share(f["comm_exposed_fraction"])),
-        ("time-to-train, ideal", lambda f: fmt.days(f["time_to_train_days"])),
-        ("time-to-train, expected", lambda f: fmt.days(f["expected_time_to_train_days"])),
-        ("goodput (checkpoints, interruptions)", lambda f: fmt.share(f["goodput"])),
-        ("GPU-hours, ideal", lambda f: fmt.number(f["gpu_hours"], unit="GPU-h")),
-        ("GPU-hours, expected", lambda f: fmt.number(f["expected_gpu_hours"], unit="GPU-h")),
+        ("step time", lambda f: fmt.seconds(f.step_time_s)),
+        ("tokens/s", lambda f: fmt.number(f.tokens_per_s)),
+        ("exposed communication", lambda f: fmt.share(f.comm_exposed_fraction)),
+        ("time-to-train, ideal", lambda f: fmt.days(f.time_to_train_days)),
+        ("time-to-train, expected", lambda f: fmt.days(f.expected_time_to_train_days)),
+        ("goodput (checkpoints, interruptions)", lambda f: fmt.share(f.goodput)),
+        ("GPU-hours, ideal", lambda f: fmt.number(f.gpu_hours, unit="GPU-h")),
+        ("GPU-hours, expected", lambda f: fmt.number(f.expected_gpu_hours, unit="GPU-h")),
     ]
     if kind == "rent-train":
         return [
             *rows,
-            ("GPU-hour price", lambda f: fmt.money(f["gpu_hour_cost_usd"])),
-            ("run-loss risk per run", lambda f: fmt.money(f["risk_per_run_usd"])),
-            ("cost per run", lambda f: fmt.money(f["cost_per_run_usd"])),
+            ("GPU-hour price", lambda f: fmt.money(f.gpu_hour_cost_usd)),
+            ("run-loss risk per run", lambda f: fmt.money(f.risk_per_run_usd)),
+            ("cost per run", lambda f: fmt.money(f.cost_per_run_usd)),
         ]
     return [
         *rows,
-        ("capex", lambda f: fmt.money(f["capex_usd"])),
-        ("of which network", lambda f: fmt.money(f["capex_network_usd"])),
-        ("opex per year (power, staff, support)", lambda f: fmt.money(f["opex_usd_per_year"])),
-        (f"TCO {life}", lambda f: fmt.money(f["tco_usd"])),
-        ("cost per run (owned GPU-hour cost)", lambda f: fmt.money(f["cost_per_run_usd"])),
-        (f"run-loss risk {life}", lambda f: fmt.money(f["risk_usd"])),
-        ("stabilisation (degraded GPU time)", lambda f: fmt.money(f["stabilisation_usd"])),
-        ("cost for the same work (the score)", lambda f: fmt.money(f["cost_same_work_usd"])),
+        ("capex", lambda f: fmt.money(f.capex_usd)),
+        ("of which network", lambda f: fmt.money(f.capex_network_usd)),
+        ("opex per year (power, staff, support)", lambda f: fmt.money(f.opex_usd_per_year)),
+        (f"TCO {life}", lambda f: fmt.money(f.tco_usd)),
+        ("cost per run (owned GPU-hour cost)", lambda f: fmt.money(f.cost_per_run_usd)),
+        (f"run-loss risk {life}", lambda f: fmt.money(f.risk_usd)),
+        ("stabilisation (degraded GPU time)", lambda f: fmt.money(f.stabilisation_usd)),
+        ("cost for the same work (the score)", lambda f: fmt.money(f.cost_same_work_usd)),
     ]
 
 
 def _fabric_table(r: ScenarioReport) -> Html:
     a = r.advice
-    names = [f["fabric"] for f in a.fabrics]
+    names = [f.fabric for f in a.fabrics]
     heads = [f"{n} (recommended)" if n == r.best else n for n in names]
     cols = [Column(""), *(Column(h, numeric=True) for h in heads)]
     rows = [
@@ -244,7 +244,7 @@ def _fabric_table(r: ScenarioReport) -> Html:
 def _questions(a: Advice) -> Html:
     cols = [Column("question"), Column("what the scenario plans"), Column("must answer")]
     rows = [
-        [q["question"], q["planned"] or "ask", "yes" if q["provider_must_answer"] else "no"]
+        [q.question, q.planned or "ask", "yes" if q.provider_must_answer else "no"]
         for q in a.questions
     ]
     return table(cols, rows)

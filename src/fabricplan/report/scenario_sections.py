@@ -3,7 +3,7 @@ cluster size, each a chart with the table of its figures."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +16,8 @@ from fabricplan.report.surface_section import surface_charts
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from fabricplan.advise.break_even import SizeRow
+    from fabricplan.advise.records import SensitivityRow
     from fabricplan.report.scenario_report import ScenarioReport
 
 # Parts of a training step, which add up to it, and of a served token's latency (ITL).
@@ -40,7 +42,7 @@ TORNADO_ROWS = 10
 
 
 def _serving(a: Advice) -> bool:
-    return any("decode_compute_s" in f["breakdown"] for f in a.fabrics)
+    return any("decode_compute_s" in f.breakdown for f in a.fabrics)
 
 
 def step_title(a: Advice) -> str:
@@ -51,7 +53,7 @@ def _step_parts(a: Advice) -> list[tuple[str, list[float]]]:
     keys = SERVING_TOKEN if _serving(a) else TRAINING_STEP
     out = []
     for key, label in keys:
-        values = [float(f["breakdown"].get(key) or 0.0) for f in a.fabrics]
+        values = [float(f.breakdown.get(key) or 0.0) for f in a.fabrics]
         if any(values):
             out.append((label, values))
     return out
@@ -95,7 +97,7 @@ def scenario_charts(r: ScenarioReport) -> dict[str, Html]:
     from fabricplan.report.topology_section import bom_chart
 
     a = r.advice
-    names = [f["fabric"] for f in a.fabrics]
+    names = [f.fabric for f in a.fabrics]
     out = {
         "step": charts.stacked_bars(
             "step",
@@ -146,11 +148,11 @@ def _transpose(per_fabric: list[list[tuple[str, float]]]) -> list[tuple[str, lis
 def step_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
     a = r.advice
     parts = _step_parts(a)
-    names = [f["fabric"] for f in a.fabrics]
+    names = [f.fabric for f in a.fabrics]
     cols = [Column("part"), *(Column(n, numeric=True) for n in names)]
     rows = [[label, *(fmt.seconds(v, 4) for v in values)] for label, values in parts]
     total = "time per output token" if _serving(a) else "step time"
-    rows.append([total, *(fmt.seconds(f["step_time_s"], 4) for f in a.fabrics)])
+    rows.append([total, *(fmt.seconds(f.step_time_s, 4) for f in a.fabrics)])
     what = (
         "Decode compute and the tensor- and pipeline-parallel communication each output token "
         "waits for."
@@ -163,7 +165,7 @@ def step_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
 
 def cost_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
     a = r.advice
-    names = [f["fabric"] for f in a.fabrics]
+    names = [f.fabric for f in a.fabrics]
     parts = _transpose([_cost_parts(c, a.costing.kind) for c in a.costs])
     cols = [Column("part"), *(Column(n, numeric=True) for n in names)]
     rows = [[label, *(fmt.money(v) for v in values)] for label, values in parts]
@@ -182,17 +184,17 @@ def cost_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
 
 def _tornado_rows(a: Advice) -> list[charts.TornadoRow]:
     return [
-        charts.TornadoRow(d["label"], d["margin_at_low_usd"], d["margin_at_high_usd"], _tips(d))
+        charts.TornadoRow(d.label, d.margin_at_low_usd, d.margin_at_high_usd, _tips(d))
         for d in a.sensitivity[:TORNADO_ROWS]
     ]
 
 
-def _tips(d: dict[str, Any]) -> str:
+def _tips(d: SensitivityRow) -> str:
     """Where a driver's margin reaches zero: a multiplier, or a position in its range."""
-    at = d.get("tips_at")
+    at = d.tips_at
     if at is None:
         return ""
-    if d["range"].startswith("x"):
+    if d.range.startswith("x"):
         return fmt.multiplier(at)
     return f"position {at:.2f} (0 low, 1 high)"
 
@@ -202,18 +204,18 @@ def _base_margin(r: ScenarioReport) -> float:
     a, other = r.advice, r.runner_up
     if other is None:
         return 0.0
-    growth = a.recommendation.get("growth")
-    if growth and a.uncertainty.get("gpus") == growth["target_gpus"]:
-        costs = growth["cost_same_work_usd"]
+    growth = a.recommendation.growth
+    if growth and growth.cost_same_work_usd and a.uncertainty.gpus == growth.target_gpus:
+        costs = growth.cost_same_work_usd
         return float(costs[other] - costs[r.best])
-    return float(r.fabric(other)["cost_same_work_usd"] - r.fabric(r.best)["cost_same_work_usd"])
+    return float(r.fabric(other).cost_same_work_usd - r.fabric(r.best).cost_same_work_usd)
 
 
 def sensitivity_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
     a = r.advice
     if not a.sensitivity:
         return tag("p", "One fabric only: there is no margin to move.", cls="note")
-    gpus = a.sensitivity[0].get("gpus")
+    gpus = a.sensitivity[0].gpus
     cols = [
         Column("driver"),
         Column("range"),
@@ -225,12 +227,12 @@ def sensitivity_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
     ]
     rows = [
         [
-            d["label"],
-            d["range"],
-            fmt.money(d["margin_at_low_usd"]),
-            fmt.money(d["margin_at_high_usd"]),
-            fmt.money(d["swing_usd"]),
-            "yes" if d["flips"] else "no",
+            d.label,
+            d.range,
+            fmt.money(d.margin_at_low_usd),
+            fmt.money(d.margin_at_high_usd),
+            fmt.money(d.swing_usd),
+            "yes" if d.flips else "no",
             _tips(d) or "not within reach",
         ]
         for d in a.sensitivity
@@ -259,8 +261,8 @@ def uncertainty_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
         Column("cost P90", numeric=True),
     ]
     rows = [
-        [name, fmt.share(p), *(fmt.money(v) for v in mc["cost_p10_p90_usd"][name])]
-        for name, p in mc["p_cheapest"].items()
+        [name, fmt.share(p), *(fmt.money(v) for v in mc.cost_p10_p90_usd[name])]
+        for name, p in mc.p_cheapest.items()
     ]
     out = []
     margin = _margin(r)
@@ -270,8 +272,8 @@ def uncertainty_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
             figure(
                 ch["margin"],
                 f"What {r.runner_up} costs more than {r.best} for the same work, in each of "
-                f"{mc['samples']:,} samples of prices, rates, latency, goodput and RoCE "
-                f"configuration at {mc['gpus']:,} GPUs (seed {mc['seed']}): P10 "
+                f"{mc.samples:,} samples of prices, rates, latency, goodput and RoCE "
+                f"configuration at {mc.gpus:,} GPUs (seed {mc.seed}): P10 "
                 f"{fmt.money(float(lo))}, P90 {fmt.money(float(hi))}; below zero "
                 f"{r.runner_up} is the cheaper.",
             )
@@ -280,10 +282,12 @@ def uncertainty_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
     return join(out)
 
 
-def _size_rows(a: Advice) -> tuple[list[dict[str, Any]], str, str] | None:
+def _size_rows(a: Advice) -> tuple[list[SizeRow], str, str] | None:
     be = a.break_even_gpus
-    rows = be.get("sizes") or []
-    return (rows, be["ib"], be["roce"]) if rows else None
+    rows = be.sizes or []
+    if not rows or be.ib is None or be.roce is None:
+        return None
+    return rows, be.ib, be.roce
 
 
 def _size_chart(a: Advice, gpus: int) -> Html | None:
@@ -291,14 +295,18 @@ def _size_chart(a: Advice, gpus: int) -> Html | None:
     if got is None:
         return None
     rows, ib, roce = got
-    x = [r["gpus"] for r in rows]
-    cost = [charts.Series(f, x, [r[f"{f}_usd"] for r in rows]) for f in (ib, roce)]
-    gap = [
-        charts.Series(f"{ib} minus {roce}", x, [r[f"{ib}_usd"] - r[f"{roce}_usd"] for r in rows])
+    x = [r.gpus for r in rows]
+    cost = [
+        charts.Series(ib, x, [r.ib_usd for r in rows]),
+        charts.Series(roce, x, [r.roce_usd for r in rows]),
     ]
-    step = [charts.Series(f, x, [r.get(f"{f}_step_s") for r in rows]) for f in (ib, roce)]
+    gap = [charts.Series(f"{ib} minus {roce}", x, [r.ib_usd - r.roce_usd for r in rows])]
+    step = [
+        charts.Series(ib, x, [r.ib_step_s for r in rows]),
+        charts.Series(roce, x, [r.roce_step_s for r in rows]),
+    ]
     marks = [("this scenario", float(gpus))]
-    be = a.break_even_gpus.get("gpus")
+    be = a.break_even_gpus.gpus
     if be:
         marks.append(("break-even", float(be)))
     return charts.lines(
@@ -319,16 +327,17 @@ def size_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
     be = a.break_even_gpus
     got = _size_rows(a)
     if got is None:
-        return tag("p", f"Not evaluated: {be['note']}.", cls="note")
+        return tag("p", f"Not evaluated: {be.note}.", cls="note")
     rows, ib, roce = got
-    found = be.get("gpus")
+    found = be.gpus
     maturity = r.scenario.organization.network_maturity
     head = (
         f"Break-even at {maturity} network maturity: {fmt.gpus(found)}"
         if found
         else f"No break-even at {maturity} network maturity"
     )
-    by = ", ".join(f"{m}: {fmt.gpus(g) if g else 'none'}" for m, g in be["by_maturity"].items())
+    by_maturity = be.by_maturity or {}
+    by = ", ".join(f"{m}: {fmt.gpus(g) if g else 'none'}" for m, g in by_maturity.items())
     cols = [
         Column("GPUs", numeric=True),
         Column(f"{ib}", numeric=True),
@@ -340,20 +349,20 @@ def size_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
     ]
     body = [
         [
-            f"{x['gpus']:,}",
-            fmt.money(x[f"{ib}_usd"]),
-            fmt.money(x[f"{roce}_usd"]),
-            fmt.money(x[f"{ib}_usd"] - x[f"{roce}_usd"]),
-            fmt.seconds(x.get(f"{ib}_step_s")),
-            fmt.seconds(x.get(f"{roce}_step_s")),
-            "yes" if x["ib_cheaper"] else "no",
+            f"{x.gpus:,}",
+            fmt.money(x.ib_usd),
+            fmt.money(x.roce_usd),
+            fmt.money(x.ib_usd - x.roce_usd),
+            fmt.seconds(x.ib_step_s),
+            fmt.seconds(x.roce_step_s),
+            "yes" if x.ib_cheaper else "no",
         ]
         for x in rows
     ]
     caption = (
         f"The scenario at node-count doublings, same model, plan and organisation: cost for the "
         f"same work and step time on {ib} and {roce}. The break-even is the smallest size from "
-        f"which InfiniBand costs no more at every larger size evaluated ({be['note']})."
+        f"which InfiniBand costs no more at every larger size evaluated ({be.note})."
     )
     return join(
         [

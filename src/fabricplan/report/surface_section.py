@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fabricplan.report import charts, fmt
 from fabricplan.report.html import Column, Html, bullets, figure, join, table, tag
@@ -19,6 +19,7 @@ from fabricplan.scenario.models import MATURITIES
 
 if TYPE_CHECKING:
     from fabricplan.advise import Advice
+    from fabricplan.advise.break_even import SizeRow
     from fabricplan.report.scenario_report import ScenarioReport
 
 MIN_LIMIT_PCT = 0.5  # the colour scale spans at least +-0.5 %: noise stays pale
@@ -32,20 +33,20 @@ class Surface:
     plan: str  # which plan it ran with, in words
     ib: str
     roce: str
-    rows: Mapping[str, Sequence[dict[str, Any]]]  # maturity -> rows by size
+    rows: Mapping[str, Sequence[SizeRow]]  # maturity -> rows by size
     break_even: Mapping[str, int | None]  # maturity -> break-even size
 
     @property
     def sizes(self) -> list[int]:
-        return sorted({r["gpus"] for rows in self.rows.values() for r in rows})
+        return sorted({r.gpus for rows in self.rows.values() for r in rows})
 
     def margins(self) -> dict[tuple[str, int], tuple[float, float]]:
         """(maturity, GPUs) -> (IB minus RoCE in dollars, that as a percentage of RoCE's)."""
         out = {}
         for m, rows in self.rows.items():
             for r in rows:
-                ib, roce = r[f"{self.ib}_usd"], r[f"{self.roce}_usd"]
-                out[m, r["gpus"]] = (ib - roce, 100.0 * (ib - roce) / roce if roce else 0.0)
+                ib, roce = r.ib_usd, r.roce_usd
+                out[m, r.gpus] = (ib - roce, 100.0 * (ib - roce) / roce if roce else 0.0)
         return out
 
 
@@ -53,25 +54,27 @@ def surfaces(a: Advice, model: str | None) -> list[Surface]:
     """The scenario's own model (its plan), then each catalog model ``advise`` was asked for."""
     be = a.break_even_gpus
     out = []
-    own = be.get("sizes_by_maturity")
+    if be.ib is None or be.roce is None:
+        return out
+    own = be.sizes_by_maturity
     if own and any(own.values()):
         out.append(
             Surface(
                 model or "this scenario",
                 "this scenario's plan",
-                be["ib"],
-                be["roce"],
+                be.ib,
+                be.roce,
                 own,
-                be["by_maturity"],
+                be.by_maturity or {},
             )
         )
-    for row in be.get("by_model") or []:
-        rows = row.get("sizes_by_maturity") or {}
+    for row in be.by_model or []:
+        rows = row.sizes_by_maturity
         if not any(rows.values()):
             continue
-        origins = list(dict.fromkeys(p["origin"] for p in row["plans"]))
+        origins = list(dict.fromkeys(p.origin for p in row.plans))
         plan = f"{' or '.join(origins)} plan" if origins else "its plan"
-        out.append(Surface(row["model"], plan, be["ib"], be["roce"], rows, row["by_maturity"]))
+        out.append(Surface(row.model, plan, be.ib, be.roce, rows, row.by_maturity))
     return out
 
 
@@ -80,10 +83,10 @@ def _phrase(s: Surface, m: str) -> str:
     if not rows:
         return "not evaluated"
     found = s.break_even.get(m)
-    cheaper = [r["gpus"] for r in rows if r["ib_cheaper"]]
-    largest = rows[-1]["gpus"]
-    if found is not None and found == rows[0]["gpus"]:
-        return f"at every size evaluated ({rows[0]['gpus']:,} to {largest:,} GPUs)"
+    cheaper = [r.gpus for r in rows if r.ib_cheaper]
+    largest = rows[-1].gpus
+    if found is not None and found == rows[0].gpus:
+        return f"at every size evaluated ({rows[0].gpus:,} to {largest:,} GPUs)"
     if found is not None:
         return f"from {found:,} GPUs"
     if cheaper:
@@ -151,7 +154,7 @@ def surface_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
     a = r.advice
     found = surfaces(a, _model(r))
     if not found:
-        note = a.break_even_gpus.get("note", "no size evaluated")
+        note = a.break_even_gpus.note
         return tag("p", f"Not evaluated: {note}.", cls="note")
     said = [f"{s.model} ({s.plan}): {words(s)}" for s in found]
     head = tag("p", said[0].split(": ", 1)[1], cls="verdict") if len(found) == 1 else None
@@ -167,7 +170,7 @@ def surface_section(r: ScenarioReport, ch: Mapping[str, Html]) -> Html:
     for i, s in enumerate(found):
         out.append(figure(ch[f"surface{i}"], caption if i == 0 else f"{s.model}: as above."))
         out.append(_table(s))
-    if not a.break_even_gpus.get("by_model"):
+    if not a.break_even_gpus.by_model:
         out.append(
             tag(
                 "p",

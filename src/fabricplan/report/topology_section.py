@@ -169,14 +169,9 @@ def assumptions_section(r: ScenarioReport) -> Html:
         [b.part, b.name, STATUS[b.price.status], b.price.basis, _quotes(b.price)]
         for b in prices.values()
     ]
-    validation = [
-        f"{f['fabric']}: {f['validation']['summary']}"
-        for f in a.fabrics
-        if f.get("validation") is not None and f["validation"].get("summary")
-    ]
-    not_modelled = [
-        f"{f['fabric']}: {'; '.join(f['not_modelled'])}" for f in a.fabrics if f["not_modelled"]
-    ]
+    summaries = [(f.fabric, f.validation.summary()) for f in a.fabrics if f.validation is not None]
+    validation = [f"{fabric}: {summary}" for fabric, summary in summaries if summary]
+    not_modelled = [f"{f.fabric}: {'; '.join(f.not_modelled)}" for f in a.fabrics if f.not_modelled]
     return join(
         [
             tag(

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from fabricplan.catalog import Catalog
     from fabricplan.congestion.network_backend import NetworkBackend
     from fabricplan.scenario import Scenario
+    from fabricplan.workload import FabricResult
     from fabricplan.workload.positions import Positions
 
 
@@ -31,23 +32,21 @@ def _refusals() -> tuple[type[Exception], ...]:
 
 def _step(
     sc: Scenario, cat: Catalog, backend: NetworkBackend, positions: Positions | None
-) -> list[dict[str, Any]]:
+) -> list[FabricResult]:
     from fabricplan.workload import evaluate_scenario
 
     if positions is None:
-        found = evaluate_scenario(sc, cat, backend=backend)
-    else:
-        found = evaluate_scenario(
-            sc,
-            cat,
-            backend=backend,
-            adjust=lambda hw: positions.apply(hw, cat),
-            adjust_key=("positions", positions),
-        )
-    return [r.to_dict() for r in found]
+        return evaluate_scenario(sc, cat, backend=backend)
+    return evaluate_scenario(
+        sc,
+        cat,
+        backend=backend,
+        adjust=lambda hw: positions.apply(hw, cat),
+        adjust_key=("positions", positions),
+    )
 
 
-def _cost(sc: Scenario, cat: Catalog, perf: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _cost(sc: Scenario, cat: Catalog, perf: list[FabricResult]) -> list[dict[str, Any]]:
     """Each fabric's money as ``advise`` words it (a rental has none of an owner's figures)."""
     from fabricplan.advise.rent import OWNERSHIP_KEYS
     from fabricplan.advise.scoring import build_parts, costs_of
@@ -78,17 +77,17 @@ def _advise(sc: Scenario, cat: Catalog, backend: NetworkBackend, seed: int) -> l
 
     a = advise(sc, cat, backend=backend, seed=seed)
     r = a.recommendation
-    low = min(f["cost_same_work_usd"] for f in a.fabrics)
+    low = min(f.cost_same_work_usd for f in a.fabrics)
     return [
         {
-            **f,
-            "cheapest": f["cost_same_work_usd"] == low,
-            "recommended": f["fabric"] == r["fabric"],
-            "recommendation": r["fabric"],
-            "confidence": r["confidence"],
-            "p_cheapest": a.uncertainty["p_cheapest"].get(f["fabric"]),
-            "cost_indeterminate": r.get("cost_indeterminate") is not None,
-            "break_even_gpus": a.break_even_gpus.get("gpus"),
+            **f.to_dict(),
+            "cheapest": f.cost_same_work_usd == low,
+            "recommended": f.fabric == r.fabric,
+            "recommendation": r.fabric,
+            "confidence": r.confidence,
+            "p_cheapest": a.uncertainty.p_cheapest.get(f.fabric),
+            "cost_indeterminate": r.cost_indeterminate is not None,
+            "break_even_gpus": a.break_even_gpus.gpus,
         }
         for f in a.fabrics
     ]
@@ -105,7 +104,7 @@ def evaluate_one(
     positions: Positions | None = None,
 ) -> tuple[Outcome, ...]:
     """Each fabric's outcome for ``sc`` at level ``what`` (its hardware at ``positions`` of the
-    catalog's ranges, if given); ``detail`` keeps the full step documents on the outcomes.
+    catalog's ranges, if given); ``detail`` keeps each fabric's FabricResult on its outcome.
     Raises Skip when the model refuses the combination."""
     if positions is not None and what != "step":
         raise ValueError("hardware positions are evaluated at the step level only")
@@ -121,6 +120,6 @@ def evaluate_one(
     except _refusals() as exc:
         raise Skip(str(exc)) from None
     return tuple(
-        Outcome(p["fabric"], pick(cls, {**p, **e}), p if detail else None)
+        Outcome(p.fabric, pick(cls, {**p.to_dict(), **e}), p if detail else None)
         for p, e in zip(perf, extra, strict=True)
     )

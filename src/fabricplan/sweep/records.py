@@ -9,7 +9,10 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fabricplan.workload import FabricResult
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,9 @@ class Outcome:
 
     fabric: str
     outputs: StepOutputs
-    # the full per-fabric document (``step --json``'s), for callers in this process that need
-    # more than the stored columns (advise's break-even); never stored
-    detail: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # the workload model's whole record, for callers in this process that need more than the
+    # stored columns (advise's break-even); never stored
+    detail: FabricResult | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

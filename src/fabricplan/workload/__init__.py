@@ -5,6 +5,7 @@
 
 from fabricplan.workload.evaluate import FabricResult, WorkloadError, evaluate_scenario
 from fabricplan.workload.plan import Hardware, Plans
+from fabricplan.workload.result import ServingFigures, StepFigures, TrainingFigures
 from fabricplan.workload.shapes import Shape, shape_of
 from fabricplan.workload.training import Step, training_step
 
@@ -12,8 +13,11 @@ __all__ = [
     "FabricResult",
     "Hardware",
     "Plans",
+    "ServingFigures",
     "Shape",
     "Step",
+    "StepFigures",
+    "TrainingFigures",
     "WorkloadError",
     "evaluate_scenario",
     "shape_of",

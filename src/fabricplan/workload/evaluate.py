@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -13,48 +13,18 @@ from fabricplan.catalog.reliability import HOURS_PER_DAY, load_reliability
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.summary import SECONDS_PER_DAY
-from fabricplan.validation.envelope import Validation, validation_of
+from fabricplan.validation.envelope import validation_of
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.inference import serve, serving_rates
 from fabricplan.workload.interruptions import ExpectedRun, checkpoint_bytes, expected_run
 from fabricplan.workload.memo import MEMO
 from fabricplan.workload.memory import describe, memory, usable_bytes
 from fabricplan.workload.plan import Hardware, Plans, hardware_from_scenario, plans_from_scenario
+from fabricplan.workload.result import FabricResult, ServingFigures, TrainingFigures
 from fabricplan.workload.shapes import Shape, shape_of, weight_flops_per_token
 from fabricplan.workload.training import training_step
 
 __all__ = ["FabricResult", "WorkloadError", "evaluate_scenario"]
-
-
-@dataclass(frozen=True)
-class FabricResult:
-    fabric: str
-    values: dict[str, Any]
-    # training: the run with its checkpoints and interruptions; None when serving, or when
-    # interruptions come faster than the job can recover (``expected_note`` says so)
-    expected: ExpectedRun | None = None
-    expected_note: str | None = None
-    # where the result stands against the published runs the model was checked on
-    validation: Validation | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        v = None if self.validation is None else self.validation.to_dict()
-        out = {"fabric": self.fabric, **self.values, "validation": v}
-        if self.values.get("kind") != "training":
-            return {
-                **out,
-                "expected_time_to_train_days": None,
-                "expected_gpu_hours": None,
-                "goodput": None,
-            }
-        e = self.expected
-        return {
-            **out,
-            "expected_time_to_train_days": None if e is None else e.expected_h / HOURS_PER_DAY,
-            "expected_gpu_hours": None if e is None else e.expected_gpu_hours,
-            "goodput": 0.0 if e is None else e.goodput,
-            "expected_run": {"note": self.expected_note} if e is None else e.to_dict(),
-        }
 
 
 def _alternatives(s: Shape, p: Plans, hw: Hardware) -> list[str]:
@@ -122,7 +92,7 @@ def _expected(
     return run, None
 
 
-def _training(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) -> dict[str, Any]:
+def _training(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) -> TrainingFigures:
     p = plans_from_scenario(sc)
     mem = memory(s, p, hw)  # before the step: a plan that does not fit needs no simulation
     if not mem.fits[0]:
@@ -140,22 +110,21 @@ def _training(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) -> 
     gpus = hw.gpus
     peak = hw.gpu.bf16_dense_tflops * 1e12
     train_s = w.tokens / tokens_per_s
-    return {
-        "kind": "training",
-        "step_time_s": t,
-        "tokens_per_s": tokens_per_s,
-        "tflops_per_gpu": float(st.model_flops[0]) / t / gpus / 1e12,
-        "hw_tflops_per_gpu": float(st.hw_flops[0]) / t / gpus / 1e12,
-        "mfu": float(st.model_flops[0]) / t / gpus / peak,
-        "comm_exposed_fraction": float(st.comm_exposed[0]) / t,
-        "time_to_train_days": train_s / SECONDS_PER_DAY,
-        "gpu_hours": train_s * gpus / 3600.0,
-        "memory_per_gpu_GB": float(mem.total[0]) / 1e9,
-        "breakdown": {**st.breakdown(), "dp_comm_total_s": float(st.dp_comm_total[0])},
-    }
+    return TrainingFigures(
+        step_time_s=t,
+        tokens_per_s=tokens_per_s,
+        tflops_per_gpu=float(st.model_flops[0]) / t / gpus / 1e12,
+        hw_tflops_per_gpu=float(st.hw_flops[0]) / t / gpus / 1e12,
+        mfu=float(st.model_flops[0]) / t / gpus / peak,
+        comm_exposed_fraction=float(st.comm_exposed[0]) / t,
+        time_to_train_days=train_s / SECONDS_PER_DAY,
+        gpu_hours=train_s * gpus / 3600.0,
+        memory_per_gpu_GB=float(mem.total[0]) / 1e9,
+        breakdown={**st.breakdown(), "dp_comm_total_s": float(st.dp_comm_total[0])},
+    )
 
 
-def _inference(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) -> dict[str, Any]:
+def _inference(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) -> ServingFigures:
     w = sc.workload
     assert w is not None
     p, sv = w.parallel, w.serving
@@ -189,22 +158,19 @@ def _inference(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) ->
     )
     tokens_per_s = rates.output_tokens_per_s_total
     flops = weight_flops_per_token(s) * tokens_per_s
-    return {
-        "kind": "inference",
-        "step_time_s": r.itl,
-        "ttft_s": r.ttft,
-        "itl_s": r.itl,
-        "tokens_per_s": tokens_per_s,  # output tokens, all replicas (= output_tokens_per_s_total)
-        **rates.to_dict(),
-        "tflops_per_gpu": flops / hw.gpus / 1e12,
-        "mfu": flops / hw.gpus / (hw.gpu.bf16_dense_tflops * 1e12),
-        "comm_exposed_fraction": (r.parts["tp_comm_s"] + r.parts["pp_comm_s"]) / r.itl,
-        "network_fraction": r.network_fraction,
-        "time_to_train_days": None,
-        "gpu_hours": None,
-        "memory_per_gpu_GB": need / 1e9,
-        "breakdown": r.parts,
-    }
+    return ServingFigures(
+        step_time_s=r.itl,
+        ttft_s=r.ttft,
+        itl_s=r.itl,
+        tokens_per_s=tokens_per_s,  # output tokens, all replicas (= output_tokens_per_s_total)
+        rates=rates,
+        tflops_per_gpu=flops / hw.gpus / 1e12,
+        mfu=flops / hw.gpus / (hw.gpu.bf16_dense_tflops * 1e12),
+        comm_exposed_fraction=(r.parts["tp_comm_s"] + r.parts["pp_comm_s"]) / r.itl,
+        network_fraction=r.network_fraction,
+        memory_per_gpu_GB=need / 1e9,
+        breakdown=r.parts,
+    )
 
 
 def evaluate_scenario(
@@ -258,9 +224,9 @@ def _evaluate(
             hw = adjust(hw)
         validation = validation_of(sc, cat, fab)
         if w.kind == "training":
-            values = _training(s, sc, hw, backend)
-            expected, note = _expected(s, sc, cat, hw, values["time_to_train_days"])
-            out.append(FabricResult(fab, values, expected, note, validation))
+            figures = _training(s, sc, hw, backend)
+            expected, note = _expected(s, sc, cat, hw, figures.time_to_train_days)
+            out.append(FabricResult(fab, figures, expected, note, validation))
         else:
             out.append(FabricResult(fab, _inference(s, sc, hw, backend), validation=validation))
         if tick is not None:
