@@ -11,6 +11,7 @@ sensitivity and Monte Carlo can scale it without recomputing the layers below.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from fabricplan.catalog import Catalog
@@ -19,6 +20,7 @@ from fabricplan.cost.rent import RentTier, rent_tier
 from fabricplan.cost.run import DAYS_PER_YEAR, HOURS_PER_WEEK, HOURS_PER_YEAR, SECONDS_PER_HOUR
 from fabricplan.scenario import Scenario
 from fabricplan.topology.bom import FabricDesign, design_fabric
+from fabricplan.topology.cabling import Optics
 from fabricplan.topology.layout import TopologyError
 from fabricplan.workload.interruptions import hours_per_interruption
 
@@ -122,21 +124,56 @@ def scenario_design(sc: Scenario, cat: Catalog, fabric: str) -> FabricDesign:
     """The bill of materials ``fabric`` is priced with on the scenario's cluster."""
     c, t = sc.cluster, sc.cluster.topology
     try:
-        return design_fabric(
+        return _design(
             c.gpus,
             t.design,
             fabric,
-            gpu=c.gpu,
-            switch=c.switch_for(fabric),
-            oversubscription=t.oversubscription,
-            spine_oversubscription=t.spine_oversubscription,
-            gpus_per_node=c.gpus_per_node,
-            nics_per_node=c.nics_per_node,
-            optics=sc.costs.optics,
-            catalog=cat,
+            c.gpu,
+            c.switch_for(fabric),
+            t.oversubscription,
+            t.spine_oversubscription,
+            c.gpus_per_node,
+            c.nics_per_node,
+            sc.costs.optics,
+            cat,
         )
     except TopologyError as exc:
         raise CostError(f"cluster.topology: cannot price {fabric}: {exc}") from None
+
+
+# Designs kept: scenario variants that differ in money only (advise's break-even at each size,
+# a sweep over prices or maturities) price the same cluster again and again, and choosing its
+# media is most of a fabric's cost. A design is immutable, a catalog equal only to itself.
+DESIGN_CACHE_ENTRIES = 1024
+
+
+@lru_cache(maxsize=DESIGN_CACHE_ENTRIES)
+def _design(
+    gpus: int,
+    design: str,
+    fabric: str,
+    gpu: str,
+    switch: str | None,
+    oversubscription: float,
+    spine_oversubscription: float,
+    gpus_per_node: int | None,
+    nics_per_node: int | None,
+    optics: Optics,
+    cat: Catalog,
+) -> FabricDesign:
+    return design_fabric(
+        gpus,
+        design,
+        fabric,
+        gpu=gpu,
+        switch=switch,
+        oversubscription=oversubscription,
+        spine_oversubscription=spine_oversubscription,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        optics=optics,
+        catalog=cat,
+    )
 
 
 def fabric_cost(

@@ -120,6 +120,18 @@ def evaluate_one(
     except _refusals() as exc:
         raise Skip(str(exc)) from None
     return tuple(
-        Outcome(p.fabric, pick(cls, {**p.to_dict(), **e}), p if detail else None)
+        Outcome(p.fabric, pick(cls, {**_stored(p), **e}), p if detail else None)
         for p, e in zip(perf, extra, strict=True)
     )
+
+
+def _stored(r: FabricResult) -> dict[str, Any]:
+    """The figures of ``r`` that outputs are picked from: its step document's, without the
+    expected run's details (no output holds them, and writing them out costs more than the
+    evaluation a memo answers)."""
+    return {
+        **r.figures.to_dict(),
+        "expected_time_to_train_days": r.expected_time_to_train_days,
+        "expected_gpu_hours": r.expected_gpu_hours,
+        "goodput": r.goodput,
+    }
