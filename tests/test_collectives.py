@@ -231,7 +231,8 @@ def test_the_design_sets_the_switch_hops_the_collectives_see():
 
 
 def test_tree_chunk_is_one_simple_step_or_the_whole_channel_part():
-    from fabricplan.collectives.model import SIMPLE, tree_chunk_bytes
+    from fabricplan.collectives.model import SIMPLE
+    from fabricplan.collectives.pipeline import tree_chunk_bytes
 
     part = np.array([[4 * 2**20, 2**20, 256 * 1024]])
     chunk = tree_chunk_bytes(part, SIMPLE, np.array([2.0]), np.array([8.0]))
@@ -240,7 +241,8 @@ def test_tree_chunk_is_one_simple_step_or_the_whole_channel_part():
 
 
 def test_tree_ll128_chunk_follows_nccls_nsteps_rule():
-    from fabricplan.collectives.model import LL128, tree_chunk_bytes
+    from fabricplan.collectives.model import LL128
+    from fabricplan.collectives.pipeline import tree_chunk_bytes
 
     # 2 nodes x 8: nstepsLL128 = 1 + 1 + 0.8 = 2.8, so halve below 22.4 then 5.6 chunks a channel
     part = np.array([[8 * 2**20, 256 * 1024, 16 * 1024]])
@@ -253,7 +255,7 @@ def test_tree_ll128_chunk_follows_nccls_nsteps_rule():
 
 
 def test_pipeline_fill_is_stages_minus_one_step_times():
-    from fabricplan.collectives.model import pipeline_fill_us
+    from fabricplan.collectives.pipeline import pipeline_fill_us
 
     fill = pipeline_fill_us(
         np.array([[1e6, 5e5]]), np.array([16.0]), np.array([160.0]), np.array([4.0])
