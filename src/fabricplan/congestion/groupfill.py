@@ -20,14 +20,15 @@ def group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> n
     starts, member = runs(g)  # each group's first (smallest) item; each item's group
     size = np.bincount(member)
     pos = np.arange(n) - starts[member]
-    before = np.cumsum(d) - d  # demand of the smaller items of the same group, and of others
+    before = d.cumsum() - d  # demand of the smaller items of the same group, and of others
     before -= before[starts][member]
     left = size[member] - pos
     level = (capacity[g] - before) / left  # the share if this and every larger item were capped
     # the first unmet item of each group sets its level; a group with none gives everything
     # (levels fall after the first unmet item, so it must be the first, not the least)
-    hit = np.flatnonzero(level < d)
-    first_hit = np.ones(len(hit), bool)
+    hit = (level < d).nonzero()[0]
+    first_hit = np.empty(len(hit), bool)
+    first_hit[:1] = True
     np.not_equal(member[hit[1:]], member[hit[:-1]], out=first_hit[1:])
     first = np.full(len(starts), np.inf)
     first[member[hit[first_hit]]] = level[hit[first_hit]]

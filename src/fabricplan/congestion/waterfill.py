@@ -105,16 +105,26 @@ def _max_min_rounds(
     """
     n_links, n_flows = a.shape
     flow_of, data = a.indices, np.asarray(a.data, float)
-    per_link = np.diff(a.indptr)
-    link_of = np.repeat(np.arange(n_links), per_link)
-    has_link = per_link > 0
-    link_starts = a.indptr[:-1][has_link]
+    per_link = a.indptr[1:] - a.indptr[:-1]
+    residual = np.asarray(capacity, float)
     if len(flow_of) < BINCOUNT_MAX_SIZE:
+        # only the links that carry a flow: the others never bind, and a small problem's few
+        # dozen of them are cheaper to handle than every lane of the fabric
+        links = per_link.nonzero()[0]
+        n_links = len(links)
+        link_of = np.repeat(np.arange(n_links), per_link[links])
+        link_starts = a.indptr[links]
+        residual = residual[links]
+        has_link = np.ones(n_links, bool)
 
         def link_sums(x: np.ndarray) -> np.ndarray:
             return np.bincount(link_of, weights=data * x[flow_of], minlength=n_links)
 
     else:
+        link_of = np.repeat(np.arange(n_links), per_link)
+        has_link = per_link > 0
+        link_starts = a.indptr[:-1][has_link]
+        residual = residual.copy()
         link_sums = (a.csr() if isinstance(a, Rows) else a).__matmul__
     crossing = data > 0  # a stored zero carries none of the flow
     touches = np.zeros(n_flows, bool)
@@ -122,11 +132,11 @@ def _max_min_rounds(
     active = np.ones(n_flows, bool) if active is None else active
     cap = np.full(n_flows, np.inf) if cap is None else np.asarray(cap, float)
     rate = np.zeros(n_flows)
-    residual = np.asarray(capacity, float).copy()
     free = active & ~touches
     rate[free] = np.where(np.isfinite(cap[free]), cap[free], 0.0)
     unfrozen = active & touches
-    while unfrozen.any():
+    # np.count_nonzero: a cheaper test than .any() for the arrays of every round
+    while np.count_nonzero(unfrozen):
         slope = link_sums(unfrozen.astype(float))
         used = slope > 0
         share = np.divide(
@@ -142,7 +152,7 @@ def _max_min_rounds(
         hit = np.zeros(n_flows, bool)
         hit[flow_of[bottleneck[link_of] & crossing]] = True
         settle = unfrozen & (hit | (cap <= flow_min * (1 + LEVEL_MERGE)))
-        if not settle.any():  # only uncapped flows on links of infinite capacity remain
+        if not np.count_nonzero(settle):  # only uncapped flows on links of infinite capacity
             break
         now = np.where(settle & np.isfinite(flow_min), flow_min, 0.0)  # this round's rates
         rate[settle] = now[settle]
