@@ -177,6 +177,22 @@ class Network:
         return sw0, out, heads
 
     @cached_property
+    def ingress_table(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+        """Lanes grouped by the vertex they enter (in lane order within a group): the order,
+        where each group starts, the largest group, each lane's place in its group, and per
+        vertex its group's start (-1: entered by no lane). Numbers a switch's ingress ports
+        (:func:`fabricplan.congestion.ports.port_ids`) for every seed."""
+        lanes = self.lanes
+        by_head = np.lexsort((np.arange(lanes), self.head))
+        starts = np.r_[0, np.flatnonzero(np.diff(self.head[by_head])) + 1]
+        sizes = np.diff(np.r_[starts, lanes])
+        local = np.empty(lanes, np.int64)
+        local[by_head] = np.arange(lanes) - np.repeat(starts, sizes)
+        first = np.full(int(self.head.max(initial=0)) + 1, -1, np.int64)
+        first[self.head[by_head[starts]]] = starts
+        return by_head, starts, int(sizes.max(initial=1)), local, first
+
+    @cached_property
     def _switch_neighbours(self) -> tuple[np.ndarray, np.ndarray]:
         """CSR neighbour lists of the switches (local numbers), each neighbour once (parallel
         lanes lead to the same switch)."""

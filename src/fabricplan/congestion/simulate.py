@@ -32,6 +32,7 @@ from fabricplan.congestion.case import (
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases
 from fabricplan.congestion.flowlet import FlowletMoves, FlowletPolicy, flowlet_policy
+from fabricplan.congestion.groups import unique_inverse
 from fabricplan.congestion.job_routes import Where, every_packet, route_flows
 from fabricplan.congestion.limits import not_modelled
 from fabricplan.congestion.network import (
@@ -259,11 +260,9 @@ def _path_latency_us(st: _Setup, routed: Routed, tr: T.Traffic) -> np.ndarray:
     net = st.net
     at_switch = net.graph.vertex_kind[net.tail[routed.lane]] >= LEAF
     hops = np.bincount(routed.flow, weights=routed.weight * at_switch, minlength=len(tr.src))
-    per_hops = {
-        h: p2p_latency_us(st.fabric, h, st.switch_latency_ns)
-        for h in np.unique(np.rint(hops).astype(int)).tolist()
-    }
-    one_way = np.vectorize(per_hops.__getitem__, otypes=[float])(np.rint(hops).astype(int))
+    distinct, which = unique_inverse(np.rint(hops).astype(np.int64))
+    per_hops = [p2p_latency_us(st.fabric, h, st.switch_latency_ns) for h in distinct.tolist()]
+    one_way = np.array(per_hops, float)[which]
     out = np.zeros(tr.columns)
     np.maximum.at(out, tr.column, one_way)
     return out * (2 if st.case.fct_until == "acknowledged" else 1)

@@ -68,15 +68,16 @@ def with_rows(
         return vstack([a, extra]).tocsr()
     order = np.lexsort((cols, rows))
     key = rows[order].astype(np.int64) * a.shape[1] + cols[order]
-    first = np.ones(len(key), bool)  # each cell's first entry
+    first = np.empty(len(key), bool)  # each cell's first entry
+    first[:1] = True
     np.not_equal(key[1:], key[:-1], out=first[1:])
-    cell = np.cumsum(first) - 1
+    cell = np.add.accumulate(first, dtype=np.int64) - 1
     data = np.bincount(
         cell, weights=weights[order], minlength=int(cell[-1]) + 1 if len(cell) else 0
     )
     per_row = np.bincount(rows[order][first], minlength=n_rows)
     return Rows(
-        np.concatenate([a.indptr, a.indptr[-1] + np.cumsum(per_row)]),
+        np.concatenate([a.indptr, a.indptr[-1] + per_row.cumsum()]),
         np.concatenate([a.indices, cols[order][first]]),
         np.concatenate([a.data, data]),
         (a.shape[0] + n_rows, a.shape[1]),
