@@ -61,6 +61,9 @@ ROUTE_BYTES_PER_PIECE_PORT = 24
 # (piece, port) cells a spraying hop examines at once: bounds its scratch arrays to ~100 MB
 # whatever the fan-out has made of the pieces.
 ROUTE_BLOCK_CELLS = 1 << 22
+# (target, switch, port) cells up to which a fabric keeps each switch's closer ports per
+# target in a table for every seed, instead of finding them again at every hop (small fabrics).
+CLOSER_TABLE_CELLS = 1 << 20
 
 
 class RouteTooLarge(MemoryError):
@@ -223,6 +226,30 @@ class Network:
             last[key] = hop_distances(*self._switch_neighbours, targets)
         return last[key]
 
+    @cached_property
+    def _last_closer(self) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        return {}  # the last table, by its targets, as for the distances
+
+    def _closer_table(
+        self, targets: np.ndarray, dist: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Per (target, switch) (row ``target * switches + switch``): which of the switch's
+        ports lead one hop closer to the target, how many do, and the ports' columns with the
+        closer ones first, in port order: what :meth:`_candidates_at` finds for one hop's
+        pieces. None above ``CLOSER_TABLE_CELLS``."""
+        _, out, _ = self.switch_table
+        n_t, n_sw = dist.shape
+        if n_t * n_sw * out.shape[1] > CLOSER_TABLE_CELLS:
+            return None
+        key = np.asarray(targets, np.int64).tobytes()
+        last = self._last_closer
+        if key not in last:
+            last.clear()
+            closer = dist[:, self._heads_or_zero] == dist[:, :, None] - 1
+            ok = ((out >= 0) & closer).reshape(n_t * n_sw, out.shape[1])
+            last[key] = (ok, ok.sum(1), np.argsort(~ok, axis=1, kind="stable"))
+        return last[key]
+
     def route(
         self,
         src: np.ndarray,
@@ -261,6 +288,7 @@ class Network:
         t_via[via >= 0] = t_idx[n:]
         t_idx = t_idx[:n]
         dist = self._distances(targets)
+        table = self._closer_table(targets, dist)
         hops_to = dist.ravel()  # [target * switches + switch]: flat gathers beat 2-D ones
         n_sw = dist.shape[1]
         pieces = {"ecmp": qps, "flowlet": qps, "adaptive": ADAPTIVE_PIECES, "spray": 1}[mode]
@@ -304,8 +332,19 @@ class Network:
                 u, nx = u[moving], nx[moving]
                 if not len(f):
                     break
+                fast = table is not None and len(f) * out.shape[1] <= ROUTE_BLOCK_CELLS
+                if fast:
+                    ok_of, count_of, closer_first = table
+                    cell = t * n_sw + v
+                    count = count_of[cell]
+                    if not count.all():
+                        raise ValueError("no route between two NICs of the fabric")
                 if mode == "spray":
-                    rows, lane, v, count = self._closer_lanes(v, t, d_here, hops_to)
+                    if fast:
+                        rows, col = ok_of[cell].nonzero()
+                        lane, v = out[v[rows], col], self._heads_or_zero[v[rows], col]
+                    else:
+                        rows, lane, v, count = self._closer_lanes(v, t, d_here, hops_to)
                     entries += len(rows)
                     if max_entries is not None and entries > max_entries:
                         raise RouteTooLarge(entries)
@@ -319,8 +358,13 @@ class Network:
                     w = np.bincount(inv, weights=w)
                     f, v, t, u, nx = f[first], v[first], t[first], u[first], nx[first]
                     continue
-                at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
-                if mode == "ecmp" or (mode == "flowlet" and standing is None):
+                hashed = mode == "ecmp" or (mode == "flowlet" and standing is None)
+                if fast and hashed:
+                    draw = u if polarized else rng.random(len(f))
+                    col = closer_first[cell, np.floor(draw * count).astype(np.int64)]
+                    lane, v = out[v, col], self._heads_or_zero[v, col]
+                elif hashed:
+                    at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
                     draw = u if polarized else rng.random(len(f))
                     pick = np.floor(draw * count[at]).astype(np.int64)
                     # each (switch, target)'s closer ports first, in port order
@@ -328,6 +372,7 @@ class Network:
                     col = closer_first[at, pick]
                     lane, v = cand[at, col], nxt[at, col]
                 else:
+                    at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
                     cand, nxt, ok, count = cand[at], nxt[at], ok[at], count[at]
                     if mode == "flowlet":  # least standing load; equal loads split at random
                         score = np.where(ok, standing[np.maximum(cand, 0)], np.inf)
