@@ -159,7 +159,7 @@ class Phases:
         net: Network,
         routed: Routed,
         col_of: np.ndarray,
-        a: csr_matrix,
+        a: Matrix,
         a_t: csr_matrix | None,
         push: np.ndarray,
         demand_cap: np.ndarray,

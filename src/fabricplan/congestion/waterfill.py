@@ -56,7 +56,7 @@ Matrix = csr_matrix | Rows
 
 
 def with_rows(
-    a: csr_matrix, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int
+    a: Matrix, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int
 ) -> Matrix:
     """``a`` with ``n_rows`` rows more, given as (row, column, weight) entries: what
     ``vstack([a, csr_matrix((weights, (rows, cols)))])`` gives; below the compiled fill's size
@@ -65,7 +65,7 @@ def with_rows(
     its compiled conversion beats the sort here on tens of thousands of entries."""
     if a.nnz + len(rows) >= kernels.COMPILED_MIN_SIZE:
         extra = csr_matrix((weights, (rows, cols)), shape=(n_rows, a.shape[1]))
-        return vstack([a, extra]).tocsr()
+        return vstack([a.csr() if isinstance(a, Rows) else a, extra]).tocsr()
     order = np.lexsort((cols, rows))
     key = rows[order].astype(np.int64) * a.shape[1] + cols[order]
     first = np.empty(len(key), bool)  # each cell's first entry
@@ -224,7 +224,7 @@ class Completion:
 
 
 def complete(
-    a: csr_matrix,
+    a: Matrix,
     capacity: np.ndarray,
     size_bytes: np.ndarray,
     start_us: np.ndarray | None = None,
@@ -252,7 +252,7 @@ def complete(
     t0 = now
     events = 0
     durations: list[float] = []
-    a = a.tocsr()
+    a = a if isinstance(a, Rows) else a.tocsr()
     if rates is None and a_t is None and a.nnz >= kernels.COMPILED_MIN_SIZE:
         a_t = a.T.tocsr()  # once for every event's compiled fill
     moves = rates if hasattr(rates, "next_change_us") else None
