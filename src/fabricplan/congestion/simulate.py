@@ -42,7 +42,7 @@ from fabricplan.congestion.ports import PortPairs
 from fabricplan.congestion.seeds import run_seeds, stream, workers_for
 from fabricplan.congestion.spraying import spray_drain_us
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
-from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Matrix, Rows, complete
+from fabricplan.congestion.waterfill import Matrix, complete, matrix_of
 from fabricplan.topology import build_graph, design_fabric
 from fabricplan.topology.graph import EDGE_KINDS, LEAF, VERTEX_KINDS, FabricGraph
 
@@ -74,18 +74,8 @@ def _ideal_collective_us(case: Case, sys: CommSystem) -> tuple[float, float]:
 
 
 def _columns(net: Network, routed: Routed, tr: T.Traffic) -> Matrix:
-    """Lane x column matrix: the hop flows of a column add up. A small run whose hop flows
-    share no (lane, column) cell gets it as :class:`Rows`, without building a scipy matrix."""
-    col = tr.column[routed.flow]
-    if len(col) < BINCOUNT_MAX_SIZE:
-        order = np.lexsort((col, routed.lane))
-        lane, col_sorted = routed.lane[order], col[order]
-        key = lane.astype(np.int64) * tr.columns + col_sorted
-        if np.count_nonzero(key[1:] == key[:-1]) == 0:  # cells that meet: scipy adds them up
-            indptr = np.zeros(net.lanes + 1, np.int64)
-            np.cumsum(np.bincount(lane, minlength=net.lanes), out=indptr[1:])
-            return Rows(indptr, col_sorted, routed.weight[order], (net.lanes, tr.columns))
-    return Routed(routed.lane, col, routed.weight).matrix(net.lanes, tr.columns)
+    """Lane x column matrix: the hop flows of a column add up."""
+    return matrix_of(routed.lane, tr.column[routed.flow], routed.weight, (net.lanes, tr.columns))
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,22 @@ def with_rows(
 BINCOUNT_MAX_SIZE = 2048
 
 
+def matrix_of(
+    lane: np.ndarray, col: np.ndarray, weight: np.ndarray, shape: tuple[int, int]
+) -> Matrix:
+    """``csr_matrix((weight, (lane, col)), shape)``; below ``BINCOUNT_MAX_SIZE`` entries, when no
+    two share a cell, as :class:`Rows` (one sort, no scipy matrix: a small run's fixed cost)."""
+    if len(lane) < BINCOUNT_MAX_SIZE:
+        order = np.lexsort((col, lane))
+        lane_sorted, col_sorted = lane[order], col[order]
+        key = lane_sorted.astype(np.int64) * shape[1] + col_sorted
+        if np.count_nonzero(key[1:] == key[:-1]) == 0:  # cells that meet: scipy adds them up
+            indptr = np.zeros(shape[0] + 1, np.int64)
+            np.cumsum(np.bincount(lane_sorted, minlength=shape[0]), out=indptr[1:])
+            return Rows(indptr, col_sorted, np.asarray(weight, float)[order], shape)
+    return csr_matrix((weight, (lane, col)), shape=shape)
+
+
 def _max_min_rounds(
     a: Matrix, capacity: np.ndarray, active: np.ndarray | None, cap: np.ndarray | None
 ) -> np.ndarray:
