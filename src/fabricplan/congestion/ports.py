@@ -43,8 +43,8 @@ def port_pairs(net: Network, routed: Routed) -> PortPairs:
     several lanes and leaves on several is spread in proportion: ``w_in * w_out / w_through``."""
     kind = net.graph.vertex_kind
     lane = routed.lane
-    e_out = np.flatnonzero(kind[net.tail[lane]] >= LEAF)
-    e_in = np.flatnonzero(kind[net.head[lane]] >= LEAF)
+    e_out = (kind[net.tail[lane]] >= LEAF).nonzero()[0]
+    e_in = (kind[net.head[lane]] >= LEAF).nonzero()[0]
     vertices = np.int64(net.graph.vertices)
     k_out = routed.flow[e_out].astype(np.int64) * vertices + net.tail[lane[e_out]]
     k_in = routed.flow[e_in].astype(np.int64) * vertices + net.head[lane[e_in]]
@@ -53,7 +53,7 @@ def port_pairs(net: Network, routed: Routed) -> PortPairs:
     lo = np.searchsorted(k_sorted, k_out, "left")
     count = np.searchsorted(k_sorted, k_out, "right") - lo
     n = int(count.sum())
-    first = np.cumsum(count) - count
+    first = count.cumsum() - count
     rep_out = np.repeat(e_out, count)
     rep_in = e_in[order[np.repeat(lo, count) + np.arange(n) - np.repeat(first, count)]]
     # what the flow carries through the switch: the weight of everything it brings in
@@ -140,7 +140,7 @@ def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:
     for k in range(1, entries + 1):
         nxt = np.zeros(entries, np.int64)
         np.maximum.at(nxt, e_out, depth[e_in] + 1)
-        if np.array_equal(nxt, depth):
+        if not np.count_nonzero(nxt != depth):  # settled (cheaper than np.array_equal)
             return k - 1
         depth = nxt
     return int(depth.max(initial=0))

@@ -273,7 +273,7 @@ def complete(
         a_t = a.T.tocsr()  # once for every event's compiled fill
     moves = rates if hasattr(rates, "next_change_us") else None
     move_at = np.inf
-    while (finite & ~done).any():
+    while np.count_nonzero(finite & ~done):
         running = (start <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF) & ~done
         if moves is not None and move_at <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF:
             left = left + np.where(running & finite, moves.change(now), 0.0)
@@ -284,8 +284,9 @@ def complete(
         if moves is not None:
             move_at = moves.next_change_us(now)
         events += 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            to_end = np.where(running & finite & (rate > 0), left / (rate * 1e3), np.inf)
+        # divided where a flow moves only: no division warnings to silence at every event
+        moving = running & finite & (rate > 0)
+        to_end = np.divide(left, rate * 1e3, out=np.full(n, np.inf), where=moving)
         pending = start[(start > now) & ~done]
         next_start = pending.min() - now if len(pending) else np.inf
         first_end = to_end.min(initial=np.inf)
