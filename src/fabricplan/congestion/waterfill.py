@@ -132,7 +132,7 @@ def _max_min_rounds(
         link_of = np.repeat(np.arange(n_links), per_link[links])
         link_starts = a.indptr[links]
         residual = residual[links]
-        has_link = np.ones(n_links, bool)
+        has_link = None  # every link kept carries a flow
 
         def link_sums(x: np.ndarray) -> np.ndarray:
             return np.bincount(link_of, weights=data * x[flow_of], minlength=n_links)
@@ -144,6 +144,7 @@ def _max_min_rounds(
         residual = residual.copy()
         link_sums = (a.csr() if isinstance(a, Rows) else a).__matmul__
     crossing = data > 0  # a stored zero carries none of the flow
+    zeros_stored = not crossing.all()
     touches = np.zeros(n_flows, bool)
     touches[flow_of] = True
     active = np.ones(n_flows, bool) if active is None else active
@@ -162,12 +163,16 @@ def _max_min_rounds(
         flow_min = cap.copy()  # the least share on each flow's path (inf: unused), or its cap
         np.minimum.at(flow_min, flow_of, share[link_of])
         carried = np.where(unfrozen[flow_of], flow_min[flow_of], np.inf)
-        link_min = np.full(n_links, np.inf)
-        if len(carried):
-            link_min[has_link] = np.minimum.reduceat(carried, link_starts)
+        if has_link is None:  # (a round has flows, so entries)
+            link_min = np.minimum.reduceat(carried, link_starts)
+        else:
+            link_min = np.full(n_links, np.inf)
+            if len(carried):
+                link_min[has_link] = np.minimum.reduceat(carried, link_starts)
         bottleneck = used & (share <= link_min * (1 + LEVEL_MERGE))
         hit = np.zeros(n_flows, bool)
-        hit[flow_of[bottleneck[link_of] & crossing]] = True
+        at_bottleneck = bottleneck[link_of]
+        hit[flow_of[at_bottleneck & crossing if zeros_stored else at_bottleneck]] = True
         settle = unfrozen & (hit | (cap <= flow_min * (1 + LEVEL_MERGE)))
         if not np.count_nonzero(settle):  # only uncapped flows on links of infinite capacity
             break
