@@ -62,8 +62,10 @@ ROUTE_BYTES_PER_PIECE_PORT = 24
 # whatever the fan-out has made of the pieces.
 ROUTE_BLOCK_CELLS = 1 << 22
 # (target, switch, port) cells up to which a fabric keeps each switch's closer ports per
-# target in a table for every seed, instead of finding them again at every hop (small fabrics).
-CLOSER_TABLE_CELLS = 1 << 20
+# target in a table for every seed, instead of finding them again at every hop (small fabrics:
+# a 128-host fat-tree's all-to-all has 6k; building a 1,024-host one's would cost more than
+# its seeds save).
+CLOSER_TABLE_CELLS = 1 << 14
 
 
 class RouteTooLarge(MemoryError):
@@ -288,7 +290,9 @@ class Network:
         t_via[via >= 0] = t_idx[n:]
         t_idx = t_idx[:n]
         dist = self._distances(targets)
-        table = self._closer_table(targets, dist)
+        # hashed and sprayed hops read the table; load-aware ones weigh every candidate anyway
+        hashed_mode = mode in ("ecmp", "spray") or (mode == "flowlet" and preload is None)
+        table = self._closer_table(targets, dist) if hashed_mode else None
         hops_to = dist.ravel()  # [target * switches + switch]: flat gathers beat 2-D ones
         n_sw = dist.shape[1]
         pieces = {"ecmp": qps, "flowlet": qps, "adaptive": ADAPTIVE_PIECES, "spray": 1}[mode]
