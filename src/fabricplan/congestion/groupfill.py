@@ -24,11 +24,10 @@ def group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> n
     order = np.lexsort((demand, group))
     g, d = group[order], demand[order]
     starts, member = runs(g)  # each group's first (smallest) item; each item's group
-    size = np.bincount(member)
-    pos = np.arange(n) - starts[member]
     before = d.cumsum() - d  # demand of the smaller items of the same group, and of others
     before -= before[starts][member]
-    left = size[member] - pos
+    # items from this one to the end of its group
+    left = np.append(starts[1:], n)[member] - np.arange(n)
     level = (capacity[g] - before) / left  # the share if this and every larger item were capped
     # the first unmet item of each group sets its level; a group with none gives everything
     # (levels fall after the first unmet item, so it must be the first, not the least)

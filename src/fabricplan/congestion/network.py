@@ -40,7 +40,7 @@ from scipy.sparse import csr_matrix
 
 from fabricplan.congestion.adaptive import TIE_JITTER_GBPS, adaptive_pick
 from fabricplan.congestion.dragonfly_routes import DragonflyRoutes
-from fabricplan.congestion.groups import runs, unique_inverse
+from fabricplan.congestion.groups import first_inverse, runs, unique_inverse
 from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.graph import (
     E_NODE_LEAF,
@@ -355,7 +355,7 @@ class Network:
                     f, w, t, u, nx = f[rows], (w / count)[rows], t[rows], u[rows], nx[rows]
                     # merge pieces of one flow that meet at the same switch
                     key = f.astype(np.int64) * out.shape[0] + v
-                    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+                    first, inv = first_inverse(key)
                     lanes_out.append(lane)
                     flows_out.append(f)
                     weights_out.append(w)
