@@ -269,9 +269,12 @@ def test_hop_distances_equal_scipy_shortest_path(n, edges, sources, directed):
     a = a if directed else (a + a.T).tocsr()
     src = np.array(sources) % n
     ref = shortest_path(a, unweighted=True, indices=src, directed=directed)
-    # sources go in passes: take 3 per pass here, so a case of 4 needs two of them
-    with patch.object(bfs, "SOURCES_PER_PASS", 3):
+    # small searches walk lists; the others go in sparse passes: take 3 sources per pass
+    # here, so a case of 4 needs two of them
+    with patch.object(bfs, "SOURCES_PER_PASS", 3), patch.object(bfs, "SMALL_SEARCH_EDGES", -1):
         got = hop_distances(a.indptr, a.indices, src)
     assert got.dtype == ref.dtype and np.array_equal(got, ref)
+    walked = hop_distances(a.indptr, a.indices, src)
+    assert walked.dtype == ref.dtype and np.array_equal(walked, ref)
     one = shortest_path(a, unweighted=True, indices=int(src[0]), directed=directed)
     assert np.array_equal(hop_distances(a.indptr, a.indices, int(src[0])), one)

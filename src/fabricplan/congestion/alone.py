@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.network import Network
-from fabricplan.congestion.waterfill import complete, max_min_rates
+from fabricplan.congestion.waterfill import complete, matrix_of, max_min_rates
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,10 @@ def job_alone(net: Network, tr: T.Traffic, starts: np.ndarray | None = None) -> 
     """The job's traffic ``tr`` on its own, limited by its NICs only (flows starting at
     ``starts``, us, when given)."""
     ups, downs = net.uplink(tr.src), net.downlink(tr.dst)
-    a_up = csr_matrix((np.ones(len(ups)), (ups, tr.column)), shape=(net.lanes, tr.columns))
-    a_ideal = a_up + csr_matrix((np.ones(len(downs)), (downs, tr.column)), shape=a_up.shape)
+    shape = (net.lanes, tr.columns)
+    a_up = matrix_of(ups, tr.column, np.ones(len(ups)), shape)
+    # up- and downlinks in one matrix (cells that meet add up, as a sum of the two would)
+    lanes, cols = np.concatenate([ups, downs]), np.concatenate([tr.column, tr.column])
+    a_ideal = matrix_of(lanes, cols, np.ones(len(lanes)), shape)
     ideal = float(complete(a_ideal, net.capacity, tr.column_bytes, starts).finish_us.max())
     return JobAlone(tr, ideal, max_min_rates(a_up, net.capacity))

@@ -45,7 +45,7 @@ from fabricplan.congestion.groups import runs, unique_inverse
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.congestion.ports import PathArrivals, PortPairs, port_ids, port_pairs
 from fabricplan.congestion.settings import FlowSettings
-from fabricplan.congestion.waterfill import Matrix, max_min_rates, with_rows
+from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Matrix, max_min_rates, with_rows
 from fabricplan.topology.graph import LEAF
 
 # Congestion spreads hop by hop: the hot port pauses the ports feeding it (level 1), and a
@@ -159,7 +159,7 @@ class Phases:
         net: Network,
         routed: Routed,
         col_of: np.ndarray,
-        a: csr_matrix,
+        a: Matrix,
         a_t: csr_matrix | None,
         push: np.ndarray,
         demand_cap: np.ndarray,
@@ -169,6 +169,13 @@ class Phases:
         rtt_us: float,
     ) -> None:
         self.net, self.a, self.a_t, self.fc = net, a, a_t, fc
+        # each entry's lane, for small runs: a weighted bincount makes the sparse product's
+        # additions in the same order without its fixed cost
+        self._a_lane = (
+            np.repeat(np.arange(a.shape[0]), a.indptr[1:] - a.indptr[:-1])
+            if a.nnz < BINCOUNT_MAX_SIZE
+            else None
+        )
         self.push, self.cap, self.job = push, demand_cap, job
         self.rtt_us = rtt_us
         pp = port_pairs(net, routed) if fc.acts else None
@@ -200,7 +207,7 @@ class Phases:
         push = np.where(running, self.push, 0.0)
         lanes = net.lanes
         cap = net.capacity
-        sel = np.flatnonzero(running[self.p_col])
+        sel = running[self.p_col].nonzero()[0]
         out = self.p_out[sel]  # the other pair columns are gathered where they are needed
         bring = self.arrivals.brought(push, sel)
         arriving = np.bincount(out, weights=bring, minlength=lanes)
@@ -210,14 +217,14 @@ class Phases:
         queues: dict[int, tuple[float, ...]] = {}
         m: Matrix = a  # the links, and the arbiters' constraints when they bind
         extra_cap = np.zeros(0)
-        if hot.any():
-            h = np.flatnonzero(hot[out])
+        if np.count_nonzero(hot):
+            h = hot[out].nonzero()[0]
             sh = sel[h]
             pid = self.p_port[sh]
             marked = np.zeros(len(self.port_keys), bool)
             marked[pid] = True
             ports = self.port_keys[marked]  # sorted, as np.unique would give them
-            inv = (np.cumsum(marked) - 1)[pid]
+            inv = (np.add.accumulate(marked, dtype=np.int64) - 1)[pid]
             p_lane, p_from = ports // lanes, ports % lanes
             p_bring = np.bincount(inv, weights=bring[h], minlength=len(ports))
             n_ports = np.bincount(p_lane, minlength=lanes)
@@ -234,7 +241,7 @@ class Phases:
             keep = hot[p_lane]
             h_keep = hot[out_h]
             h, inv_all = h[h_keep], inv[h_keep]
-            remap = np.cumsum(keep) - 1
+            remap = np.add.accumulate(keep, dtype=np.int64) - 1
             inv = remap[inv_all]
             p_lane, p_from, p_bring = p_lane[keep], p_from[keep], p_bring[keep]
             if len(p_lane):
@@ -251,7 +258,7 @@ class Phases:
         eff = cap * mult * (1 - pause)
         c = np.concatenate([eff, extra_cap])
         rates = max_min_rates(m, c, running, self.cap, self.a_t if m is a else None)
-        if self.record.victims is None and pause.any():  # the first phase with pauses
+        if self.record.victims is None and np.count_nonzero(pause):  # the first phase with pauses
             c0 = np.concatenate([cap * mult, extra_cap])
             unpaused = max_min_rates(m, c0, running, self.cap)
             self.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
@@ -388,7 +395,7 @@ class Phases:
             sub_share = group_fill(dense, demand, cap_of[above])
             # round-robin binds only where it holds a sub-group below what it brings
             held = demand > sub_share * (1 + OVERLOAD_TOLERANCE)
-            if not held.any():
+            if not np.count_nonzero(held):
                 break
             rows.append(n_rows + sub)
             cols.append(col[member])
@@ -464,6 +471,13 @@ class Phases:
             level = np.unique(p_from[fresh & switch_out[p_from]])
         return pause
 
+    def _per_lane(self, x: np.ndarray) -> np.ndarray:
+        """``a @ x``: what columns at ``x`` put on each lane."""
+        if self._a_lane is None:
+            return self.a @ x
+        a = self.a
+        return np.bincount(self._a_lane, weights=a.data * x[a.indices], minlength=a.shape[0])
+
     def _note(
         self,
         running: np.ndarray,
@@ -474,13 +488,15 @@ class Phases:
     ) -> None:
         self.last_pause, self.last_queues = pause, queues
         cols = running & self.job
-        job_lanes = (self.a @ cols.astype(float)) > 0
-        self.record.paused.append(float(pause[job_lanes].mean()) if job_lanes.any() else 0.0)
+        job_lanes = self._per_lane(cols.astype(float)) > 0
+        self.record.paused.append(
+            float(pause[job_lanes].mean()) if np.count_nonzero(job_lanes) else 0.0
+        )
         # latency probes and the hottest links see the phase with the most of the job running
         busy = int(np.count_nonzero(cols))
         if busy > self.record.busiest:
             self.record.busiest = busy
-            load = self.a @ rates
+            load = self._per_lane(rates)
             c = self.net.capacity if eff is None else eff
             self.record.utilisation = np.divide(load, c, out=np.zeros_like(load), where=c > 0)
             self.record.queue_kb = queues

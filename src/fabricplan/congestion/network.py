@@ -40,7 +40,7 @@ from scipy.sparse import csr_matrix
 
 from fabricplan.congestion.adaptive import TIE_JITTER_GBPS, adaptive_pick
 from fabricplan.congestion.dragonfly_routes import DragonflyRoutes
-from fabricplan.congestion.groups import runs, unique_inverse
+from fabricplan.congestion.groups import first_inverse, runs, unique_inverse
 from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.graph import (
     E_NODE_LEAF,
@@ -61,6 +61,11 @@ ROUTE_BYTES_PER_PIECE_PORT = 24
 # (piece, port) cells a spraying hop examines at once: bounds its scratch arrays to ~100 MB
 # whatever the fan-out has made of the pieces.
 ROUTE_BLOCK_CELLS = 1 << 22
+# (target, switch, port) cells up to which a fabric keeps each switch's closer ports per
+# target in a table for every seed, instead of finding them again at every hop (small fabrics:
+# a 128-host fat-tree's all-to-all has 6k; building a 1,024-host one's would cost more than
+# its seeds save).
+CLOSER_TABLE_CELLS = 1 << 14
 
 
 class RouteTooLarge(MemoryError):
@@ -177,6 +182,22 @@ class Network:
         return sw0, out, heads
 
     @cached_property
+    def ingress_table(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+        """Lanes grouped by the vertex they enter (in lane order within a group): the order,
+        where each group starts, the largest group, each lane's place in its group, and per
+        vertex its group's start (-1: entered by no lane). Numbers a switch's ingress ports
+        (:func:`fabricplan.congestion.ports.port_ids`) for every seed."""
+        lanes = self.lanes
+        by_head = np.lexsort((np.arange(lanes), self.head))
+        starts = np.r_[0, np.flatnonzero(np.diff(self.head[by_head])) + 1]
+        sizes = np.diff(np.r_[starts, lanes])
+        local = np.empty(lanes, np.int64)
+        local[by_head] = np.arange(lanes) - np.repeat(starts, sizes)
+        first = np.full(int(self.head.max(initial=0)) + 1, -1, np.int64)
+        first[self.head[by_head[starts]]] = starts
+        return by_head, starts, int(sizes.max(initial=1)), local, first
+
+    @cached_property
     def _switch_neighbours(self) -> tuple[np.ndarray, np.ndarray]:
         """CSR neighbour lists of the switches (local numbers), each neighbour once (parallel
         lanes lead to the same switch)."""
@@ -205,6 +226,30 @@ class Network:
         if key not in last:
             last.clear()
             last[key] = hop_distances(*self._switch_neighbours, targets)
+        return last[key]
+
+    @cached_property
+    def _last_closer(self) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        return {}  # the last table, by its targets, as for the distances
+
+    def _closer_table(
+        self, targets: np.ndarray, dist: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Per (target, switch) (row ``target * switches + switch``): which of the switch's
+        ports lead one hop closer to the target, how many do, and the ports' columns with the
+        closer ones first, in port order: what :meth:`_candidates_at` finds for one hop's
+        pieces. None above ``CLOSER_TABLE_CELLS``."""
+        _, out, _ = self.switch_table
+        n_t, n_sw = dist.shape
+        if n_t * n_sw * out.shape[1] > CLOSER_TABLE_CELLS:
+            return None
+        key = np.asarray(targets, np.int64).tobytes()
+        last = self._last_closer
+        if key not in last:
+            last.clear()
+            closer = dist[:, self._heads_or_zero] == dist[:, :, None] - 1
+            ok = ((out >= 0) & closer).reshape(n_t * n_sw, out.shape[1])
+            last[key] = (ok, ok.sum(1), np.argsort(~ok, axis=1, kind="stable"))
         return last[key]
 
     def route(
@@ -245,6 +290,9 @@ class Network:
         t_via[via >= 0] = t_idx[n:]
         t_idx = t_idx[:n]
         dist = self._distances(targets)
+        # hashed and sprayed hops read the table; load-aware ones weigh every candidate anyway
+        hashed_mode = mode in ("ecmp", "spray") or (mode == "flowlet" and preload is None)
+        table = self._closer_table(targets, dist) if hashed_mode else None
         hops_to = dist.ravel()  # [target * switches + switch]: flat gathers beat 2-D ones
         n_sw = dist.shape[1]
         pieces = {"ecmp": qps, "flowlet": qps, "adaptive": ADAPTIVE_PIECES, "spray": 1}[mode]
@@ -288,23 +336,39 @@ class Network:
                 u, nx = u[moving], nx[moving]
                 if not len(f):
                     break
+                fast = table is not None and len(f) * out.shape[1] <= ROUTE_BLOCK_CELLS
+                if fast:
+                    ok_of, count_of, closer_first = table
+                    cell = t * n_sw + v
+                    count = count_of[cell]
+                    if not count.all():
+                        raise ValueError("no route between two NICs of the fabric")
                 if mode == "spray":
-                    rows, lane, v, count = self._closer_lanes(v, t, d_here, hops_to)
+                    if fast:
+                        rows, col = ok_of[cell].nonzero()
+                        lane, v = out[v[rows], col], self._heads_or_zero[v[rows], col]
+                    else:
+                        rows, lane, v, count = self._closer_lanes(v, t, d_here, hops_to)
                     entries += len(rows)
                     if max_entries is not None and entries > max_entries:
                         raise RouteTooLarge(entries)
                     f, w, t, u, nx = f[rows], (w / count)[rows], t[rows], u[rows], nx[rows]
                     # merge pieces of one flow that meet at the same switch
                     key = f.astype(np.int64) * out.shape[0] + v
-                    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+                    first, inv = first_inverse(key)
                     lanes_out.append(lane)
                     flows_out.append(f)
                     weights_out.append(w)
                     w = np.bincount(inv, weights=w)
                     f, v, t, u, nx = f[first], v[first], t[first], u[first], nx[first]
                     continue
-                at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
-                if mode == "ecmp" or (mode == "flowlet" and standing is None):
+                hashed = mode == "ecmp" or (mode == "flowlet" and standing is None)
+                if fast and hashed:
+                    draw = u if polarized else rng.random(len(f))
+                    col = closer_first[cell, np.floor(draw * count).astype(np.int64)]
+                    lane, v = out[v, col], self._heads_or_zero[v, col]
+                elif hashed:
+                    at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
                     draw = u if polarized else rng.random(len(f))
                     pick = np.floor(draw * count[at]).astype(np.int64)
                     # each (switch, target)'s closer ports first, in port order
@@ -312,6 +376,7 @@ class Network:
                     col = closer_first[at, pick]
                     lane, v = cand[at, col], nxt[at, col]
                 else:
+                    at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
                     cand, nxt, ok, count = cand[at], nxt[at], ok[at], count[at]
                     if mode == "flowlet":  # least standing load; equal loads split at random
                         score = np.where(ok, standing[np.maximum(cand, 0)], np.inf)

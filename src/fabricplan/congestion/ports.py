@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.congestion import kernels
+from fabricplan.congestion.groups import unique_inverse
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.topology.graph import LEAF
 
@@ -42,8 +43,8 @@ def port_pairs(net: Network, routed: Routed) -> PortPairs:
     several lanes and leaves on several is spread in proportion: ``w_in * w_out / w_through``."""
     kind = net.graph.vertex_kind
     lane = routed.lane
-    e_out = np.flatnonzero(kind[net.tail[lane]] >= LEAF)
-    e_in = np.flatnonzero(kind[net.head[lane]] >= LEAF)
+    e_out = (kind[net.tail[lane]] >= LEAF).nonzero()[0]
+    e_in = (kind[net.head[lane]] >= LEAF).nonzero()[0]
     vertices = np.int64(net.graph.vertices)
     k_out = routed.flow[e_out].astype(np.int64) * vertices + net.tail[lane[e_out]]
     k_in = routed.flow[e_in].astype(np.int64) * vertices + net.head[lane[e_in]]
@@ -52,7 +53,7 @@ def port_pairs(net: Network, routed: Routed) -> PortPairs:
     lo = np.searchsorted(k_sorted, k_out, "left")
     count = np.searchsorted(k_sorted, k_out, "right") - lo
     n = int(count.sum())
-    first = np.cumsum(count) - count
+    first = count.cumsum() - count
     rep_out = np.repeat(e_out, count)
     rep_in = e_in[order[np.repeat(lo, count) + np.arange(n) - np.repeat(first, count)]]
     # what the flow carries through the switch: the weight of everything it brings in
@@ -101,6 +102,10 @@ class PathArrivals:
                     np.argsort(pair_level, kind="stable"),
                     np.r_[0, np.cumsum(np.bincount(pair_level, minlength=bins - 1))],
                 )
+        if len(self.lane) < kernels.COMPILED_MIN_SIZE:
+            # small runs sum loads over the lanes their entries cross only, not every lane
+            lanes, self.lane_at = unique_inverse(self.lane)
+            self.cap_at = self.cap[lanes]
         # pass by pass (small runs, or lanes in loops): as many passes as port pairs on a path
         self.passes = (
             0 if self.levels is not None else _depth(len(self.lane), pp.e_out, pp.e_in) + 1
@@ -120,10 +125,11 @@ class PathArrivals:
         per_in = pp.weight[sel] / np.maximum(self.weight[e_in], 1e-300)  # pair's part
         arr = start
         bring = np.zeros(len(sel))
+        lane_in, n_lanes = self.lane_at[e_in], len(self.cap_at)
         for _ in range(self.passes):
-            load = np.bincount(self.lane, weights=arr, minlength=len(self.cap))
-            fifo = np.minimum(1.0, self.cap / np.maximum(load, 1e-300))
-            bring = arr[e_in] * fifo[self.lane[e_in]] * per_in
+            load = np.bincount(self.lane_at, weights=arr, minlength=n_lanes)
+            fifo = np.minimum(1.0, self.cap_at / np.maximum(load, 1e-300))
+            bring = arr[e_in] * fifo[lane_in] * per_in
             arr = start + np.bincount(e_out, weights=bring, minlength=len(arr))
         return bring
 
@@ -134,7 +140,7 @@ def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:
     for k in range(1, entries + 1):
         nxt = np.zeros(entries, np.int64)
         np.maximum.at(nxt, e_out, depth[e_in] + 1)
-        if np.array_equal(nxt, depth):
+        if not np.count_nonzero(nxt != depth):  # settled (cheaper than np.array_equal)
             return k - 1
         depth = nxt
     return int(depth.max(initial=0))
@@ -174,23 +180,16 @@ def port_ids(net: Network, out: np.ndarray, into: np.ndarray) -> tuple[np.ndarra
     through a table of each egress lane's possible ingress ports (a switch has a few dozen)
     instead of sorting the tens of millions of pairs a sprayed all-to-all has."""
     lanes = net.lanes
-    by_head = np.lexsort((np.arange(lanes), net.head))  # lanes grouped by the switch they enter
-    starts = np.r_[0, np.flatnonzero(np.diff(net.head[by_head])) + 1]
-    sizes = np.diff(np.r_[starts, lanes])
-    width = int(sizes.max(initial=1))
+    by_head, _, width, local, first = net.ingress_table
     cells = lanes * width
     if cells > DENSE_PORT_CELLS or len(out) < DENSE_PAIRS_PER_CELL * cells:
-        return np.unique(out.astype(np.int64) * lanes + into, return_inverse=True)
-    local = np.empty(lanes, np.int64)  # each lane's place among the lanes entering its switch
-    local[by_head] = np.arange(lanes) - np.repeat(starts, sizes)
+        return unique_inverse(out.astype(np.int64) * lanes + into)
     cell = out.astype(np.int64) * width + local[into]
     seen = np.zeros(cells, bool)
     seen[cell] = True
     index = np.cumsum(seen, dtype=np.int32) - 1
     used = np.flatnonzero(seen)
     # back to lanes: the ingress lane at that place of the switch the egress lane leaves from
-    first = np.full(int(net.head.max(initial=0)) + 1, -1, np.int64)
-    first[net.head[by_head[starts]]] = starts
     port_out = used // width
     port_in = by_head[first[net.tail[port_out]] + used % width]
     return port_out * lanes + port_in, index[cell]

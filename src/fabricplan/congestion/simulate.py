@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from fabricplan.catalog import Catalog, Fabric, default_catalog
 from fabricplan.collectives import build_system, bus_factor, p2p_latency_us, sweep
@@ -32,6 +31,7 @@ from fabricplan.congestion.case import (
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases
 from fabricplan.congestion.flowlet import FlowletMoves, FlowletPolicy, flowlet_policy
+from fabricplan.congestion.groups import unique_inverse
 from fabricplan.congestion.job_routes import Where, every_packet, route_flows
 from fabricplan.congestion.limits import not_modelled
 from fabricplan.congestion.network import (
@@ -42,7 +42,7 @@ from fabricplan.congestion.ports import PortPairs
 from fabricplan.congestion.seeds import run_seeds, stream, workers_for
 from fabricplan.congestion.spraying import spray_drain_us
 from fabricplan.congestion.tails import PROBES_MIN, PROBES_PER_CASE, latency_under_load
-from fabricplan.congestion.waterfill import complete
+from fabricplan.congestion.waterfill import Matrix, complete, matrix_of
 from fabricplan.topology import build_graph, design_fabric
 from fabricplan.topology.graph import EDGE_KINDS, LEAF, VERTEX_KINDS, FabricGraph
 
@@ -73,9 +73,9 @@ def _ideal_collective_us(case: Case, sys: CommSystem) -> tuple[float, float]:
     return float(r.time_us[0, 0]), float(bus_factor(op, sys.nranks))
 
 
-def _columns(net: Network, routed: Routed, tr: T.Traffic) -> csr_matrix:
+def _columns(net: Network, routed: Routed, tr: T.Traffic) -> Matrix:
     """Lane x column matrix: the hop flows of a column add up."""
-    return Routed(routed.lane, tr.column[routed.flow], routed.weight).matrix(net.lanes, tr.columns)
+    return matrix_of(routed.lane, tr.column[routed.flow], routed.weight, (net.lanes, tr.columns))
 
 
 @dataclass(frozen=True)
@@ -259,11 +259,9 @@ def _path_latency_us(st: _Setup, routed: Routed, tr: T.Traffic) -> np.ndarray:
     net = st.net
     at_switch = net.graph.vertex_kind[net.tail[routed.lane]] >= LEAF
     hops = np.bincount(routed.flow, weights=routed.weight * at_switch, minlength=len(tr.src))
-    per_hops = {
-        h: p2p_latency_us(st.fabric, h, st.switch_latency_ns)
-        for h in np.unique(np.rint(hops).astype(int)).tolist()
-    }
-    one_way = np.vectorize(per_hops.__getitem__, otypes=[float])(np.rint(hops).astype(int))
+    distinct, which = unique_inverse(np.rint(hops).astype(np.int64))
+    per_hops = [p2p_latency_us(st.fabric, h, st.switch_latency_ns) for h in distinct.tolist()]
+    one_way = np.array(per_hops, float)[which]
     out = np.zeros(tr.columns)
     np.maximum.at(out, tr.column, one_way)
     return out * (2 if st.case.fct_until == "acknowledged" else 1)

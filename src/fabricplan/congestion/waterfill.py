@@ -56,7 +56,7 @@ Matrix = csr_matrix | Rows
 
 
 def with_rows(
-    a: csr_matrix, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int
+    a: Matrix, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int
 ) -> Matrix:
     """``a`` with ``n_rows`` rows more, given as (row, column, weight) entries: what
     ``vstack([a, csr_matrix((weights, (rows, cols)))])`` gives; below the compiled fill's size
@@ -65,18 +65,19 @@ def with_rows(
     its compiled conversion beats the sort here on tens of thousands of entries."""
     if a.nnz + len(rows) >= kernels.COMPILED_MIN_SIZE:
         extra = csr_matrix((weights, (rows, cols)), shape=(n_rows, a.shape[1]))
-        return vstack([a, extra]).tocsr()
+        return vstack([a.csr() if isinstance(a, Rows) else a, extra]).tocsr()
     order = np.lexsort((cols, rows))
     key = rows[order].astype(np.int64) * a.shape[1] + cols[order]
-    first = np.ones(len(key), bool)  # each cell's first entry
+    first = np.empty(len(key), bool)  # each cell's first entry
+    first[:1] = True
     np.not_equal(key[1:], key[:-1], out=first[1:])
-    cell = np.cumsum(first) - 1
+    cell = np.add.accumulate(first, dtype=np.int64) - 1
     data = np.bincount(
         cell, weights=weights[order], minlength=int(cell[-1]) + 1 if len(cell) else 0
     )
     per_row = np.bincount(rows[order][first], minlength=n_rows)
     return Rows(
-        np.concatenate([a.indptr, a.indptr[-1] + np.cumsum(per_row)]),
+        np.concatenate([a.indptr, a.indptr[-1] + per_row.cumsum()]),
         np.concatenate([a.indices, cols[order][first]]),
         np.concatenate([a.data, data]),
         (a.shape[0] + n_rows, a.shape[1]),
@@ -86,6 +87,22 @@ def with_rows(
 # Below this many non-zeros a sum per link is a weighted bincount (the same additions in the
 # same order as a sparse product, without its fixed cost); above it the sparse product is faster.
 BINCOUNT_MAX_SIZE = 2048
+
+
+def matrix_of(
+    lane: np.ndarray, col: np.ndarray, weight: np.ndarray, shape: tuple[int, int]
+) -> Matrix:
+    """``csr_matrix((weight, (lane, col)), shape)``; below ``BINCOUNT_MAX_SIZE`` entries, when no
+    two share a cell, as :class:`Rows` (one sort, no scipy matrix: a small run's fixed cost)."""
+    if len(lane) < BINCOUNT_MAX_SIZE:
+        order = np.lexsort((col, lane))
+        lane_sorted, col_sorted = lane[order], col[order]
+        key = lane_sorted.astype(np.int64) * shape[1] + col_sorted
+        if np.count_nonzero(key[1:] == key[:-1]) == 0:  # cells that meet: scipy adds them up
+            indptr = np.zeros(shape[0] + 1, np.int64)
+            np.cumsum(np.bincount(lane_sorted, minlength=shape[0]), out=indptr[1:])
+            return Rows(indptr, col_sorted, np.asarray(weight, float)[order], shape)
+    return csr_matrix((weight, (lane, col)), shape=shape)
 
 
 def _max_min_rounds(
@@ -105,28 +122,39 @@ def _max_min_rounds(
     """
     n_links, n_flows = a.shape
     flow_of, data = a.indices, np.asarray(a.data, float)
-    per_link = np.diff(a.indptr)
-    link_of = np.repeat(np.arange(n_links), per_link)
-    has_link = per_link > 0
-    link_starts = a.indptr[:-1][has_link]
+    per_link = a.indptr[1:] - a.indptr[:-1]
+    residual = np.asarray(capacity, float)
     if len(flow_of) < BINCOUNT_MAX_SIZE:
+        # only the links that carry a flow: the others never bind, and a small problem's few
+        # dozen of them are cheaper to handle than every lane of the fabric
+        links = per_link.nonzero()[0]
+        n_links = len(links)
+        link_of = np.repeat(np.arange(n_links), per_link[links])
+        link_starts = a.indptr[links]
+        residual = residual[links]
+        has_link = None  # every link kept carries a flow
 
         def link_sums(x: np.ndarray) -> np.ndarray:
             return np.bincount(link_of, weights=data * x[flow_of], minlength=n_links)
 
     else:
+        link_of = np.repeat(np.arange(n_links), per_link)
+        has_link = per_link > 0
+        link_starts = a.indptr[:-1][has_link]
+        residual = residual.copy()
         link_sums = (a.csr() if isinstance(a, Rows) else a).__matmul__
     crossing = data > 0  # a stored zero carries none of the flow
+    zeros_stored = not crossing.all()
     touches = np.zeros(n_flows, bool)
     touches[flow_of] = True
     active = np.ones(n_flows, bool) if active is None else active
     cap = np.full(n_flows, np.inf) if cap is None else np.asarray(cap, float)
     rate = np.zeros(n_flows)
-    residual = np.asarray(capacity, float).copy()
     free = active & ~touches
     rate[free] = np.where(np.isfinite(cap[free]), cap[free], 0.0)
     unfrozen = active & touches
-    while unfrozen.any():
+    # np.count_nonzero: a cheaper test than .any() for the arrays of every round
+    while np.count_nonzero(unfrozen):
         slope = link_sums(unfrozen.astype(float))
         used = slope > 0
         share = np.divide(
@@ -135,14 +163,18 @@ def _max_min_rounds(
         flow_min = cap.copy()  # the least share on each flow's path (inf: unused), or its cap
         np.minimum.at(flow_min, flow_of, share[link_of])
         carried = np.where(unfrozen[flow_of], flow_min[flow_of], np.inf)
-        link_min = np.full(n_links, np.inf)
-        if len(carried):
-            link_min[has_link] = np.minimum.reduceat(carried, link_starts)
+        if has_link is None:  # (a round has flows, so entries)
+            link_min = np.minimum.reduceat(carried, link_starts)
+        else:
+            link_min = np.full(n_links, np.inf)
+            if len(carried):
+                link_min[has_link] = np.minimum.reduceat(carried, link_starts)
         bottleneck = used & (share <= link_min * (1 + LEVEL_MERGE))
         hit = np.zeros(n_flows, bool)
-        hit[flow_of[bottleneck[link_of] & crossing]] = True
+        at_bottleneck = bottleneck[link_of]
+        hit[flow_of[at_bottleneck & crossing if zeros_stored else at_bottleneck]] = True
         settle = unfrozen & (hit | (cap <= flow_min * (1 + LEVEL_MERGE)))
-        if not settle.any():  # only uncapped flows on links of infinite capacity remain
+        if not np.count_nonzero(settle):  # only uncapped flows on links of infinite capacity
             break
         now = np.where(settle & np.isfinite(flow_min), flow_min, 0.0)  # this round's rates
         rate[settle] = now[settle]
@@ -213,7 +245,7 @@ class Completion:
 
 
 def complete(
-    a: csr_matrix,
+    a: Matrix,
     capacity: np.ndarray,
     size_bytes: np.ndarray,
     start_us: np.ndarray | None = None,
@@ -241,12 +273,12 @@ def complete(
     t0 = now
     events = 0
     durations: list[float] = []
-    a = a.tocsr()
+    a = a if isinstance(a, Rows) else a.tocsr()
     if rates is None and a_t is None and a.nnz >= kernels.COMPILED_MIN_SIZE:
         a_t = a.T.tocsr()  # once for every event's compiled fill
     moves = rates if hasattr(rates, "next_change_us") else None
     move_at = np.inf
-    while (finite & ~done).any():
+    while np.count_nonzero(finite & ~done):
         running = (start <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF) & ~done
         if moves is not None and move_at <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF:
             left = left + np.where(running & finite, moves.change(now), 0.0)
@@ -257,8 +289,9 @@ def complete(
         if moves is not None:
             move_at = moves.next_change_us(now)
         events += 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            to_end = np.where(running & finite & (rate > 0), left / (rate * 1e3), np.inf)
+        # divided where a flow moves only: no division warnings to silence at every event
+        moving = running & finite & (rate > 0)
+        to_end = np.divide(left, rate * 1e3, out=np.full(n, np.inf), where=moving)
         pending = start[(start > now) & ~done]
         next_start = pending.min() - now if len(pending) else np.inf
         first_end = to_end.min(initial=np.inf)
