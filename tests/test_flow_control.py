@@ -578,3 +578,26 @@ def test_a_flow_list_has_no_bus_bandwidth(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "2 flows from two.csv on 8 x h100" in out.stdout
     assert "busbw" not in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "kw"), [("ecmp", {"qps": 3}), ("ecmp", {"polarized": True}), ("spray", {})]
+)
+def test_small_fabrics_route_from_their_closer_port_table_as_by_search(mode, kw):
+    """A small fabric keeps each switch's closer ports per target in a table; routing from it
+    gives the routes (and draws the random numbers) a hop-by-hop search gives."""
+    from fabricplan.congestion import network
+
+    g = _fabric(nodes=32)[0]
+    src = np.array([g.nic(i, 0) for i in range(32)])
+    dst = np.roll(src, -9)
+    routes = []
+    for cells in (network.CLOSER_TABLE_CELLS, -1):
+        with patch.object(network, "CLOSER_TABLE_CELLS", cells):
+            net = Network(g, 1.0)  # its tables are kept per network: a fresh one each time
+            rng = np.random.default_rng(11)
+            r = net.route(src, dst, mode, rng, **kw)
+            routes.append((r.lane, r.flow, r.weight, rng.random()))
+    (lane, flow, weight, after), (lane2, flow2, weight2, after2) = routes
+    assert np.array_equal(lane, lane2) and np.array_equal(flow, flow2)
+    assert np.array_equal(weight, weight2) and after == after2
