@@ -119,6 +119,7 @@ def collective(
         MAX_HOPS,
         MAX_NICS_PER_NODE,
         MAX_NODES,
+        ClusterFlags,
         comm_system,
     )
     from fabricplan.ops.collective import collective_table, op_and_sizes
@@ -142,7 +143,7 @@ def collective(
     if scenario is not None:
         sc, cat, _ = _scenario(scenario, catalog)
     try:
-        system = comm_system(
+        flags = ClusterFlags(
             gpu=gpu,
             nodes=nodes,
             gpus_per_node=gpus_per_node,
@@ -150,9 +151,8 @@ def collective(
             fabric=fabric,
             hops=hops,
             sharp=sharp,
-            scenario=sc,
-            catalog=cat,
         )
+        system = comm_system(flags, scenario=sc, catalog=cat)
         return collective_table(
             system, op, size_values, algo=algo, proto=proto, min_ctas=min_ctas, max_ctas=max_ctas
         )

@@ -25,6 +25,7 @@ from fabricplan.cli.system_opts import (
     SET_OPT,
     measured_runs,
 )
+from fabricplan.ops.cluster import ClusterFlags
 from fabricplan.ops.grade import Measured
 
 
@@ -83,13 +84,15 @@ def calibrate_cmd(
         catalog=cat,
         as_json=as_json,
         max_file_mb=max_file_mb,
-        gpu=gpu,
-        nodes=nodes,
-        gpus_per_node=gpus_per_node,
-        nics_per_node=nics_per_node,
-        fabric=fabric,
-        hops=hops,
-        sharp=False,
+        flags=ClusterFlags(
+            gpu=gpu,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            nics_per_node=nics_per_node,
+            fabric=fabric,
+            hops=hops,
+            sharp=False,
+        ),
         scenario=scenario,
         overrides=set_,
     )

@@ -26,6 +26,7 @@ from fabricplan.cli.system_opts import (
 from fabricplan.collectives import OPS, CollectiveTable, CommSystem
 from fabricplan.collectives.nccl_constants import MAX_CTAS
 from fabricplan.ops import BadInput
+from fabricplan.ops.cluster import ClusterFlags
 from fabricplan.ops.collective import collective_table, op_and_sizes
 
 # nccl-tests' default element type
@@ -78,13 +79,15 @@ def collective(
         fail_with(exc, as_json)
     cat = catalog_from(catalog, as_json)
     system = system_from(
-        gpu=gpu,
-        nodes=nodes,
-        gpus_per_node=gpus_per_node,
-        nics_per_node=nics_per_node,
-        fabric=fabric,
-        hops=hops,
-        sharp=sharp,
+        ClusterFlags(
+            gpu=gpu,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            nics_per_node=nics_per_node,
+            fabric=fabric,
+            hops=hops,
+            sharp=sharp,
+        ),
         scenario=scenario,
         overrides=set_,
         catalog=cat,

@@ -28,6 +28,7 @@ from fabricplan.cli.system_opts import (
     measured_runs,
 )
 from fabricplan.nccltests.grade import PASS_BW_RATIO
+from fabricplan.ops.cluster import ClusterFlags
 from fabricplan.ops.grade import grade_document, grade_runs, worst_verdict
 
 if TYPE_CHECKING:
@@ -86,13 +87,15 @@ def grade_cmd(
         catalog=catalog_from(catalog, as_json),
         as_json=as_json,
         max_file_mb=max_file_mb,
-        gpu=gpu,
-        nodes=nodes,
-        gpus_per_node=gpus_per_node,
-        nics_per_node=nics_per_node,
-        fabric=fabric,
-        hops=hops,
-        sharp=sharp,
+        flags=ClusterFlags(
+            gpu=gpu,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            nics_per_node=nics_per_node,
+            fabric=fabric,
+            hops=hops,
+            sharp=sharp,
+        ),
         scenario=scenario,
         overrides=set_,
     )

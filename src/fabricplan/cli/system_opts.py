@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -22,6 +21,7 @@ from fabricplan.ops.cluster import (
     MAX_HOPS,
     MAX_NICS_PER_NODE,
     MAX_NODES,
+    ClusterFlags,
     comm_system,
 )
 from fabricplan.ops.cluster import parse_size as parse_size  # where tests have found it
@@ -71,39 +71,17 @@ MAX_FILE_OPT = typer.Option(
 
 
 def system_from(
+    flags: ClusterFlags,
     *,
-    gpu: str | None,
-    nodes: int | None,
-    gpus_per_node: int | None,
-    nics_per_node: int | None,
-    fabric: str | None,
-    hops: int | None,
-    sharp: bool,
     scenario: Path | None,
     overrides: list[str] | None,
     catalog: Catalog,
     as_json: bool,
-    switch: str | None = None,
-    design: str = "rail-optimized",
-    oversubscription: float = 1.0,
 ) -> CommSystem:
     """Flags win over the scenario file; the scenario wins over catalog defaults."""
     sc = load_or_fail(scenario, overrides, as_json, catalog) if scenario is not None else None
     try:
-        return comm_system(
-            gpu=gpu,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            nics_per_node=nics_per_node,
-            fabric=fabric,
-            hops=hops,
-            sharp=sharp,
-            scenario=sc,
-            catalog=catalog,
-            switch=switch,
-            design=design,
-            oversubscription=oversubscription,
-        )
+        return comm_system(flags, scenario=sc, catalog=catalog)
     except BadInput as exc:
         fail_with(exc, as_json)
 
@@ -116,11 +94,13 @@ def measured_runs(
     catalog: Catalog,
     as_json: bool,
     max_file_mb: int = DEFAULT_MAX_LOG_BYTES // MIB,
-    **system: Any,
+    flags: ClusterFlags,
+    scenario: Path | None,
+    overrides: list[str] | None,
 ) -> list[Measured]:
     """Parse RESULTS and pair each run with the system it ran on and its collective
-    (:func:`fabricplan.ops.grade.pair_runs`); ``system`` holds the cluster flags, ``scenario``
-    (a file) and its ``overrides``."""
+    (:func:`fabricplan.ops.grade.pair_runs`): the cluster ``flags``, filled from the
+    ``scenario`` file (with its ``overrides``) where not given."""
     try:
         parsed = parse_file(results, max_bytes=max_file_mb * MIB, raise_with="--max-file-mb")
     except ParseError as exc:
@@ -130,11 +110,12 @@ def measured_runs(
         op = forced_op(op, str(results))
     except BadInput as exc:
         fail_with(exc, as_json)
-    path, overrides = system.pop("scenario", None), system.pop("overrides", None)
     sc = None
-    if path is not None:  # read the scenario once, not once per run
-        sc = load_or_fail(path, overrides, as_json, catalog)
+    if scenario is not None:  # read the scenario once, not once per run
+        sc = load_or_fail(scenario, overrides, as_json, catalog)
     try:
-        return pair_runs(runs, op=op, source=str(results), catalog=catalog, scenario=sc, **system)
+        return pair_runs(
+            runs, op=op, source=str(results), catalog=catalog, flags=flags, scenario=sc
+        )
     except BadInput as exc:
         fail_with(exc, as_json)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from fabricplan.catalog import Catalog, UnknownIdError
 from fabricplan.inputs import short_repr
@@ -100,73 +101,68 @@ def parse_ratios(text: str) -> tuple[float, float]:
     return values[0], values[1] if len(values) == 2 else 1.0
 
 
-def fill_from_scenario(flags: dict[str, Any], sc: Scenario) -> tuple[dict[str, Any], int]:
-    """``flags`` (gpu, gpus_per_node, nics_per_node, fabric) with the scenario's cluster where a
+@dataclass(frozen=True)
+class ClusterFlags:
+    """The cluster as the collective commands' flags give it (``--gpu``, ``--nodes``, ...): None
+    where a flag is not given, for a scenario or the catalog to fill."""
+
+    gpu: str | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    nics_per_node: int | None = None
+    fabric: str | None = None
+    hops: int | None = None
+    sharp: bool = False
+    switch: str | None = None
+    design: str = "rail-optimized"
+    oversubscription: float = 1.0
+
+
+def fill_from_scenario(flags: ClusterFlags, sc: Scenario) -> tuple[ClusterFlags, int]:
+    """``flags`` with the scenario's cluster (GPU, GPUs and NICs per node, first fabric) where a
     flag is not given, and the scenario's node count. The scenario's topology design comes
-    along, its switch only with its own fabric (``switch``; None: the fabric's default)."""
+    along, its switch only with its own fabric (None: the fabric's default) unless a switch is
+    given."""
     c = sc.cluster
-    cluster = {
-        "gpu": c.gpu,
-        "gpus_per_node": c.gpus_per_node,
-        "nics_per_node": c.nics_per_node,
-        "fabric": c.fabrics[0],
-    }
-    filled = {**flags, **{k: flags.get(k) or cluster[k] for k in cluster}}
+    fabric = flags.fabric or c.fabrics[0]
     t = c.topology
-    return {
-        **filled,
-        "switch": c.switch_for(filled["fabric"]),
-        "design": t.design,
-        "oversubscription": t.oversubscription,
-    }, c.nodes
+    filled = replace(
+        flags,
+        gpu=flags.gpu or c.gpu,
+        gpus_per_node=flags.gpus_per_node or c.gpus_per_node,
+        nics_per_node=flags.nics_per_node or c.nics_per_node,
+        fabric=fabric,
+        switch=flags.switch or c.switch_for(fabric),
+        design=t.design,
+        oversubscription=t.oversubscription,
+    )
+    return filled, c.nodes
 
 
-def comm_system(
-    *,
-    gpu: str | None,
-    nodes: int | None,
-    gpus_per_node: int | None,
-    nics_per_node: int | None,
-    fabric: str | None,
-    hops: int | None,
-    sharp: bool,
-    scenario: Scenario | None,
-    catalog: Catalog,
-    switch: str | None = None,
-    design: str = "rail-optimized",
-    oversubscription: float = 1.0,
-) -> CommSystem:
+def comm_system(flags: ClusterFlags, *, scenario: Scenario | None, catalog: Catalog) -> CommSystem:
     """The cluster the collective model runs on. Flags win over the scenario; the scenario wins
     over catalog defaults."""
     from fabricplan.collectives import build_system
 
     if scenario is not None:
-        flags = {
-            "gpu": gpu,
-            "gpus_per_node": gpus_per_node,
-            "nics_per_node": nics_per_node,
-            "fabric": fabric,
-        }
         filled, scenario_nodes = fill_from_scenario(flags, scenario)
-        gpu, gpus_per_node, nics_per_node, fabric = (filled[k] for k in flags)
-        switch, design = switch or filled["switch"], filled["design"]
-        oversubscription = filled["oversubscription"]
-        nodes = nodes or scenario_nodes
-    if nodes is None:
+        flags = replace(filled, nodes=flags.nodes or scenario_nodes)
+    if flags.nodes is None:
         raise BadInput("give --nodes (or --scenario)")
+    f = flags
     try:
-        gpu = gpu or "h100"
+        gpu = f.gpu or "h100"
         return build_system(
             gpu,
-            nodes,
-            fabric or default_fabric(catalog, gpu, "infiniband"),
-            gpus_per_node=gpus_per_node,
-            nics_per_node=nics_per_node,
-            hops=hops,
-            sharp=sharp,
-            switch=switch,
-            design=design,
-            oversubscription=oversubscription,
+            f.nodes,
+            f.fabric or default_fabric(catalog, gpu, "infiniband"),
+            gpus_per_node=f.gpus_per_node,
+            nics_per_node=f.nics_per_node,
+            hops=f.hops,
+            sharp=f.sharp,
+            switch=f.switch,
+            design=f.design,
+            oversubscription=f.oversubscription,
             catalog=catalog,
         )
     except UnknownIdError as exc:

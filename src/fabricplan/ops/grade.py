@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fabricplan.catalog import Catalog, UnknownIdError
 from fabricplan.ops import BadInput
-from fabricplan.ops.cluster import comm_system, fill_from_scenario
+from fabricplan.ops.cluster import ClusterFlags, comm_system, fill_from_scenario
 
 if TYPE_CHECKING:
     from fabricplan.collectives import CommSystem
@@ -53,34 +53,33 @@ def pair_runs(
     op: str | None,
     source: str,
     catalog: Catalog,
+    flags: ClusterFlags,
     scenario: Scenario | None = None,
-    **system: Any,
 ) -> list[Measured]:
     """Pair each run with the system it ran on and its collective (``op``: forced, else the
     log's, else all_reduce).
 
     Each run's ranks, nodes and GPUs per node come from its own log (one file may hold runs of
     several sizes); the nodes, GPUs per node and NICs per node given fill what it does not say,
-    and a disagreement is kept as a warning on the run's layout. ``system`` holds the flags
-    (gpu, nodes, gpus_per_node, nics_per_node, fabric, hops, sharp); ``scenario`` fills those
-    not given.
+    and a disagreement is kept as a warning on the run's layout. ``scenario`` fills the
+    ``flags`` not given.
     """
     from fabricplan.nccltests.layout import resolve_layout
 
     scenario_nodes = None
     if scenario is not None:
-        system, scenario_nodes = fill_from_scenario(system, scenario)
+        flags, scenario_nodes = fill_from_scenario(flags, scenario)
     try:
-        node = catalog.gpu(system.get("gpu") or "h100").node
+        node = catalog.gpu(flags.gpu or "h100").node
     except UnknownIdError as exc:
         raise BadInput(str(exc)) from None
     out = []
     for run in runs:
         layout = resolve_layout(
             run,
-            nodes_flag=system.get("nodes") or scenario_nodes,
-            gpn_flag=system.get("gpus_per_node"),
-            nics_flag=system.get("nics_per_node"),
+            nodes_flag=flags.nodes or scenario_nodes,
+            gpn_flag=flags.gpus_per_node,
+            nics_flag=flags.nics_per_node,
             reference_gpn=node.gpus_per_node,
             reference_nics=node.nics_per_node,
         )
@@ -89,12 +88,13 @@ def pair_runs(
                 f"{source}: {run.label or f'run at line {run.first_line}'} has 1 rank: "
                 "nccl-tests measured no communication, so there is nothing to compare"
             )
-        shape = {
-            "nodes": layout.nodes,
-            "gpus_per_node": layout.gpus_per_node,
-            "nics_per_node": layout.nics_per_node,
-        }
-        s = comm_system(**{**system, **shape}, scenario=None, catalog=catalog)
+        shape = replace(
+            flags,
+            nodes=layout.nodes,
+            gpus_per_node=layout.gpus_per_node,
+            nics_per_node=layout.nics_per_node,
+        )
+        s = comm_system(shape, scenario=None, catalog=catalog)
         out.append(Measured(run, s, op or run.op or "all_reduce", layout))
     return out
 

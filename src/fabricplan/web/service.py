@@ -79,12 +79,12 @@ def report(req: ReportRequest, cat: Catalog) -> str:
 
 def collective(req: CollectiveRequest, cat: Catalog) -> dict[str, Any]:
     """`collective --json`."""
-    from fabricplan.ops.cluster import comm_system
+    from fabricplan.ops.cluster import ClusterFlags, comm_system
     from fabricplan.ops.collective import collective_table, op_and_sizes
 
     op, sizes = op_and_sizes(req.op, req.sizes, req.min, req.max, req.factor)
     sc = _scenario(req.scenario, req.set, cat) if req.scenario is not None else None
-    system = comm_system(
+    flags = ClusterFlags(
         gpu=req.gpu,
         nodes=req.nodes,
         gpus_per_node=req.gpus_per_node,
@@ -92,9 +92,8 @@ def collective(req: CollectiveRequest, cat: Catalog) -> dict[str, Any]:
         fabric=req.fabric,
         hops=req.hops,
         sharp=req.sharp,
-        scenario=sc,
-        catalog=cat,
     )
+    system = comm_system(flags, scenario=sc, catalog=cat)
     table = collective_table(
         system,
         op,
@@ -134,6 +133,7 @@ def grade(log: bytes, opts: GradeOptions, cat: Catalog) -> dict[str, Any]:
     from fabricplan.inputs import CappedLines
     from fabricplan.nccltests import ParseError
     from fabricplan.nccltests.parse import parse_stream
+    from fabricplan.ops.cluster import ClusterFlags
     from fabricplan.ops.grade import forced_op, grade_document, grade_runs, pair_runs, pick_runs
 
     # read as the command reads a file (the body's size was bounded before it arrived)
@@ -151,12 +151,14 @@ def grade(log: bytes, opts: GradeOptions, cat: Catalog) -> dict[str, Any]:
         source=LOG_SOURCE,
         catalog=cat,
         scenario=sc,
-        gpu=opts.gpu,
-        nodes=opts.nodes,
-        gpus_per_node=opts.gpus_per_node,
-        nics_per_node=opts.nics_per_node,
-        fabric=opts.fabric,
-        hops=opts.hops,
-        sharp=opts.sharp,
+        flags=ClusterFlags(
+            gpu=opts.gpu,
+            nodes=opts.nodes,
+            gpus_per_node=opts.gpus_per_node,
+            nics_per_node=opts.nics_per_node,
+            fabric=opts.fabric,
+            hops=opts.hops,
+            sharp=opts.sharp,
+        ),
     )
     return grade_document(grade_runs(measured))
