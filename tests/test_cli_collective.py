@@ -49,37 +49,12 @@ def test_collective_json_rows():
 
 
 def test_collective_range_and_table():
-    proc = run(
-        "collective",
-        "--nodes",
-        "4",
-        "--fabric",
-        "roce-400g",
-        "--min",
-        "1M",
-        "--max",
-        "1G",
-        "--factor",
-        "4",
-    )
+    args = ("collective", "--nodes", "4", "--fabric", "roce-400g")
+    sizes = ("--min", "1M", "--max", "1G", "--factor", "4")
+    proc = run(*args, *sizes)
     assert proc.returncode == 0
     assert "1M" in proc.stdout and "1G" in proc.stdout and "roce-400g" in proc.stdout
-    rows = json.loads(
-        run(
-            "collective",
-            "--nodes",
-            "4",
-            "--fabric",
-            "roce-400g",
-            "--min",
-            "1M",
-            "--max",
-            "1G",
-            "--factor",
-            "4",
-            "--json",
-        ).stdout
-    )["rows"]
+    rows = json.loads(run(*args, *sizes, "--json").stdout)["rows"]
     assert [r["size_bytes"] for r in rows] == [2**20 * 4**i for i in range(6)]
 
 

@@ -54,34 +54,11 @@ def test_congestion_json_keys_and_qps_effect():
 
 
 def test_congestion_incast_table_and_pauses():
-    proc = run(
-        "congestion",
-        "--gpus",
-        "256",
-        "--pattern",
-        "incast",
-        "--size",
-        "16M",
-        "--roce-quality",
-        "default",
-        "--seeds",
-        "2",
-    )
+    incast = ("congestion", "--gpus", "256", "--pattern", "incast", "--size", "16M")
+    proc = run(*incast, "--roce-quality", "default", "--seeds", "2")
     assert proc.returncode == 0
     assert "paused time" in proc.stdout and "hottest links" in proc.stdout
-    args = (
-        "congestion",
-        "--gpus",
-        "256",
-        "--pattern",
-        "incast",
-        "--size",
-        "16M",
-        "--seeds",
-        "2",
-        "--json",
-        "--roce-quality",
-    )
+    args = (*incast, "--seeds", "2", "--json", "--roce-quality")
     paused = json.loads(run(*args, "default").stdout)  # PFC acts before ECN: pauses
     lossy = json.loads(run(*args, "misconfigured").stdout)  # no PFC: drops, go-back-N
     assert paused["paused_fraction"] > 0.01 and lossy["paused_fraction"] == 0.0
