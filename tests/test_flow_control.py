@@ -581,23 +581,57 @@ def test_a_flow_list_has_no_bus_bandwidth(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("mode", "kw"), [("ecmp", {"qps": 3}), ("ecmp", {"polarized": True}), ("spray", {})]
+    ("mode", "kw"),
+    [
+        ("ecmp", {"qps": 3}),
+        ("ecmp", {"polarized": True}),
+        ("spray", {}),
+        ("adaptive", {"load": True}),
+        ("flowlet", {"load": True}),  # a flowlet switch weighs the standing load
+        ("flowlet", {"load": True, "start": True}),  # a flow moving at its leaf
+    ],
 )
 def test_small_fabrics_route_from_their_closer_port_table_as_by_search(mode, kw):
     """A small fabric keeps each switch's closer ports per target in a table; routing from it
-    gives the routes (and draws the random numbers) a hop-by-hop search gives."""
+    gives the routes (and draws the random numbers) a hop-by-hop search gives, load-aware
+    routing and flows moving mid-path included."""
     from fabricplan.congestion import network
 
     g = _fabric(nodes=32)[0]
     src = np.array([g.nic(i, 0) for i in range(32)])
     dst = np.roll(src, -9)
+    kw = dict(kw)
+    uneven = np.random.default_rng(5).random(Network(g, 1.0).lanes) * 40
+    preload = uneven if kw.pop("load", False) else None
     routes = []
     for cells in (network.CLOSER_TABLE_CELLS, -1):
         with patch.object(network, "CLOSER_TABLE_CELLS", cells):
             net = Network(g, 1.0)  # its tables are kept per network: a fresh one each time
+            if kw.get("start") is True:
+                kw["start"] = net.leaf_of(src)
             rng = np.random.default_rng(11)
-            r = net.route(src, dst, mode, rng, **kw)
+            r = net.route(src, dst, mode, rng, preload=preload, demand=np.full(32, 5.0), **kw)
             routes.append((r.lane, r.flow, r.weight, rng.random()))
     (lane, flow, weight, after), (lane2, flow2, weight2, after2) = routes
     assert np.array_equal(lane, lane2) and np.array_equal(flow, flow2)
     assert np.array_equal(weight, weight2) and after == after2
+
+
+def test_distances_to_a_second_set_of_targets_come_from_the_whole_table():
+    """Once a network is asked about a second set of target switches (flowlet moves, a few
+    flows at a time), it keeps the distances to every switch: each answer equals the search
+    for those targets alone, and a fabric too large for the whole table searches as before."""
+    from fabricplan.congestion import network
+    from fabricplan.topology.bfs import hop_distances
+
+    lay = size_clos("fat-tree", 128, 1, 1, 8, 400.0)  # 3 tiers
+    g = build_graph(lay, 450.0, 64.0)
+    asks = [np.array([0, 3]), np.array([5]), np.array([1, 2, 7]), np.array([0, 3])]
+    for cells, whole in ((network.ALL_DISTANCES_CELLS, True), (0, False)):
+        with patch.object(network, "ALL_DISTANCES_CELLS", cells):
+            net = Network(g, 1.0)
+            nbrs = net._switch_neighbours
+            for targets in asks:
+                assert np.array_equal(net._distances(targets), hop_distances(*nbrs, targets))
+            assert bool(net._whole_distances) is whole
+            assert net._distances(asks[0]).shape == (2, len(nbrs[0]) - 1)

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow, shortest_path
 
-from fabricplan.topology import TopologyError, bfs, build_graph, design_fabric, job_hops
+from fabricplan.topology import (
+    TopologyError,
+    bfs,
+    build_graph,
+    design_fabric,
+    job_hops,
+    size_fabric,
+)
 from fabricplan.topology.bfs import hop_distances
 from fabricplan.topology.clos import max_plane_ports, size_clos, split_ports
 from fabricplan.topology.dragonfly import router_shape, size_dragonfly
@@ -110,6 +117,31 @@ def test_impossible_requests_say_what_works(kwargs, needle):
     with pytest.raises(TopologyError) as err:
         design_fabric(**kwargs)
     assert needle in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "design", "fabric", "o"),
+    [
+        (1024, "rail-optimized", "ib-ndr", 1.0),
+        (2048, "fat-tree", "roce-400g", 2.0),
+        (512, "rail-only", "ib-ndr", 1.0),
+        (4096, "dragonfly", "roce-400g", 1.0),
+    ],
+)
+def test_sizing_alone_is_the_designs_sizing(gpus, design, fabric, o):
+    """A network simulation sizes the fabric without its cables: the same layout and parts as
+    the full design, and the same refusals."""
+    full = design_fabric(gpus, design, fabric, oversubscription=o)
+    sized = size_fabric(gpus, design, fabric, oversubscription=o)
+    assert sized.layout == full.layout
+    assert (sized.gpu, sized.fabric, sized.switch, sized.nic) == (
+        full.gpu,
+        full.fabric,
+        full.switch,
+        full.nic,
+    )
+    with pytest.raises(TopologyError, match="use 1016 or 1024"):
+        size_fabric(1020, design, fabric)
 
 
 def test_too_big_suggests_alternatives():

@@ -52,8 +52,8 @@ def show_packet_level(case: str | None, as_json: bool) -> None:
                 f"{c.measured[m]:,.1f}",
                 f"{100 * c.errors[m]:+.1f} %",
                 ("yes" if c.within else "no") if first else "",
-                f"{c.seconds_per_seed:.3f}" if first else "",
-                f"{c.reference_seconds:.2f}" if first else "",
+                f"{c.seconds_per_seed:.4f}" if first else "",
+                f"{c.reference_seconds:.4f}" if first else "",
                 f"{c.speedup:,.0f}x" if first else "",
                 end_section=i == len(P.METRICS) - 1,
             )

@@ -19,7 +19,7 @@ from fabricplan.congestion import traffic as T
 from fabricplan.congestion.case import Case
 from fabricplan.congestion.network import Network
 from fabricplan.congestion.simulate import run_case
-from fabricplan.topology import build_graph, design_fabric
+from fabricplan.topology import build_graph, size_fabric
 
 # Which traffic pattern stands for each NCCL algorithm's network traffic.
 _PATTERN_COLUMNS = (("ring-allreduce", (RING,)), ("tree-allreduce", (TREE, NVLS_TREE)))
@@ -63,7 +63,7 @@ class ClosedFormECMP:
         # scipy.stats and scipy.signal: loaded here, not by every user of the simulator
         from fabricplan.congestion.closed_form import collision_slowdown
 
-        d = design_fabric(
+        d = size_fabric(
             nodes * k,
             self.design,
             self.fabric,

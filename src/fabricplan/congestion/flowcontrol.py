@@ -489,8 +489,10 @@ class Phases:
         self.last_pause, self.last_queues = pause, queues
         cols = running & self.job
         job_lanes = self._per_lane(cols.astype(float)) > 0
+        # the mean as np.mean takes it (a pairwise sum, then one division), without its wrapper
+        n_job_lanes = np.count_nonzero(job_lanes)
         self.record.paused.append(
-            float(pause[job_lanes].mean()) if np.count_nonzero(job_lanes) else 0.0
+            float(np.add.reduce(pause[job_lanes]) / n_job_lanes) if n_job_lanes else 0.0
         )
         # latency probes and the hottest links see the phase with the most of the job running
         busy = int(np.count_nonzero(cols))

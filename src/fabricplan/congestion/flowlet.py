@@ -201,9 +201,14 @@ class FlowletMoves:
             phi = np.minimum(phi, ph.last_pause)
         queue = self.policy.xon_kb * n_held
         hot = np.zeros(net.lanes, bool)
-        for lane, samples in ph.last_queues.items():
-            queue[lane] = float(np.mean(samples))
-            hot[lane] = True
+        if ph.last_queues:
+            # a hot port's queue: the mean of its samples (one sample, PFC without DCQCN: that
+            # sample, as np.mean gives it, without its cost at each of hundreds of ports)
+            lanes = np.fromiter(ph.last_queues, np.int64, len(ph.last_queues))
+            queue[lanes] = [
+                s[0] if len(s) == 1 else float(np.mean(s)) for s in ph.last_queues.values()
+            ]
+            hot[lanes] = True
         level = self._level(queue)
         # a move can free a flow only from a queue on the part of its path it changes: not from
         # its receiver's own port, which every path ends in (an incast's receiving link)

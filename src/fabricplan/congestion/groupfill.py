@@ -27,7 +27,10 @@ def group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> n
     before = d.cumsum() - d  # demand of the smaller items of the same group, and of others
     before -= before[starts][member]
     # items from this one to the end of its group
-    left = np.append(starts[1:], n)[member] - np.arange(n)
+    ends = np.empty(len(starts), np.int64)  # where each group ends
+    ends[:-1] = starts[1:]
+    ends[-1] = n
+    left = ends[member] - np.arange(n)
     level = (capacity[g] - before) / left  # the share if this and every larger item were capped
     # the first unmet item of each group sets its level; a group with none gives everything
     # (levels fall after the first unmet item, so it must be the first, not the least)
@@ -35,7 +38,8 @@ def group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> n
     first_hit = np.empty(len(hit), bool)
     first_hit[:1] = True
     np.not_equal(member[hit[1:]], member[hit[:-1]], out=first_hit[1:])
-    first = np.full(len(starts), np.inf)
+    first = np.empty(len(starts))
+    first.fill(np.inf)
     first[member[hit[first_hit]]] = level[hit[first_hit]]
     share = np.minimum(d, first[member])
     out = np.empty(n)
@@ -46,7 +50,8 @@ def group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> n
 def _group_fill_small(group: list[int], demand: list[float], capacity: np.ndarray) -> np.ndarray:
     """:func:`group_fill` item by item, with the same float operations in the same order (the
     demands' running sum runs over every group, as ``np.cumsum`` does there)."""
-    order = sorted(range(len(group)), key=lambda i: (group[i], demand[i]))  # stable: lexsort
+    # by group, then demand, then place: lexsort's stable order (tuples compare in C)
+    order = [i for _, _, i in sorted(zip(group, demand, range(len(group)), strict=True))]
     out = np.empty(len(group))
     total = 0.0  # running sum of the sorted demands
     k = 0

@@ -66,6 +66,10 @@ ROUTE_BLOCK_CELLS = 1 << 22
 # a 128-host fat-tree's all-to-all has 6k; building a 1,024-host one's would cost more than
 # its seeds save).
 CLOSER_TABLE_CELLS = 1 << 14
+# Switch-to-switch hop distances kept whole (8 bytes a cell) up to this many cells: 16 MB, a
+# fabric of about 1,400 switches (a 3-tier 16,384-GPU fat-tree has more, and searches per
+# target set as before).
+ALL_DISTANCES_CELLS = 1 << 21
 
 
 class RouteTooLarge(MemoryError):
@@ -219,13 +223,28 @@ class Network:
         # same nodes routes towards the same leaves. One entry: at 64k GPUs it is 80 MB.
         return {}
 
+    @cached_property
+    def _whole_distances(self) -> list[np.ndarray]:
+        return []  # the distances to every switch, once a second set of targets is asked for
+
     def _distances(self, targets: np.ndarray) -> np.ndarray:
-        """Switch hops from every switch to each target switch (local numbers), (T, S)."""
+        """Switch hops from every switch to each target switch (local numbers), (T, S).
+
+        The last answer is kept by its targets. A network asked about a second set of targets
+        (flowlet moves route a few flows at a time, each group to its own destinations) keeps
+        the distances to every switch instead, when they fit ``ALL_DISTANCES_CELLS``, and
+        answers from them: the same numbers, one search instead of one per group."""
         key = np.asarray(targets, np.int64).tobytes()
-        last = self._last_distances
+        last, whole = self._last_distances, self._whole_distances
         if key not in last:
+            n_sw = len(self._switch_neighbours[0]) - 1
+            if not whole and last and n_sw * n_sw <= ALL_DISTANCES_CELLS:
+                whole.append(hop_distances(*self._switch_neighbours, np.arange(n_sw)))
             last.clear()
-            last[key] = hop_distances(*self._switch_neighbours, targets)
+            if whole:
+                last[key] = whole[0][np.asarray(targets, np.int64)]
+            else:
+                last[key] = hop_distances(*self._switch_neighbours, targets)
         return last[key]
 
     @cached_property
@@ -290,9 +309,7 @@ class Network:
         t_via[via >= 0] = t_idx[n:]
         t_idx = t_idx[:n]
         dist = self._distances(targets)
-        # hashed and sprayed hops read the table; load-aware ones weigh every candidate anyway
-        hashed_mode = mode in ("ecmp", "spray") or (mode == "flowlet" and preload is None)
-        table = self._closer_table(targets, dist) if hashed_mode else None
+        table = self._closer_table(targets, dist)
         hops_to = dist.ravel()  # [target * switches + switch]: flat gathers beat 2-D ones
         n_sw = dist.shape[1]
         pieces = {"ecmp": qps, "flowlet": qps, "adaptive": ADAPTIVE_PIECES, "spray": 1}[mode]
@@ -376,8 +393,11 @@ class Network:
                     col = closer_first[at, pick]
                     lane, v = cand[at, col], nxt[at, col]
                 else:
-                    at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
-                    cand, nxt, ok, count = cand[at], nxt[at], ok[at], count[at]
+                    if fast:  # the table's rows: what _candidates_at finds, per piece
+                        ok, cand, nxt = ok_of[cell], out[v], self._heads_or_zero[v]
+                    else:
+                        at, cand, nxt, ok, count = self._candidates_at(v, t, d_here, hops_to)
+                        cand, nxt, ok, count = cand[at], nxt[at], ok[at], count[at]
                     if mode == "flowlet":  # least standing load; equal loads split at random
                         score = np.where(ok, standing[np.maximum(cand, 0)], np.inf)
                         col = np.argmin(score + rng.random(ok.shape) * TIE_JITTER_GBPS, axis=1)

@@ -1,6 +1,7 @@
 """Topology layer: fabric designs -> switch counts, links, hops, bisection, parts and graph.
 
-Public surface: :func:`design_fabric` (sizing and bill of materials), :func:`build_graph`
+Public surface: :func:`design_fabric` (sizing and bill of materials), :func:`size_fabric`
+(the sizing alone, for a network simulation), :func:`build_graph`
 (the explicit graph with paths), :class:`TopologyError` and :data:`DESIGNS`. The graph module
 loads scipy.sparse, so it is imported on first use: every CLI command imports this package
 and should not pay for it.
@@ -8,7 +9,7 @@ and should not pay for it.
 
 from typing import Any
 
-from fabricplan.topology.bom import FabricDesign, design_fabric
+from fabricplan.topology.bom import FabricDesign, SizedFabric, design_fabric, size_fabric
 from fabricplan.topology.hops import job_hops
 from fabricplan.topology.layout import DESIGNS, Hops, Layout, TopologyError
 
@@ -18,10 +19,12 @@ __all__ = [
     "FabricGraph",
     "Hops",
     "Layout",
+    "SizedFabric",
     "TopologyError",
     "build_graph",
     "design_fabric",
     "job_hops",
+    "size_fabric",
 ]
 
 

@@ -179,7 +179,19 @@ def _media_plan(
     return tuple(out)
 
 
-def design_fabric(
+@dataclass(frozen=True)
+class SizedFabric:
+    """A fabric sized for a cluster, before its cables are chosen: what a network simulation
+    needs (the layout and its switch), without the media plan and prices of a full design."""
+
+    gpu: str
+    fabric: Fabric
+    switch: Switch
+    nic: Nic
+    layout: Layout
+
+
+def size_fabric(
     gpus: int,
     design: str = "rail-optimized",
     fabric: str = "ib-ndr",
@@ -190,12 +202,9 @@ def design_fabric(
     spine_oversubscription: float = 1.0,
     gpus_per_node: int | None = None,
     nics_per_node: int | None = None,
-    cable_lengths: dict[str, float] | None = None,
-    optics: Optics = "policy",
     catalog: Catalog | None = None,
-) -> FabricDesign:
-    """Size ``design`` for ``gpus`` GPUs on ``fabric`` and count its parts, priced with the
-    fabric's optics policy unless ``optics`` forces OEM or compatible parts.
+) -> SizedFabric:
+    """Size ``design`` for ``gpus`` GPUs on ``fabric``: its switches, tiers and links.
 
     Raises :class:`TopologyError` (a ``ValueError``) with what would work instead when the
     request is impossible.
@@ -249,6 +258,45 @@ def design_fabric(
             oversubscription,
             spine_oversubscription,
         )
+    return SizedFabric(g.id, fab, sw, nic, lay)
+
+
+def design_fabric(
+    gpus: int,
+    design: str = "rail-optimized",
+    fabric: str = "ib-ndr",
+    *,
+    gpu: str = "h100",
+    switch: str | None = None,
+    oversubscription: float = 1.0,
+    spine_oversubscription: float = 1.0,
+    gpus_per_node: int | None = None,
+    nics_per_node: int | None = None,
+    cable_lengths: dict[str, float] | None = None,
+    optics: Optics = "policy",
+    catalog: Catalog | None = None,
+) -> FabricDesign:
+    """Size ``design`` for ``gpus`` GPUs on ``fabric`` (:func:`size_fabric`) and count its
+    parts, priced with the fabric's optics policy unless ``optics`` forces OEM or compatible
+    parts.
+
+    Raises :class:`TopologyError` (a ``ValueError``) with what would work instead when the
+    request is impossible.
+    """
+    cat = catalog or default_catalog()
+    sized = size_fabric(
+        gpus,
+        design,
+        fabric,
+        gpu=gpu,
+        switch=switch,
+        oversubscription=oversubscription,
+        spine_oversubscription=spine_oversubscription,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        catalog=cat,
+    )
+    fab, sw, nic, lay = sized.fabric, sized.switch, sized.nic, sized.layout
     lengths = {**DEFAULT_LENGTHS[design], **(cable_lengths or {})}
     unknown = set(cable_lengths or {}) - set(DEFAULT_LENGTHS[design])
     if unknown:
@@ -259,5 +307,13 @@ def design_fabric(
     quality = resolve_optics(optics, fab.family)
     media = _media_plan(cat, lay, fab, sw, nic, lengths, quality)
     return FabricDesign(
-        g.id, gpus, fab, sw, nic, lay, media, (oversubscription, spine_oversubscription), quality
+        sized.gpu,
+        gpus,
+        fab,
+        sw,
+        nic,
+        lay,
+        media,
+        (oversubscription, spine_oversubscription),
+        quality,
     )
