@@ -245,6 +245,44 @@ def test_port_pairs_carry_each_flow_through_each_switch_once():
         assert w_out == pytest.approx(want[: len(w_out)]), mode
 
 
+def _pairs_by_search(net, r):
+    """Port pairs joined by a sorted search of every entering entry for each leaving one:
+    what :func:`port_pairs` gives, computed the plain way."""
+    kind, lane, v = net.graph.vertex_kind, r.lane, np.int64(net.graph.vertices)
+    e_out = (kind[net.tail[lane]] >= LEAF).nonzero()[0]
+    e_in = (kind[net.head[lane]] >= LEAF).nonzero()[0]
+    k_out = r.flow[e_out].astype(np.int64) * v + net.tail[lane[e_out]]
+    k_in = r.flow[e_in].astype(np.int64) * v + net.head[lane[e_in]]
+    order = np.argsort(k_in, kind="stable")
+    k_sorted = k_in[order]
+    lo = np.searchsorted(k_sorted, k_out, "left")
+    count = np.searchsorted(k_sorted, k_out, "right") - lo
+    first = count.cumsum() - count
+    rep_out = np.repeat(e_out, count)
+    rep_in = e_in[order[np.repeat(lo, count) + np.arange(count.sum()) - np.repeat(first, count)]]
+    through = np.bincount(
+        np.searchsorted(k_sorted, k_in), weights=r.weight[e_in], minlength=len(k_sorted)
+    )
+    w = r.weight[rep_in] * r.weight[rep_out] / np.maximum(through[np.repeat(lo, count)], 1e-300)
+    return lane[rep_out], lane[rep_in], r.flow[rep_out], w, rep_out, rep_in
+
+
+@pytest.mark.parametrize(
+    ("mode", "kw"), [("ecmp", {"qps": 3}), ("adaptive", {}), ("spray", {}), ("flowlet", {})]
+)
+def test_port_pairs_equal_a_plain_sorted_search(mode, kw):
+    """Port pairs found from the runs of the entering entries' keys are those a sorted
+    search of every key finds, to the bit."""
+    g, net = _fabric(nodes=32)
+    src = np.array([g.nic(i, 0) for i in range(32)])
+    for shift in (1, 7, 19):
+        r = net.route(src, np.roll(src, -shift), mode, np.random.default_rng(shift), **kw)
+        pp = port_pairs(net, r)
+        got = (pp.out, pp.into, pp.flow, pp.weight, pp.e_out, pp.e_in)
+        for a, b in zip(got, _pairs_by_search(net, r), strict=True):
+            assert np.array_equal(a, b)
+
+
 # --- routing modes ---------------------------------------------------------------------------
 
 

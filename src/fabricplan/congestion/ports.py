@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.congestion import kernels
-from fabricplan.congestion.groups import unique_inverse
+from fabricplan.congestion.groups import runs, unique_inverse
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.topology.graph import LEAF
 
@@ -50,16 +50,25 @@ def port_pairs(net: Network, routed: Routed) -> PortPairs:
     k_in = routed.flow[e_in].astype(np.int64) * vertices + net.head[lane[e_in]]
     order = np.argsort(k_in, kind="stable")
     k_sorted = k_in[order]
-    lo = np.searchsorted(k_sorted, k_out, "left")
-    count = np.searchsorted(k_sorted, k_out, "right") - lo
+    # each (flow, switch) the entries enter by: where its run starts among the sorted entries
+    # and how long it is; a leaving entry looks its key up among the runs' (fewer) keys
+    starts, member = runs(k_sorted)
+    keys = k_sorted[starts]
+    at = np.searchsorted(keys, k_out)
+    hit = at < len(keys)
+    hit[hit] = keys[at[hit]] == k_out[hit]
+    at = at[hit]
+    lo, count = np.zeros(len(k_out), np.int64), np.zeros(len(k_out), np.int64)
+    lo[hit] = starts[at]
+    count[hit] = np.append(starts[1:], len(k_sorted))[at] - starts[at]
     n = int(count.sum())
     first = count.cumsum() - count
     rep_out = np.repeat(e_out, count)
     rep_in = e_in[order[np.repeat(lo, count) + np.arange(n) - np.repeat(first, count)]]
     # what the flow carries through the switch: the weight of everything it brings in
-    through = np.bincount(
-        np.searchsorted(k_sorted, k_in), weights=routed.weight[e_in], minlength=len(k_sorted)
-    )
+    first_in = np.empty(len(k_in), np.int64)  # each entering entry's run start
+    first_in[order] = starts[member]
+    through = np.bincount(first_in, weights=routed.weight[e_in], minlength=len(k_sorted))
     w_through = through[np.repeat(lo, count)]
     weight = routed.weight[rep_in] * routed.weight[rep_out] / np.maximum(w_through, 1e-300)
     return PortPairs(lane[rep_out], lane[rep_in], routed.flow[rep_out], weight, rep_out, rep_in)
