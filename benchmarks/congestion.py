@@ -111,8 +111,8 @@ def _packet_level() -> None:
         ratio = c.speedup / TARGET_PACKET_LEVEL_SPEEDUP
         worst = ratio if worst is None else min(worst, ratio)
         print(
-            f"  {c.case:9} {c.routing:8} {c.seconds_per_seed:7.3f} s vs "
-            f"{c.reference_seconds:6.2f} s: {c.speedup:7.1f}x = {ratio:.2f} x the "
+            f"  {c.case:9} {c.routing:8} {c.seconds_per_seed:7.4f} s vs "
+            f"{c.reference_seconds:7.4f} s: {c.speedup:7.1f}x = {ratio:.2f} x the "
             f"{TARGET_PACKET_LEVEL_SPEEDUP:g}x target"
         )
     print(f"worst case: {worst:.2f} x the {TARGET_PACKET_LEVEL_SPEEDUP:g}x target")
