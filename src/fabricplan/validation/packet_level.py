@@ -197,10 +197,9 @@ def compare(case: RefCase, routing: str, seeds: int | None = None, repeats: int 
         fct_until="acknowledged",  # the reference logs a flow when its sender has the last ACK
     )
     spent = []
+    # one process, as the reference ran; no latency probes: only flow completion times compare
     for _ in range(max(repeats, 1)):
         t0 = time.perf_counter()
-        # one process, as the reference ran; no latency probes: only flow completion times
-        # compare
         r = run_case(c, reference_catalog(), probes=False, workers=1)
         spent.append((time.perf_counter() - t0) / c.seeds)
     m = measured()[(case.name, routing)]
