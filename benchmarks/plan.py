@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
+from step_setup import llama70b_on_512_h100, random_plans
 
 from fabricplan.catalog import default_catalog
 from fabricplan.congestion.network_backend import backend
 from fabricplan.planning import search_scenario
 from fabricplan.scenario import load_scenario
-from fabricplan.workload import Hardware, Plans, shape_of, training_step
+from fabricplan.workload import Plans, training_step
 
 REPEATS = 7
 # Distinct single-plan batches the one-plan figure cycles through.
@@ -51,32 +51,13 @@ def _timed(run: Callable[[], object], reps: int) -> tuple[list[float], list[floa
     return wall, cpu
 
 
-def _plans(n: int, gpus: int, seed: int = 0) -> Plans:
-    rng = np.random.default_rng(seed)
-    tp = rng.choice([1, 2, 4, 8], n)
-    pp = rng.choice([1, 2, 4, 8, 16], n)
-    mb = rng.choice([1, 2, 4], n)
-    dp = gpus // (tp * pp)
-    return Plans.of(
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        micro_batch=mb,
-        global_batch=dp * mb * 16,
-        seq_len=rng.choice([2048, 4096, 8192], n),
-        zero=rng.integers(0, 4, n),
-        sp=tp > 1,
-        recompute="full",
-    )
-
-
 def _distinct_plans(n: int, gpus: int) -> list[Plans]:
-    """``n`` different single plans, drawn as ``_plans(1, gpus, seed)`` for seeds 0, 1, ...
+    """``n`` different single plans, drawn as ``random_plans(1, gpus, seed)`` for seeds 0, 1, ...
     (a seed whose plan was drawn already is skipped)."""
     found: dict[tuple[object, ...], Plans] = {}
     seed = 0
     while len(found) < n:
-        q = _plans(1, gpus, seed=seed)
+        q = random_plans(1, gpus, seed=seed)
         found.setdefault(tuple(str(v) for v in vars(q).values()), q)
         seed += 1
     return list(found.values())
@@ -94,18 +75,10 @@ def _rate_line(what: str, n: int, wall: list[float], cpu: list[float], target: f
 
 def main() -> None:
     cat = default_catalog()
-    s = shape_of(cat.model("llama3-70b"))
-    hw = Hardware(
-        gpu=cat.gpu("h100"),
-        gpus=512,
-        gpus_per_node=8,
-        nics_per_node=8,
-        fabric="roce-400g",
-        roce_quality="default",
-    )
+    s, hw = llama70b_on_512_h100()
     flow = backend("flow")
     for n, target, reps in ((10_000, 500_000, 3), (152, 50_000, 30)):
-        plans = _plans(n, 512)
+        plans = random_plans(n, 512)
         wall, cpu = _timed(lambda p=plans: training_step(s, p, hw, backend=flow), reps)
         print(_rate_line(f"{n:,}-plan step, flow backend", n, wall, cpu, target))
     # one plan per call, each call a different plan (``ONE_PLANS`` drawn like the batches,

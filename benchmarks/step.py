@@ -11,23 +11,14 @@ import time
 from dataclasses import replace
 
 import numpy as np
+from step_setup import llama70b_on_512_h100, random_plans
 
-from fabricplan.catalog import default_catalog
-from fabricplan.workload import Hardware, Plans, shape_of, training_step
+from fabricplan.workload import Hardware, Plans, training_step
 from fabricplan.workload.shapes import Shape
 
 
 def main() -> None:
-    cat = default_catalog()
-    s = shape_of(cat.model("llama3-70b"))
-    hw = Hardware(
-        gpu=cat.gpu("h100"),
-        gpus=512,
-        gpus_per_node=8,
-        nics_per_node=8,
-        fabric="roce-400g",
-        roce_quality="default",
-    )
+    s, hw = llama70b_on_512_h100()
     one = Plans.of(tp=8, pp=4, dp=16, global_batch=1024, seq_len=8192, recompute="full")
     training_step(s, one, hw)  # warm the congestion cache
     reps = 200
@@ -37,23 +28,8 @@ def main() -> None:
     single_ms = (time.perf_counter() - t0) / reps * 1e3
     print(f"one step evaluation (llama3-70b, 512 x H100, RoCE): {single_ms:.2f} ms (target < 2 ms)")
 
-    rng = np.random.default_rng(0)
     n = 50_000
-    tp = rng.choice([1, 2, 4, 8], n)
-    pp = rng.choice([1, 2, 4, 8, 16], n)
-    mb = rng.choice([1, 2, 4], n)
-    dp = 512 // (tp * pp)
-    plans = Plans.of(
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        micro_batch=mb,
-        global_batch=dp * mb * 16,
-        seq_len=rng.choice([2048, 4096, 8192], n),
-        zero=rng.integers(0, 4, n),
-        sp=tp > 1,
-        recompute="full",
-    )
+    plans = random_plans(n, 512)
     rate = _rate(s, plans, hw)
     print(
         f"vectorised sweep: {n:,} configurations = {rate:,.0f} configurations/s (target >= 20,000)"

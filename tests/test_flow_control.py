@@ -639,14 +639,15 @@ def test_small_fabrics_route_from_their_closer_port_table_as_by_search(mode, kw)
     src = np.array([g.nic(i, 0) for i in range(32)])
     dst = np.roll(src, -9)
     kw = dict(kw)
-    uneven = np.random.default_rng(5).random(Network(g, 1.0).lanes) * 40
+    plain = Network(g, 1.0)
+    uneven = np.random.default_rng(5).random(plain.lanes) * 40
     preload = uneven if kw.pop("load", False) else None
+    if kw.pop("start", False):
+        kw["start"] = plain.leaf_of(src)
     routes = []
     for cells in (network.CLOSER_TABLE_CELLS, -1):
         with patch.object(network, "CLOSER_TABLE_CELLS", cells):
             net = Network(g, 1.0)  # its tables are kept per network: a fresh one each time
-            if kw.get("start") is True:
-                kw["start"] = net.leaf_of(src)
             rng = np.random.default_rng(11)
             r = net.route(src, dst, mode, rng, preload=preload, demand=np.full(32, 5.0), **kw)
             routes.append((r.lane, r.flow, r.weight, rng.random()))

@@ -67,8 +67,9 @@ ROUTE_BLOCK_CELLS = 1 << 22
 # its seeds save).
 CLOSER_TABLE_CELLS = 1 << 14
 # Switch-to-switch hop distances kept whole (8 bytes a cell) up to this many cells: 16 MB, a
-# fabric of about 1,400 switches (a 3-tier 16,384-GPU fat-tree has more, and searches per
-# target set as before).
+# fabric of about 1,450 switches. Every fabric to 16,384 GPUs fits (640 switches for a 3-tier
+# RoCE fat-tree, 1,280 for InfiniBand's); a 65,536-GPU one (2,560) searches per set of
+# targets, as every fabric did before.
 ALL_DISTANCES_CELLS = 1 << 21
 
 

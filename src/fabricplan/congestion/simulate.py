@@ -402,9 +402,9 @@ def run_case(
 
 
 def _fct_percentiles(fct: list[np.ndarray]) -> np.ndarray:
-    """Each seed's p50, p99 and max over its flows (seeds x 3). Seeds with as many flows
-    (every seed of a case but one drawing its own traffic) are taken in one call along the
-    flows: the same values, without a call's fixed cost per seed."""
+    """Each seed's p50, p99 and max over its flows (seeds x 3). When every seed has as many
+    flows (always, unless each seed draws its own traffic), one call along the flows gives
+    the same values without a call's fixed cost per seed."""
     if len({len(f) for f in fct}) == 1:
         return np.percentile(np.stack(fct), (50, 99, 100), axis=1).T
     return np.array([np.percentile(f, (50, 99, 100)) for f in fct])

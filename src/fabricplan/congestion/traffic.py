@@ -152,18 +152,8 @@ def alltoall(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
     rails = np.arange(m)
     src = g.nic(nodes[a][:, None], rails).ravel()
     dst = g.nic(nodes[b][:, None], rails).ravel()
-    cols = len(src)
     who = [np.array([x]) for x in np.repeat(nodes[a], m)]
-    return Traffic(
-        src,
-        dst,
-        np.arange(cols),
-        np.full(cols, per_flow),
-        who,
-        np.zeros(cols, bool),
-        np.full(cols, np.inf),
-        np.zeros(cols, bool),
-    )
+    return _independent(src, dst, np.full(len(src), per_flow), who)
 
 
 def incast(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
@@ -171,17 +161,7 @@ def incast(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
     senders = nodes[1:]
     src = g.nic(senders, 0)
     dst = np.full(len(src), g.nic(int(nodes[0]), 0))
-    cols = len(src)
-    return Traffic(
-        src,
-        dst,
-        np.arange(cols),
-        np.full(cols, size),
-        [np.array([s]) for s in senders],
-        np.zeros(cols, bool),
-        np.full(cols, np.inf),
-        np.zeros(cols, bool),
-    )
+    return _independent(src, dst, np.full(len(src), size), [np.array([s]) for s in senders])
 
 
 def pipeline(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
@@ -192,17 +172,8 @@ def pipeline(g: FabricGraph, nodes: np.ndarray, size: float) -> Traffic:
     rails = np.arange(m)
     src = g.nic(a[:, None], rails).ravel()
     dst = g.nic(b[:, None], rails).ravel()
-    cols = len(src)
-    return Traffic(
-        src,
-        dst,
-        np.arange(cols),
-        np.full(cols, size / m),
-        [np.array([x]) for x in np.repeat(a, m)],
-        np.zeros(cols, bool),
-        np.full(cols, np.inf),
-        np.zeros(cols, bool),
-    )
+    who = [np.array([x]) for x in np.repeat(a, m)]
+    return _independent(src, dst, np.full(len(src), size / m), who)
 
 
 def _independent(
