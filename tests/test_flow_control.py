@@ -226,6 +226,18 @@ def test_group_fill_never_exceeds_demand_or_capacity(items, caps):
     assert np.allclose(got[short[group]], demand[short[group]])
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 10.0), st.floats(0.0, 10.0)), min_size=1, max_size=60))
+def test_group_fill_of_lone_items_is_the_lesser_of_demand_and_capacity(pairs):
+    # the arbiter takes this shortcut where every sub-group is alone in the group above it
+    demand = np.array([d for d, _ in pairs])
+    cap = np.array([c for _, c in pairs])
+    group = np.arange(len(pairs))
+    for small in (groupfill.SMALL_GROUPS, -1):  # item by item, and as arrays
+        with patch.object(groupfill, "SMALL_GROUPS", small):
+            assert np.array_equal(group_fill(group, demand, cap), np.minimum(demand, cap))
+
+
 def test_port_pairs_carry_each_flow_through_each_switch_once():
     g, net = _fabric()
     rng = np.random.default_rng(3)

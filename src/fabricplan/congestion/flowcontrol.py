@@ -392,7 +392,10 @@ class Phases:
             starts, dense = runs(subs // lanes)
             above = subs[starts] // lanes
             demand = np.bincount(sub, weights=bring[prev], minlength=len(subs))
-            sub_share = group_fill(dense, demand, cap_of[above])
+            if len(starts) == len(subs):  # each sub-group alone above: it gets what it brings
+                sub_share = np.minimum(demand, cap_of[above])  # up to its row's share
+            else:
+                sub_share = group_fill(dense, demand, cap_of[above])
             # round-robin binds only where it holds a sub-group below what it brings
             held = demand > sub_share * (1 + OVERLOAD_TOLERANCE)
             if not np.count_nonzero(held):
