@@ -45,14 +45,21 @@ def _fill(
 ) -> np.ndarray:
     """Max-min rates. ``l_*``: each link's flows (CSR of the link x flow matrix); ``f_*``:
     each flow's links and weights (CSR of its transpose). A heap item is (share, item): links
-    are 0..L-1, a flow's own cap is L + flow. A link has one item in the heap at a time."""
+    are 0..L-1, a flow's own cap is L + flow. A link has one item in the heap at a time.
+
+    A link's share (residual / unsettled weight) is worked out when its item comes out of the
+    heap, not at each settlement that changes it: shares only grow as flows settle at the least
+    of them (round-off aside), so an item is never above its link's share, and one that comes
+    out below it goes back in at the share then. Settling a flow is two subtractions per link
+    on its path (an all-to-all settles a few hundred thousand flows per event), a division only
+    per heap item."""
     n_links = len(l_ptr) - 1
     n_flows = len(f_ptr) - 1
     rate = np.zeros(n_flows)
     settled = ~active
     residual = capacity.astype(np.float64).copy()
     slope = np.zeros(n_links)
-    current = np.full(n_links, np.inf)  # each link's live share; inf once nothing can change it
+    live = np.zeros(n_links, np.bool_)  # a link whose item is in the heap: it may yet bind
     for f in range(n_flows):
         if active[f]:
             for k in range(f_ptr[f], f_ptr[f + 1]):
@@ -67,22 +74,27 @@ def _fill(
             heap.append((cap[f], np.int64(n_links + f)))
     for lane in range(n_links):
         if slope[lane] > EMPTY_WEIGHT:
-            current[lane] = max(residual[lane], 0.0) / slope[lane]
-            heap.append((current[lane], np.int64(lane)))
+            share = max(residual[lane], 0.0) / slope[lane]
+            if np.isfinite(share):  # a link of infinite capacity never binds
+                live[lane] = True
+                heap.append((share, np.int64(lane)))
     heapq.heapify(heap)
     while len(heap) > 0:
         level, item = heapq.heappop(heap)
-        if not np.isfinite(level):
-            break  # only uncapped flows on links of infinite capacity remain: they get 0
         if item >= n_links:  # a flow's own cap
             lo, hi, single = 0, 1, item - n_links
-        elif level >= current[item]:
-            lo, hi, single = l_ptr[item], l_ptr[item + 1], np.int64(-1)
-            current[item] = np.inf
-        else:
-            if np.isfinite(current[item]):  # its share has grown since: back in, in its place
-                heapq.heappush(heap, (current[item], item))
+        elif not live[item]:
             continue
+        elif slope[item] <= EMPTY_WEIGHT:  # its flows all settled elsewhere
+            live[item] = False
+            continue
+        else:
+            share = max(max(residual[item], 0.0) / slope[item], level)
+            if share > level:  # its share has grown since: back in, in its place
+                heapq.heappush(heap, (share, item))
+                continue
+            lo, hi, single = l_ptr[item], l_ptr[item + 1], np.int64(-1)
+            live[item] = False
         for k in range(lo, hi):
             f = single if single >= 0 else np.int64(l_flow[k])
             if settled[f]:
@@ -90,18 +102,8 @@ def _fill(
             settled[f] = True
             rate[f] = level
             for j in range(f_ptr[f], f_ptr[f + 1]):
-                lane = f_link[j]
-                residual[lane] -= f_w[j] * level
-                slope[lane] -= f_w[j]
-                if not np.isfinite(current[lane]):
-                    continue  # saturated already, or of infinite capacity
-                if slope[lane] > EMPTY_WEIGHT:
-                    # shares only grow as flows settle at the least of them (round-off aside),
-                    # so the link's item in the heap is never above its share: it comes out
-                    # in time and goes back in at its share then (no push per update)
-                    current[lane] = max(max(residual[lane], 0.0) / slope[lane], level)
-                else:
-                    current[lane] = np.inf
+                residual[f_link[j]] -= f_w[j] * level
+                slope[f_link[j]] -= f_w[j]
     return rate
 
 
