@@ -177,6 +177,8 @@ class Phases:
             else None
         )
         self.push, self.cap, self.job = push, demand_cap, job
+        # what the fluid model's horizon divides by, every event of a DCQCN run
+        self._pushing, self._bytes_per_us = push > 0, push * 1e3
         self.rtt_us = rtt_us
         pp = port_pairs(net, routed) if fc.acts else None
         self.pairs: PortPairs | None = pp  # which ingress port feeds which egress, per hop flow
@@ -308,10 +310,11 @@ class Phases:
             if fc.dcqcn:  # every open-loop hot port's fluid model, integrated in one batch
                 fl = self._fluids(hot_lanes[op], n_flows[op], fan_in[op], arriving, horizon)
                 pause_of = np.zeros(len(hot_lanes))
-                for i, f in zip(np.flatnonzero(op).tolist(), fl, strict=True):
-                    lane = int(hot_lanes[i])
-                    queues[lane] = f.queue_kb
-                    eff[i], drop[i], pause_of[i] = f.utilisation, f.drop, f.pause
+                # hundreds of hot ports an event in an all-to-all: a list each, not a loop
+                queues.update(zip(hot_lanes[op].tolist(), [f.queue_kb for f in fl], strict=True))
+                eff[op] = [f.utilisation for f in fl]
+                drop[op] = [f.drop for f in fl]
+                pause_of[op] = [f.pause for f in fl]
                 phi = np.where(op[dense] & over, pause_of[dense], np.where(op[dense], 0.0, phi))
                 phi = phi if q.pfc else np.where(op[dense], 0.0, phi)
                 lossy = ~op
@@ -430,8 +433,8 @@ class Phases:
 
     def _horizon(self, running: np.ndarray, left: np.ndarray) -> float:
         """The rest of the run at NIC speed (us): the step the fluid model averages over."""
-        live = running & np.isfinite(left) & (self.push > 0)
-        return float((left[live] / (self.push[live] * 1e3)).max(initial=1.0))
+        live = running & np.isfinite(left) & self._pushing
+        return float((left[live] / self._bytes_per_us[live]).max(initial=1.0))
 
     def _spread(
         self,
@@ -491,12 +494,15 @@ class Phases:
     ) -> None:
         self.last_pause, self.last_queues = pause, queues
         cols = running & self.job
-        job_lanes = self._per_lane(cols.astype(float)) > 0
-        # the mean as np.mean takes it (a pairwise sum, then one division), without its wrapper
-        n_job_lanes = np.count_nonzero(job_lanes)
-        self.record.paused.append(
-            float(np.add.reduce(pause[job_lanes]) / n_job_lanes) if n_job_lanes else 0.0
-        )
+        paused = 0.0  # no lane paused (DCQCN holding every queue, say): no job lane is either
+        if np.count_nonzero(pause):
+            job_lanes = self._per_lane(cols.astype(float)) > 0
+            # the mean as np.mean takes it (a pairwise sum, then one division), without its
+            # wrapper
+            n_job_lanes = np.count_nonzero(job_lanes)
+            if n_job_lanes:
+                paused = float(np.add.reduce(pause[job_lanes]) / n_job_lanes)
+        self.record.paused.append(paused)
         # latency probes and the hottest links see the phase with the most of the job running
         busy = int(np.count_nonzero(cols))
         if busy > self.record.busiest:
