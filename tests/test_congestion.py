@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -568,3 +571,16 @@ def test_the_expected_slowdown_draws_seeds_until_it_is_steady(monkeypatch):
     )
     assert rails.factor(32, 8, 8, "ring-allreduce") == pytest.approx(seen[0].mean())
     assert len(seen) == 1 and len(seen[0]) == 5
+
+
+def test_precompile_compiles_every_kernel_of_the_simulator():
+    # `make install` runs this so that the first large run does not compile; its warm-up case
+    # must stay above the compiled kernels' size and meet DCQCN, or it would compile nothing
+    out = subprocess.run(
+        [sys.executable, "-m", "fabricplan.congestion.precompile"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip() == "compiled kernels: fill, brought, dcqcn_fluid"

@@ -1,0 +1,43 @@
+"""Compile the flow simulator's kernels once, at install (``make install`` runs this module), so
+that the first large run does not pay for it.
+
+Numba compiles each kernel of :mod:`fabricplan.congestion.kernels` the first time a process
+calls it, about 7 s for the three on this project's 2-core machine, and keeps the machine code
+beside the module for later processes (loaded in about 0.2 s). Without this, the first
+``congestion --pattern alltoall --gpus 1024`` after an install spends that compile in each of its
+worker processes. A run of the simulator itself compiles them, so each kernel is compiled for
+the argument types the simulator really passes (a dummy call with other array types would
+compile a variant no run uses).
+
+Run: python -m fabricplan.congestion.precompile
+"""
+
+from __future__ import annotations
+
+import sys
+
+from fabricplan.congestion import kernels
+from fabricplan.congestion.case import Case
+from fabricplan.congestion.simulate import run_case
+
+# The smallest all-to-all whose problem is above kernels.COMPILED_MIN_SIZE (32 nodes: about 32k
+# non-zeros), on RoCE with DCQCN: it calls the max-min fill, the port arrivals and the DCQCN
+# fluid model. 256 MiB keeps the run short once they are compiled (about 0.1 s).
+WARM_CASE = Case(gpus=256, fabric="roce-400g", pattern="alltoall", size_bytes=2**28, seeds=1)
+
+
+def main() -> list[str]:
+    """Run the warm-up case; the kernels it left compiled (or loaded from the cache)."""
+    run_case(WARM_CASE, probes=False, workers=1)
+    ready = {
+        "fill": kernels.fill(),
+        "brought": kernels.brought(),
+        "dcqcn_fluid": kernels.dcqcn_fluid(),
+    }
+    return [name for name, fn in ready.items() if fn.signatures]
+
+
+if __name__ == "__main__":
+    done = main()
+    print(f"compiled kernels: {', '.join(done) or 'none'}")
+    sys.exit(0 if len(done) == 3 else 1)
