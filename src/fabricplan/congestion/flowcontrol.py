@@ -497,8 +497,7 @@ class Phases:
         paused = 0.0  # no lane paused (DCQCN holding every queue, say): no job lane is either
         if np.count_nonzero(pause):
             job_lanes = self._per_lane(cols.astype(float)) > 0
-            # the mean as np.mean takes it (a pairwise sum, then one division), without its
-            # wrapper
+            # np.mean's pairwise sum and one division, without its wrapper
             n_job_lanes = np.count_nonzero(job_lanes)
             if n_job_lanes:
                 paused = float(np.add.reduce(pause[job_lanes]) / n_job_lanes)

@@ -26,18 +26,17 @@ from fabricplan.congestion.simulate import run_case
 WARM_CASE = Case(gpus=256, fabric="roce-400g", pattern="alltoall", size_bytes=2**28, seeds=1)
 
 
+# Every compiled kernel of the simulator, by the name of its accessor in kernels.
+KERNELS = ("fill", "brought", "dcqcn_fluid")
+
+
 def main() -> list[str]:
     """Run the warm-up case; the kernels it left compiled (or loaded from the cache)."""
     run_case(WARM_CASE, probes=False, workers=1)
-    ready = {
-        "fill": kernels.fill(),
-        "brought": kernels.brought(),
-        "dcqcn_fluid": kernels.dcqcn_fluid(),
-    }
-    return [name for name, fn in ready.items() if fn.signatures]
+    return [name for name in KERNELS if getattr(kernels, name)().signatures]
 
 
 if __name__ == "__main__":
     done = main()
     print(f"compiled kernels: {', '.join(done) or 'none'}")
-    sys.exit(0 if len(done) == 3 else 1)
+    sys.exit(0 if done == list(KERNELS) else 1)
