@@ -22,7 +22,13 @@ from fabricplan.congestion.dcqcn import dcqcn_fluid, go_back_n_efficiency, quali
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.network import Network
 from fabricplan.congestion.simulate import run_case
-from fabricplan.congestion.waterfill import LEVEL_MERGE, complete, max_min_rates, with_rows
+from fabricplan.congestion.waterfill import (
+    FINISH_MERGE,
+    LEVEL_MERGE,
+    complete,
+    max_min_rates,
+    with_rows,
+)
 from fabricplan.topology.clos import size_clos
 from fabricplan.topology.graph import build_graph
 from test_flow_control import _phases
@@ -176,6 +182,24 @@ def test_completion_reshares_bandwidth():
     # 2000 us; the second then gets the whole link and ends at 3000 us.
     done = complete(_a([[1, 1]]), np.array([1.0]), np.array([1e6, 2e6]))
     assert done.finish_us == pytest.approx([2000.0, 3000.0], rel=1e-6)
+
+
+def test_flows_finishing_close_together_end_in_one_event_each_at_its_own_time():
+    # three flows on a 1 GB/s link, the second and third within FINISH_MERGE of the first: one
+    # event ends all three. At a third of the link each, the first ends at 3000 us exactly;
+    # the others keep a third until the last of them ends (3000 us x its size share), where
+    # exact re-sharing would have let them speed up: late, by less than FINISH_MERGE of the
+    # time so far, never early.
+    share = FINISH_MERGE / 3
+    sizes = np.array([1e6, 1e6 * (1 + share), 1e6 * (1 + 2 * share)])
+    done = complete(_a([[1, 1, 1]]), np.array([1.0]), sizes)
+    assert done.events == 1
+    assert done.finish_us == pytest.approx(3000.0 * sizes / 1e6, rel=1e-9)
+    # exact: the first at 3000 us, then two share the link, then the last is alone
+    second = 3000.0 + (sizes[1] - sizes[0]) / 0.5e3
+    exact = np.array([3000.0, second, second + (sizes[2] - sizes[1]) / 1e3])
+    late = done.finish_us / exact - 1
+    assert np.all(late >= -1e-12) and np.all(late <= FINISH_MERGE)
 
 
 # --- ECMP statistics vs balls into bins ----------------------------------------------------
