@@ -254,6 +254,40 @@ def test_tree_ll128_chunk_follows_nccls_nsteps_rule():
     assert chunk[0].tolist() == [288000, 36000, 16 * 1024]
 
 
+def test_nvls_tree_chunk_follows_nccls_rule():
+    from fabricplan.collectives.pipeline import nvls_tree_chunk_bytes
+
+    mib = 2**20
+    sizes = np.array([[4 * mib, 8 * mib, 32 * mib, 64 * mib, 1024 * mib]] * 2, dtype=float)
+    # H100: 16 NVLS channels x 8 heads = 128 chunks in flight. Two nodes: 128 KiB, 64 KiB below
+    # 4 x 128 x 128 KiB = 64 MiB, 32 KiB below 1 x 128 x 64 KiB = 8 MiB. Four nodes start at
+    # 64 KiB (NVLSTREE_MAX_CHUNKSIZE's default from 4 nodes), so only the last rule applies.
+    chunk = nvls_tree_chunk_bytes(
+        sizes, np.array([16.0, 16.0]), np.array([8.0, 8.0]), np.array([2.0, 4.0])
+    )
+    k = 1024
+    assert chunk.tolist() == [
+        [32 * k, 64 * k, 64 * k, 128 * k, 128 * k],
+        [32 * k, 64 * k, 64 * k, 64 * k, 64 * k],
+    ]
+
+
+def test_nvls_tree_fill_is_loops_through_its_stages():
+    from fabricplan.collectives.pipeline import _nvls_tree_fill_us
+
+    # two nodes (one level): 4 stages, so 3 loop-times; a loop of 8 heads x 128 KiB on each of
+    # 16 channels at 256 GB/s in all takes 65.536 us
+    fill = _nvls_tree_fill_us(
+        np.array([[2.0**30]]),
+        np.array([256.0]),
+        np.array([16.0]),
+        np.array([8.0]),
+        np.array([2.0]),
+        np.array([1.0]),
+    )
+    assert fill[0, 0] == pytest.approx(3 * 8 * 131072 * 16 / 256e3)
+
+
 def test_pipeline_fill_is_stages_minus_one_step_times():
     from fabricplan.collectives.pipeline import pipeline_fill_us
 

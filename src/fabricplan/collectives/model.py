@@ -386,7 +386,11 @@ def _times(
         lat_s[...] = lat[:, None]
         if op == "all_reduce":
             lat_s[:, :, RING, SIMPLE] *= plateau_factor
-            # NVLS-Tree's approximate fill stays in the choice, as it always was
+            # NVLS-Tree's fill counts in the choice too, though NCCL's estimate has none: left
+            # out, the estimate alone picks NVLS-Tree from 4 MiB on two nodes, where the
+            # published runs match the tree's LL128 times (and are 20-50 % faster than
+            # NVLS-Tree with its fill), so NCCL's own NVLS-Tree figure there is higher than
+            # latency + bytes / bandwidth; the fill stands in for what it adds
             lat_s[:, :, NVLS_TREE, SIMPLE] += nvls_tree_fill
         out.append(np.where(available, lat_s + bw_term, np.inf))
     return out, tree_fill

@@ -190,10 +190,15 @@ SIMPLE_STEP_BYTES = 4 * 2**20 // 8
 LL128_STEP_DATA_BYTES = 120 * 640 * 8 // 16 * 15
 TREE_LL128_CHUNK_RULES = ((64, 131072), (16, 32768))
 TREE_LL128_NSTEPS_PER_PPN = 0.1
-# NVLS-Tree's fill keeps the halving rule NCCL 2.12-2.19 applied to the tree (chunk halved while
-# a channel had fewer than depth x 8 chunks, down to 128 KiB; depth x 4, 64 KiB; depth, 32 KiB;
-# src/enqueue.cc, computeColl): an approximation, NCCL's own NVLS-Tree chunking differs.
-NVLS_TREE_FILL_CHUNK_RULES = ((8, 131072), (4, 65536), (1, 32768))
+# NVLS-Tree's chunk (src/enqueue.cc, calcCollChunking, NCCL 2.21-2.28): NCCL_NVLS_CHUNKSIZE (128
+# KiB, src/transport/nvls.cc), at most NCCL_NVLSTREE_MAX_CHUNKSIZE (its default: 64 KiB from 4
+# nodes on, else no cap); then set to 256, 128, 64 and 32 KiB in turn while the message is
+# smaller than 32, 16, 4 and 1 x channels x heads x the chunk. (NCCL 2.30 tunes these anew for
+# Blackwell across nodes; not modelled.)
+NVLS_CHUNK_BYTES = 128 * 2**10
+NVLS_TREE_MANY_NODES = 4
+NVLS_TREE_MANY_NODES_MAX_CHUNK_BYTES = 64 * 2**10
+NVLS_TREE_CHUNK_RULES = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
 # NVLS runs 16 CTAs (channels) on SM90 and 32 on SM100 across nodes (src/transport/nvls.cc).
 # Indexed by ARCH_INDEX row (Volta and Ampere have no NVLS; the value is unused there).
 NVLS_CHANNELS = np.array([16.0, 16.0, 16.0, 32.0])

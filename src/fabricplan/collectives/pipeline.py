@@ -50,27 +50,39 @@ def tree_chunk_bytes(
     return np.minimum(chunk, part)
 
 
-def _nvls_tree_fill_us(
-    sizes: np.ndarray, algbw: np.ndarray, channels: np.ndarray, depth: np.ndarray
+def nvls_tree_chunk_bytes(
+    sizes: np.ndarray, channels: np.ndarray, heads: np.ndarray, nodes: np.ndarray
 ) -> np.ndarray:
-    """NVLS-Tree's fill and drain: ~2 x depth chunk-times, the chunk halved as in
-    NVLS_TREE_FILL_CHUNK_RULES. Shapes: sizes (N, S), others (N,)."""
-    chunk = np.full(sizes.shape, float(K.SIMPLE_STEP_BYTES))
-    per_channel = sizes / channels[:, None]
-    # Each rule can only halve from the previous rule's floor down to its own: a chunk a rule
-    # left above its floor was too big to shrink, and the later rules ask less.
-    top = K.SIMPLE_STEP_BYTES
-    for mult, floor in K.NVLS_TREE_FILL_CHUNK_RULES:
-        for _ in range(int(np.log2(top // floor))):
-            shrink = (per_channel / chunk < depth[:, None] * mult) & (chunk > floor)
-            if not shrink.any():
-                break  # nothing changed: the rule's further rounds would not either
-            chunk = np.where(shrink, chunk / 2, chunk)
-        top = floor
-    chunk = np.minimum(chunk, per_channel)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        chunk_time = chunk * channels[:, None] / (1000.0 * algbw[:, None])
-    return np.where(algbw[:, None] > 0, 2 * depth[:, None] * chunk_time, 0.0)
+    """NVLS-Tree's chunk for messages of ``sizes`` bytes (N, S), as NCCL sets it
+    (NVLS_TREE_CHUNK_RULES): ``channels`` (NVLS CTAs), ``heads`` (the GPUs that own a NIC,
+    each reducing its own chunk of every loop) and ``nodes`` are (N,)."""
+    top = np.where(
+        nodes >= K.NVLS_TREE_MANY_NODES,
+        min(K.NVLS_CHUNK_BYTES, K.NVLS_TREE_MANY_NODES_MAX_CHUNK_BYTES),
+        K.NVLS_CHUNK_BYTES,
+    ).astype(float)
+    chunk = np.broadcast_to(top[:, None], sizes.shape)
+    ops = (channels * heads)[:, None]  # chunks in flight at once: NCCL's concurrentOps
+    for mult, floor in K.NVLS_TREE_CHUNK_RULES:
+        chunk = np.where((sizes < mult * ops * chunk) & (chunk > floor), float(floor), chunk)
+    return chunk
+
+
+def _nvls_tree_fill_us(
+    sizes: np.ndarray,
+    algbw: np.ndarray,
+    channels: np.ndarray,
+    heads: np.ndarray,
+    nodes: np.ndarray,
+    levels: np.ndarray,
+) -> np.ndarray:
+    """NVLS-Tree's fill and drain (N, S). A channel works loop by loop, each loop one chunk per
+    head (src/device/all_reduce.h, the NVLS_TREE kernel: loopCount = nHeads x chunkCount), and a
+    loop passes, one after another, the node's NVLS reduction, each tree level up and down the
+    network, and the node's NVLS broadcast: a pipeline of 2 + 2 x levels stages."""
+    chunk = nvls_tree_chunk_bytes(sizes, channels, heads, nodes)
+    loop = np.minimum(heads[:, None] * chunk, sizes / channels[:, None])
+    return pipeline_fill_us(loop, channels, algbw, 2 + 2 * levels)
 
 
 def pipeline_fill_us(
@@ -96,9 +108,10 @@ def tree_fill_us(
     and the levels between nodes, and down again. Tree/LL128 forwards 128-byte lines over NVLink
     as they land (each line carries its flag), but the network proxy sends a step only once it
     is complete (src/transport/net.cc, sendProxyProgress), so only the network hops store a
-    chunk. NVLS-Tree does a node in one hop. NCCL's tuner (ncclTopoGetAlgoTime) counts no fill:
-    the tree's is in the time, not in NCCL's choice. ``bw`` is ``tables``' (N, A, P) bandwidth and
-    ``channels`` the runtime ring/tree channel count (N,)."""
+    chunk. NVLS-Tree pipelines loops of chunks (``_nvls_tree_fill_us``). NCCL's tuner counts no
+    fill: the tree's is in the time, not in NCCL's choice (NVLS-Tree's is in both, see
+    ``model._times``). ``bw`` is ``tables``' (N, A, P) bandwidth and ``channels`` the runtime
+    ring/tree channel count (N,)."""
     tree = np.zeros((*sizes.shape, P))
     levels = np.floor(np.log2(np.maximum(sa.nodes, 1)))
     part = sizes / channels[:, None]
@@ -109,5 +122,8 @@ def tree_fill_us(
     tree[:, :, LL128] = pipeline_fill_us(
         tree_chunk_bytes(part, LL128, sa.nodes, sa.k), channels, bw[:, TREE, LL128], 2 * levels
     )
-    nvls_tree = _nvls_tree_fill_us(sizes, bw[:, NVLS_TREE, SIMPLE], sa.nvls_nch, 1 + levels)
+    heads = np.maximum(sa.m, 1)  # as many heads as NICs: the NVLS graph's channels
+    nvls_tree = _nvls_tree_fill_us(
+        sizes, bw[:, NVLS_TREE, SIMPLE], sa.nvls_nch, heads, sa.nodes, levels
+    )
     return tree, nvls_tree

@@ -2,7 +2,10 @@
 
 The verdict rests on two ratios, measured over expected:
 - busbw for large messages (>= 64 MiB, or the largest sizes in the run), where the network's
-  bandwidth decides;
+  bandwidth decides: the lower of its median over those sizes and its median over the
+  plateau (the sizes whose expected busbw has levelled off), since a shortfall may show in
+  either (a misconfiguration from 64 MiB up; congestion, which builds under sustained load,
+  often only at the largest sizes);
 - time for small messages (<= 64 KiB), where latency decides.
 Thresholds sit outside the model's own error on healthy clusters (median under 5 % for large
 messages on the validation runs, about 20 % for small-message time), so a `warn` or `fail`
@@ -30,6 +33,9 @@ from fabricplan.nccltests.sanity import impossible_rows
 
 LARGE_BYTES = 64 * 2**20
 SMALL_BYTES = 64 * 2**10
+# The plateau: sizes whose expected busbw is at least this share of the run's highest expected
+# busbw, i.e. where latency and pipeline fill take under about a tenth of the expected time.
+PLATEAU_SHARE = 0.9
 # busbw ratio at or above which a run passes / warns; below WARN it fails.
 PASS_BW_RATIO = 0.90
 WARN_BW_RATIO = 0.75
@@ -65,6 +71,17 @@ def _large_mask(sizes: np.ndarray) -> np.ndarray:
     if not large.any():  # a run that stops short of 64 MiB: its largest quarter
         large = sizes >= np.quantile(sizes, 0.75)
     return large
+
+
+def bandwidth_ratio(cmp: Comparison) -> float | None:
+    """Measured over expected busbw for large messages: the lower of the median over the large
+    sizes and the median over the plateau (see the module's docstring); None without either."""
+    large = _median(cmp.busbw_ratio[_large_mask(cmp.sizes)])
+    expected = np.nan_to_num(cmp.expected_busbw_GBps, nan=0.0)
+    top = expected.max(initial=0.0)
+    plateau = _median(cmp.busbw_ratio[expected >= PLATEAU_SHARE * top]) if top > 0 else None
+    found = [r for r in (large, plateau) if r is not None]
+    return min(found) if found else None
 
 
 def _findings(
@@ -212,9 +229,8 @@ def grade(
 ) -> Grade:
     """Verdict (`pass` / `warn` / `fail`) and findings for one measured run; a flag the log
     contradicts (``layout_warnings``) is a warning, not a cause."""
-    large = _large_mask(cmp.sizes)
     small = cmp.sizes <= SMALL_BYTES
-    bw = _median(cmp.busbw_ratio[large])
+    bw = bandwidth_ratio(cmp)
     lat = _median(cmp.time_ratio[small]) if small.any() else None
     shape = quotes(run, "topology", "ranks")
     findings = [Finding("flag_disagrees_with_log", "warn", w, shape) for w in layout_warnings or []]
