@@ -273,11 +273,11 @@ def test_nvls_tree_chunk_follows_nccls_rule():
 
 
 def test_nvls_tree_fill_is_loops_through_its_stages():
-    from fabricplan.collectives.pipeline import _nvls_tree_fill_us
+    from fabricplan.collectives.pipeline import nvls_tree_fill_us
 
     # two nodes (one level): 4 stages, so 3 loop-times; a loop of 8 heads x 128 KiB on each of
     # 16 channels at 256 GB/s in all takes 65.536 us
-    fill = _nvls_tree_fill_us(
+    fill = nvls_tree_fill_us(
         np.array([[2.0**30]]),
         np.array([256.0]),
         np.array([16.0]),

@@ -68,7 +68,7 @@ def nvls_tree_chunk_bytes(
     return chunk
 
 
-def _nvls_tree_fill_us(
+def nvls_tree_fill_us(
     sizes: np.ndarray,
     algbw: np.ndarray,
     channels: np.ndarray,
@@ -108,7 +108,7 @@ def tree_fill_us(
     and the levels between nodes, and down again. Tree/LL128 forwards 128-byte lines over NVLink
     as they land (each line carries its flag), but the network proxy sends a step only once it
     is complete (src/transport/net.cc, sendProxyProgress), so only the network hops store a
-    chunk. NVLS-Tree pipelines loops of chunks (``_nvls_tree_fill_us``). NCCL's tuner counts no
+    chunk. NVLS-Tree pipelines loops of chunks (``nvls_tree_fill_us``). NCCL's tuner counts no
     fill: the tree's is in the time, not in NCCL's choice (NVLS-Tree's is in both, see
     ``model._times``). ``bw`` is ``tables``' (N, A, P) bandwidth and ``channels`` the runtime
     ring/tree channel count (N,)."""
@@ -123,7 +123,7 @@ def tree_fill_us(
         tree_chunk_bytes(part, LL128, sa.nodes, sa.k), channels, bw[:, TREE, LL128], 2 * levels
     )
     heads = np.maximum(sa.m, 1)  # as many heads as NICs: the NVLS graph's channels
-    nvls_tree = _nvls_tree_fill_us(
+    nvls_tree = nvls_tree_fill_us(
         sizes, bw[:, NVLS_TREE, SIMPLE], sa.nvls_nch, heads, sa.nodes, levels
     )
     return tree, nvls_tree

@@ -320,7 +320,7 @@ def complete(
         left = np.where(running & finite, left - rate * 1e3 * dt, left)
         now += dt
         durations.append(float(dt))
-        merged = ending.copy()
+        merged = np.flatnonzero(ending)  # each at its own time, ``own``
         ending |= running & finite & (left <= BYTES_ROUNDOFF * np.maximum(size_bytes, 1))
         finish[ending] = now
         finish[merged] = own

@@ -177,6 +177,7 @@ def _method(version: str) -> Html:
     from fabricplan.nccltests.grade import (
         PASS_BW_RATIO,
         PASS_LAT_RATIO,
+        PLATEAU_SHARE,
         WARN_BW_RATIO,
         WARN_LAT_RATIO,
     )
@@ -185,9 +186,10 @@ def _method(version: str) -> Html:
         "p",
         f"fabricplan {version} compares each row's bus bandwidth and time with the collective "
         "model's for the run's own ranks, nodes and GPUs per node, read from the log. A run "
-        f"passes when its large messages (64 MiB and up) reach {PASS_BW_RATIO:.0%} of the "
-        "expected busbw and its small messages (64 KiB and down) take at most "
-        f"{PASS_LAT_RATIO:g}x the expected time, medians over the sizes; below "
+        f"passes when its large messages (64 MiB and up) and its plateau (the sizes expected "
+        f"within {1 - PLATEAU_SHARE:.0%} of its best busbw), each as a median over its sizes, "
+        f"reach {PASS_BW_RATIO:.0%} of the expected busbw and its small messages (64 KiB and "
+        f"down) take at most {PASS_LAT_RATIO:g}x the expected time, as a median; below "
         f"{WARN_BW_RATIO:.0%}, or over {WARN_LAT_RATIO:g}x, it fails, and between it is a "
         "warning. A run that did not measure the fabric as built (GPUDirect off, a TCP "
         "fallback, fewer NICs than the node has, rows no GPU could have measured) fails "
