@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabricplan.catalog import default_catalog
+from fabricplan.workload import shape_of
 from fabricplan.workload.attention import attention_rates, tables
 
 CAT = default_catalog()
@@ -42,7 +43,35 @@ def test_gpus_without_a_table_keep_the_matmul_rate():
     assert fwd[0] == bwd[0] == 250e12
 
 
-@given(st.floats(256, 1 << 20), st.booleans())
-def test_attention_never_beats_the_matmul_it_is_measured_against(seq, causal):
-    fwd, bwd = attention_rates(CAT.gpu("h100"), 708e12, np.array([seq]), causal)
+def test_other_head_sizes_take_their_own_rows():
+    h100, burst = CAT.gpu("h100"), 792.1e12
+    seq = np.array([4096.0])
+    # Figs. 5-6 at 4k, cuDNN: head dim 64 forward 408, causal 363, backward 417
+    fwd, bwd = attention_rates(h100, burst, seq, causal=False, head_dim=64)
+    assert (fwd[0], bwd[0]) == pytest.approx((408.0e12, 417.0e12))
+    fwd_c, bwd_c = attention_rates(h100, burst, seq, causal=True, head_dim=64)
+    assert (fwd_c[0], bwd_c[0]) == pytest.approx((363.0e12, 417.0e12 * 363.0 / 408.0))
+    # head dim 256: forward 581, causal 483; no published backward, so head dim 128's (499),
+    # with the mask's loss at 256
+    fwd, bwd = attention_rates(h100, burst, seq, causal=True, head_dim=256)
+    assert (fwd[0], bwd[0]) == pytest.approx((483.0e12, 499.0e12 * 483.0 / 581.0))
+    # between measured head sizes: linear in log2 of the head size; beyond them, held
+    mid, _ = attention_rates(h100, burst, seq, causal=False, head_dim=64 * 2**0.5)
+    assert mid[0] == pytest.approx((408.0 + 609.0) / 2 * 1e12)
+    small, _ = attention_rates(h100, burst, seq, causal=False, head_dim=32)
+    assert small[0] == pytest.approx(408.0e12)
+
+
+def test_a_models_head_size_reaches_the_kernel_rate():
+    assert shape_of(CAT.model("llama3-70b")).head_dim == 128
+    # multi-head latent attention: the query/key head is the no-position part plus the rotary
+    mla = CAT.model("deepseek-v3").mla
+    assert shape_of(CAT.model("deepseek-v3")).head_dim == (
+        mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    )
+
+
+@given(st.floats(256, 1 << 20), st.booleans(), st.floats(16, 1024))
+def test_attention_never_beats_the_matmul_it_is_measured_against(seq, causal, head_dim):
+    fwd, bwd = attention_rates(CAT.gpu("h100"), 708e12, np.array([seq]), causal, head_dim)
     assert 0 < fwd[0] < 708e12 and 0 < bwd[0] < 708e12

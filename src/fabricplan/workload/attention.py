@@ -1,12 +1,14 @@
-"""The rate of fused (flash) attention kernels, by sequence length, mask and pass.
+"""The rate of fused (flash) attention kernels, by head dimension, sequence length, mask and
+pass.
 
 A large matmul runs near the GPU's sustained matmul rate; a fused attention kernel does not:
 its tiles alternate matmuls with the softmax, and its work per tile is bounded by the head
-dimension. Published kernel benchmarks (``catalog/data/kernels/attention.toml``) give the rate
-by sequence length for the forward pass with and without a causal mask and for the backward
-pass. A GPU of the architecture the table was measured on gets the table's rates scaled to its
-own sustained matmul rate (the benchmark ran unthrottled); on architectures without a table
-attention keeps the matmul rate.
+dimension (a head of 64 does half the matmul work of 128 per softmax element, and runs at about
+two thirds of its rate). Published kernel benchmarks (``catalog/data/kernels/attention.toml``)
+give the rate by head dimension and sequence length for the forward pass with and without a
+causal mask and for the backward pass. A GPU of the architecture the table was measured on gets
+the table's rates scaled to its own sustained matmul rate (the benchmark ran unthrottled); on
+architectures without a table attention keeps the matmul rate.
 """
 
 from __future__ import annotations
@@ -20,38 +22,58 @@ import numpy as np
 
 from fabricplan.catalog import Gpu
 
+# The head dimension the step model assumes where none is given: the common one (Llama, GPT-3,
+# Megatron's GPT models).
+DEFAULT_HEAD_DIM = 128
+
 
 @dataclass(frozen=True)
 class AttentionTable:
-    seq_len: np.ndarray
-    forward: np.ndarray  # TFLOP/s, no mask
-    forward_causal: np.ndarray
-    backward: np.ndarray  # no mask
+    seq_len: np.ndarray  # (S,)
+    head_dims: np.ndarray  # (H,) the forward pass was measured at
+    forward: np.ndarray  # (H, S) TFLOP/s, no mask
+    forward_causal: np.ndarray  # (H, S)
+    backward_head_dims: np.ndarray  # (B,) the backward pass was measured at
+    backward: np.ndarray  # (B, S) no mask
     burst_matmul_tflops: float  # the measuring GPU's large-matmul rate, same conditions
     source: str
 
-    def shares(self, seq_len: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
+    def shares(
+        self, seq_len: np.ndarray, causal: bool, head_dim: float = DEFAULT_HEAD_DIM
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward rates as shares of the measuring GPU's matmul rate, at
-        ``seq_len`` (interpolated in log2 of the length, held at the table's ends)."""
+        ``seq_len`` and ``head_dim`` (interpolated in log2 of both, held at the table's ends)."""
         x = np.log2(np.asarray(seq_len, float))
-        at = lambda y: np.interp(x, np.log2(self.seq_len), y)  # noqa: E731
-        fwd = at(self.forward_causal if causal else self.forward)
+        d = np.log2(float(head_dim))
+
+        def at(dims: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            # bilinear in (log2 head dim, log2 length): the head dimension first, on the
+            # table's few lengths, then the lengths asked for
+            row = [np.interp(d, np.log2(dims), rows[:, j]) for j in range(rows.shape[1])]
+            return np.interp(x, np.log2(self.seq_len), row)
+
+        plain = at(self.head_dims, self.forward)
+        masked = at(self.head_dims, self.forward_causal)
+        fwd = masked if causal else plain
         # the backward pass loses to the mask what the forward pass does at that length
-        bwd = at(self.backward) * (at(self.forward_causal) / at(self.forward) if causal else 1.0)
+        bwd = at(self.backward_head_dims, self.backward) * (masked / plain if causal else 1.0)
         return fwd / self.burst_matmul_tflops, bwd / self.burst_matmul_tflops
 
 
 @cache
 def tables() -> dict[str, AttentionTable]:
     path = resources.files("fabricplan.catalog") / "data" / "kernels" / "attention.toml"
-    text = path.read_text()
     out = {}
-    for arch, t in tomllib.loads(text).items():
+    for arch, t in tomllib.loads(path.read_text()).items():
+        rows = sorted(t["head_dim"], key=lambda r: r["head_dim"])
+        bwd = [r for r in rows if "backward" in r]
         out[arch] = AttentionTable(
             np.array(t["seq_len"], float),
-            np.array(t["forward"], float),
-            np.array(t["forward_causal"], float),
-            np.array(t["backward"], float),
+            np.array([r["head_dim"] for r in rows], float),
+            np.array([r["forward"] for r in rows], float),
+            np.array([r["forward_causal"] for r in rows], float),
+            np.array([r["head_dim"] for r in bwd], float),
+            np.array([r["backward"] for r in bwd], float),
             float(t["burst_matmul_tflops"]),
             t["source"],
         )
@@ -59,13 +81,18 @@ def tables() -> dict[str, AttentionTable]:
 
 
 def attention_rates(
-    gpu: Gpu, matmul_flops_per_s: float, seq_len: np.ndarray, causal: bool
+    gpu: Gpu,
+    matmul_flops_per_s: float,
+    seq_len: np.ndarray,
+    causal: bool,
+    head_dim: float = DEFAULT_HEAD_DIM,
 ) -> tuple[np.ndarray, np.ndarray]:
     """FLOP/s of fused attention's forward and backward passes on ``gpu`` whose sustained
-    BF16 matmul rate is ``matmul_flops_per_s``; without a table, that rate for both."""
+    BF16 matmul rate is ``matmul_flops_per_s``, at head dimension ``head_dim``; without a
+    table, that rate for both."""
     t = tables().get(gpu.arch)
     if t is None:
         rate = np.full(np.shape(seq_len), matmul_flops_per_s)
         return rate, rate
-    fwd, bwd = t.shares(seq_len, causal)
+    fwd, bwd = t.shares(seq_len, causal, head_dim)
     return fwd * matmul_flops_per_s, bwd * matmul_flops_per_s

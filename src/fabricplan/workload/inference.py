@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
+from fabricplan.workload.attention import attention_rates
 from fabricplan.workload.comm import Request, collectives_s
 from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, hbm_bytes_per_s, matmul_flops
 from fabricplan.workload.shapes import (
@@ -143,8 +144,12 @@ def serve(
 
     pre_ctx = prompt * CAUSAL_FRACTION
     pre_attention = s.layers * s.score_flops_per_ctx * pre_ctx
-    pre_flops = prompt * (weight_flops_per_token(s) + pre_attention) / tp
-    prefill = pre_flops / peak
+    # the prompt's projections at the matmul rate, its causal attention at the fused kernel's
+    # forward rate for that length and head size (in BF16, as training runs it)
+    attn_rate, _ = attention_rates(
+        hw.gpu, matmul_flops(hw.gpu, "bf16"), np.array([float(prompt)]), True, s.head_dim
+    )
+    prefill = prompt * (weight_flops_per_token(s) / peak + pre_attention / float(attn_rate[0])) / tp
     tp_prefill = s.layers * TP_COLLECTIVES_PER_LAYER * ar_prefill
     pp_prefill = (pp - 1) * send_prefill
     ttft = prefill + tp_prefill + pp_prefill + kv_xfer

@@ -74,6 +74,7 @@ class Shape:
     attn_out_flops: float  # of which the attention output projection (row-parallel)
     ffn_out_flops: float  # of which the FFN down projection (row-parallel)
     score_flops_per_ctx: float  # QK^T and AV per token per context position
+    head_dim: int  # the attention kernel's query/key head dimension (MLA: nope + rope)
     ffn_act_elems: float  # FFN activation-function elements read + written
     ffn_act_bytes: float  # FFN activations stored (bytes) beyond the fixed 3h
     kv_elems: float  # K and V elements per token per layer (KV cache, context parallel)
@@ -111,10 +112,12 @@ def shape_of(m: Model) -> Shape:
         score = 2 * m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
         kv = a.kv_lora_rank + a.qk_rope_head_dim  # the compressed latent is what is cached
         v_width = m.heads * a.v_head_dim
+        head_dim = a.qk_nope_head_dim + a.qk_rope_head_dim
     else:
         score = 4 * m.heads * m.head_dim
         kv = 2 * m.kv_heads * m.head_dim
         v_width = m.heads * m.head_dim
+        head_dim = m.head_dim
     expert = 0.0
     if m.moe is not None:
         expert_one = (3 if m.gated_mlp else 2) * m.hidden * m.moe.expert_ffn_hidden
@@ -136,6 +139,7 @@ def shape_of(m: Model) -> Shape:
         attn_out_flops=2.0 * v_width * m.hidden,
         ffn_out_flops=2.0 * inner * m.hidden,
         score_flops_per_ctx=float(score),
+        head_dim=head_dim,
         ffn_act_elems=float(act_elems),
         ffn_act_bytes=float(act_bytes),
         kv_elems=float(kv),

@@ -140,8 +140,10 @@ def training_step(
         BACKWARD_PER_FORWARD * proj_flops, tokens * dgrad_out, peak_proj, store
     ) + gemm_seconds(0.0, s.proj_flops / 2 / p.tp, peak_proj, store, wgrad_bytes)
     attn_flops = tokens * s.score_flops_per_ctx * ctx / p.tp
-    if p.flash:  # a fused kernel's own rates, by length and pass (causal: the models are)
-        attn_fwd, attn_bwd = attention_rates(hw.gpu, peak_attn, p.seq_len, causal=True)
+    if p.flash:  # a fused kernel's own rates, by head size, length and pass (causal models)
+        attn_fwd, attn_bwd = attention_rates(
+            hw.gpu, peak_attn, p.seq_len, causal=True, head_dim=s.head_dim
+        )
         score = attn_flops / attn_fwd
         score_bwd = FLASH_BACKWARD_FACTOR * attn_flops / attn_bwd
     else:  # batched matmuls at the matmul rate; the softmax's traffic is counted below
