@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import numpy as np
@@ -27,7 +27,7 @@ from fabricplan.catalog import Gpu
 DEFAULT_HEAD_DIM = 128
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: one table per architecture
 class AttentionTable:
     seq_len: np.ndarray  # (S,)
     head_dims: np.ndarray  # (H,) the forward pass was measured at
@@ -42,22 +42,33 @@ class AttentionTable:
         self, seq_len: np.ndarray, causal: bool, head_dim: float = DEFAULT_HEAD_DIM
     ) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward rates as shares of the measuring GPU's matmul rate, at
-        ``seq_len`` and ``head_dim`` (interpolated in log2 of both, held at the table's ends)."""
+        ``seq_len`` and ``head_dim`` (bilinear in log2 of both, held at the table's ends)."""
+        plain, masked, backward = _rows(self, float(head_dim))
         x = np.log2(np.asarray(seq_len, float))
-        d = np.log2(float(head_dim))
-
-        def at(dims: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            # bilinear in (log2 head dim, log2 length): the head dimension first, on the
-            # table's few lengths, then the lengths asked for
-            row = [np.interp(d, np.log2(dims), rows[:, j]) for j in range(rows.shape[1])]
-            return np.interp(x, np.log2(self.seq_len), row)
-
-        plain = at(self.head_dims, self.forward)
-        masked = at(self.head_dims, self.forward_causal)
-        fwd = masked if causal else plain
+        lengths = np.log2(self.seq_len)
+        fwd = np.interp(x, lengths, masked if causal else plain)
+        bwd = np.interp(x, lengths, backward)
         # the backward pass loses to the mask what the forward pass does at that length
-        bwd = at(self.backward_head_dims, self.backward) * (masked / plain if causal else 1.0)
+        if causal:
+            bwd = bwd * fwd / np.interp(x, lengths, plain)
         return fwd / self.burst_matmul_tflops, bwd / self.burst_matmul_tflops
+
+
+@lru_cache(maxsize=64)
+def _rows(t: AttentionTable, head_dim: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The table's three rows (forward, causal forward, backward; by length) at ``head_dim``,
+    linear in log2 of the head dimension between the measured ones (a model's head size is
+    fixed, so each is worked out once)."""
+    d = np.log2(head_dim)
+
+    def at(dims: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return np.array([np.interp(d, np.log2(dims), col) for col in rows.T])
+
+    return (
+        at(t.head_dims, t.forward),
+        at(t.head_dims, t.forward_causal),
+        at(t.backward_head_dims, t.backward),
+    )
 
 
 @cache
