@@ -14,8 +14,8 @@ BY_FAMILY = {
         "PFC storms and deadlocks from misbehaving NICs",
         "packet reordering costs of per-packet routing at RoCE NICs",
         "PFC pauses from packet-level queue swings at ports loaded to capacity, as an "
-        "all-to-all's receivers are: a packet-level simulator puts its median flow 4-9 % past "
-        "the NIC-bound time (64 and 128 hosts, flowlet routing; 2 % without PFC) where this "
+        "all-to-all's receivers are: a packet-level simulator puts its median flow 4-12 % past "
+        "the NIC-bound time (64 and 128 hosts; 2 % for a transport without PFC) where this "
         "fluid model has no queue below capacity (errs fast)",
     ),
     "infiniband": ("InfiniBand congestion control (FECN/BECN): hot spots back-pressure fully",),
