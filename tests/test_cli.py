@@ -42,6 +42,16 @@ def test_help_lists_commands():
     assert listed >= {"catalog", "scenario", "version", *COMMANDS}
 
 
+def test_help_wraps_each_commands_summary_as_one_paragraph():
+    # a docstring's own line breaks must not reach the command panel: at 120 columns every
+    # summary below fits on one line, so a second line there is a break the docstring made
+    proc = run("--help")
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("│ ")]
+    step = next(i for i, line in enumerate(rows) if line.split()[1] == "step")
+    assert "workload.serving.concurrency is per replica" in " ".join(rows[step : step + 2])
+    assert rows[step + 1].split()[1] != "rates"  # was: "token" / "rates per replica ..."
+
+
 def test_version():
     from fabricplan import __version__
 

@@ -54,7 +54,8 @@ def claims_cmd(
     congestion: str | None = CONGESTION_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print JSON: one object per claim."),
 ) -> None:
-    """The seeds' quantitative claims recomputed: under which conditions each holds."""
+    """The quantitative claims of five public InfiniBand-vs-RoCE articles (the seeds; titles in
+    the output), recomputed: under which conditions each holds."""
     from fabricplan.claims import GROUPS, check_claims
 
     backend = backend_from(congestion, as_json)

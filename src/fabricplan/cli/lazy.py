@@ -56,4 +56,12 @@ class LazyGroup(TyperGroup):
             return group
         one = typer.Typer(add_completion=False, rich_markup_mode=self.rich_markup_mode)
         one.command(name)(found)
-        return typer.main.get_command(one)
+        return _one_line(typer.main.get_command(one))
+
+
+def _one_line(command: TyperCommand) -> TyperCommand:
+    """The command with its docstring's first paragraph as one line for the list of commands:
+    the list keeps the docstring's own line breaks, which ragged its wrapping."""
+    first = (command.help or "").strip().split("\n\n")[0]
+    command.short_help = " ".join(first.split()) or None
+    return command

@@ -41,9 +41,10 @@ def providers_cmd(
     op: str = typer.Option("all_reduce", "--op", help="Collective for --predict."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """GPU clouds' scale-out networks: seed 002's table, the hyperscalers' node types from their
-    own documentation, and questions to ask; --predict NODE gives a node type's nccl-tests
-    table as the collective model predicts it."""
+    """GPU clouds' scale-out networks: the cloud comparison table of "InfiniBand vs. RoCE for AI
+    Training" (seed 002), the hyperscalers' node types from their own documentation, and
+    questions to ask; --predict NODE gives a node type's nccl-tests table as the collective
+    model predicts it."""
     if predict_node is not None:
         show_prediction(predict_node, nodes, op, as_json)
         return
