@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from fabricplan.catalog import default_catalog
-from fabricplan.workload import shape_of
+from fabricplan.congestion.network_backend import NO_CONGESTION
+from fabricplan.workload import Hardware, Plans, shape_of, training_step
 from fabricplan.workload.attention import attention_rates, tables
+from fabricplan.workload.inference import serve
 
 CAT = default_catalog()
 
@@ -62,13 +66,32 @@ def test_other_head_sizes_take_their_own_rows():
     assert small[0] == pytest.approx(408.0e12)
 
 
-def test_a_models_head_size_reaches_the_kernel_rate():
+def test_a_models_head_size_is_its_query_key_head():
     assert shape_of(CAT.model("llama3-70b")).head_dim == 128
     # multi-head latent attention: the query/key head is the no-position part plus the rotary
     mla = CAT.model("deepseek-v3").mla
     assert shape_of(CAT.model("deepseek-v3")).head_dim == (
         mla.qk_nope_head_dim + mla.qk_rope_head_dim
     )
+
+
+def test_training_and_prefill_price_attention_at_the_models_head_size():
+    # the same model with a head of 64 (whose kernel runs at two thirds of 128's rate) takes
+    # longer: the step and the prompt's prefill both read the shape's head size
+    s = shape_of(CAT.model("llama3-8b"))
+    hw = Hardware(gpu=CAT.gpu("h100"), gpus=8, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr")
+    p = Plans.of(tp=1, pp=1, dp=8, global_batch=8, seq_len=8192)
+
+    def step_s(shape):
+        return float(training_step(shape, p, hw, backend=NO_CONGESTION).compute[0])
+
+    def prefill_s(shape):
+        kw = dict(tp=8, pp=1, prompt=8192, output=128, batch=1, disaggregated=False)
+        return serve(shape, hw, precision="bf16", backend=NO_CONGESTION, **kw).ttft
+
+    narrow = replace(s, head_dim=64)
+    assert step_s(narrow) > step_s(s)
+    assert prefill_s(narrow) > prefill_s(s)
 
 
 @given(st.floats(256, 1 << 20), st.booleans(), st.floats(16, 1024))

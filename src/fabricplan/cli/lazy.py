@@ -61,7 +61,7 @@ class LazyGroup(TyperGroup):
 
 def _one_line(command: TyperCommand) -> TyperCommand:
     """The command with its docstring's first paragraph as one line for the list of commands:
-    the list keeps the docstring's own line breaks, which ragged its wrapping."""
+    the list keeps the docstring's own line breaks, which made its wrapping ragged."""
     first = (command.help or "").strip().split("\n\n")[0]
     command.short_help = " ".join(first.split()) or None
     return command
