@@ -66,3 +66,22 @@ def test_the_fit_predicts_under_the_logs_channel_limits():
         [(_run(t, env), s, "all_reduce")], CAT.fabric("ib-ndr"), new_id="x", source="synthetic"
     )
     assert fit.rms_log_error_before < 1e-9
+
+
+def test_a_plugin_limited_fabric_fits_its_channel_goodput():
+    """TCPX at 8 channels (the log sets them) made with 5.5 GB/s a channel and the catalog's
+    step time: the channels, not the NICs, bound the bandwidth, so the fit returns what one
+    channel carries and writes it to channel_goodput_GBps, the NIC's goodput untouched."""
+    base = CAT.fabric("tcpx-200g")
+    s = build_system("h100", 2, "tcpx-200g", nics_per_node=4, catalog=CAT)
+    env = {"NCCL_MIN_NCHANNELS": "8", "NCCL_MAX_NCHANNELS": "8"}
+    truth = s.with_(min_ctas=8, max_ctas=8, channel_GBps=5.5)
+    t = sweep(SystemArrays.of([truth]), "all_reduce", np.array(SIZES, float)).time_us[0]
+    fit = calibrate([(_run(t, env), s, "all_reduce")], base, new_id="tcpx-fit", source="synthetic")
+    assert fit.bandwidth == "channel" and fit.nic_identified
+    assert fit.nic_GBps == pytest.approx(5.5, rel=0.01)
+    assert fit.fabric.channel_goodput_GBps.typical == pytest.approx(5.5, abs=0.01)
+    assert fit.fabric.nic_goodput_GBps == base.nic_goodput_GBps
+    # the step time it keeps is the plugin's, not written into the wire latency
+    assert fit.fabric.plugin_step_us == base.plugin_step_us
+    assert fit.rms_log_error_after < 0.01 < fit.rms_log_error_before

@@ -20,6 +20,14 @@ FabricFamily = Literal["infiniband", "roce", "tcp", "uec", "srd"]
 LinkLayer = Literal["infiniband", "ethernet"]
 FlowControl = Literal["credit", "pfc", "none"]
 Routing = Literal["adaptive", "ecmp", "flowlet", "packet-spray", "static"]
+# NCCL's collective algorithms and protocols, as NCCL_ALGO and NCCL_PROTO name them
+NcclAlgorithm = Literal[
+    "tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"
+]
+NcclProtocol = Literal["LL", "LL128", "Simple"]
+# NCCL's MAXCHANNELS (src/include/device.h, 64 since NCCL 2.12): the most channels a
+# communicator can run
+NCCL_MAX_CHANNELS = 64
 
 # PCIe usable bandwidth per direction per lane, GB/s, after line encoding
 # (PCI-SIG base specs: Gen3 8 GT/s and Gen4 16 GT/s and Gen5 32 GT/s use 128b/130b;
@@ -167,6 +175,16 @@ class Fabric(Entry):
     # tuner adds it to every network step when it picks an algorithm and protocol. It is what
     # the plugin tells NCCL, not a measurement; NCCL's own IB and socket transports report 0.
     plugin_latency_us: float = Field(default=0.0, ge=0)
+    # What the plugin lets NCCL run, as deployments of it set it (NCCL_ALGO, NCCL_PROTO,
+    # NCCL_MIN/MAX_NCHANNELS), with its source; None: NCCL's own choice.
+    nccl_algorithms: tuple[NcclAlgorithm, ...] | None = Field(default=None, min_length=1)
+    nccl_protocols: tuple[NcclProtocol, ...] | None = Field(default=None, min_length=1)
+    nccl_channels: int | None = Field(default=None, ge=1, le=NCCL_MAX_CHANNELS)
+    nccl_settings_source: str | None = None
+    # What the plugin's data path costs beyond the wire: time added to every network step
+    # (us), and the throughput of one NCCL channel (GB/s). None: nothing (NCCL's IB verbs).
+    plugin_step_us: Range | None = None
+    channel_goodput_GBps: Range | None = None
     # Flowlet routing (switch dynamic load balancing): the gap after which a flow's next packet
     # may take another port, and the chance it does when a port with a shorter queue exists.
     # Defaults: the default DLB policy of Juniper Apstra for its Broadcom-based AI fabrics
@@ -187,6 +205,13 @@ class Fabric(Entry):
                 raise ValueError(
                     f"{name}.low must be greater than 0, got {getattr(self, name).low}"
                 )
+        settings = (self.nccl_algorithms, self.nccl_protocols, self.nccl_channels)
+        if any(x is not None for x in settings) and not self.nccl_settings_source:
+            raise ValueError(
+                "nccl_algorithms, nccl_protocols and nccl_channels need nccl_settings_source"
+            )
+        if self.channel_goodput_GBps is not None and self.channel_goodput_GBps.low <= 0:
+            raise ValueError("channel_goodput_GBps.low must be greater than 0")
         if (self.flow_control in ("credit", "pfc")) != self.lossless:
             raise ValueError("lossless must be true exactly when flow control is credit or pfc")
         return self

@@ -124,6 +124,8 @@ def calibrate_cmd(
         "base": base.id,
         "out": str(out),
         "points": fit.points,
+        # what was fitted: a NIC's goodput, or one NCCL channel's where the plugin limits them
+        "bandwidth_fitted": fit.bandwidth,
         "nic_goodput_GBps": fit.nic_GBps if fit.nic_identified else None,
         "net_step_latency_delta_us": fit.step_delta_us if fit.latency_identified else None,
         "rdma_latency_us": fit.fabric.rdma_latency_us.nominal,
@@ -143,11 +145,10 @@ def calibrate_cmd(
             f"Calibrated {base.id} -> {fit.fabric.id}",
             [
                 (
-                    "NIC goodput",
+                    "goodput per NCCL channel" if fit.bandwidth == "channel" else "NIC goodput",
                     f"{fit.nic_GBps:.2f}{_pm(fit.nic_sigma_GBps)} GB/s"
                     if fit.nic_identified
-                    else "not identifiable from these sizes; kept "
-                    f"{base.nic_goodput_GBps.nominal:g} GB/s",
+                    else f"not identifiable from these sizes; kept {fit.nic_GBps:g} GB/s",
                 ),
                 (
                     "network step latency",

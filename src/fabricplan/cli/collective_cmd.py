@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -51,19 +52,26 @@ def collective(
     min_size: str = typer.Option("8", "--min", help="Smallest size (with --max, --factor)."),
     max_size: str = typer.Option("16G", "--max", help="Largest size."),
     factor: float = typer.Option(2.0, "--factor", help="Step between sizes."),
-    algo: str | None = typer.Option(None, "--algo", help="Limit algorithms, like NCCL_ALGO."),
-    proto: str | None = typer.Option(None, "--proto", help="Limit protocols, like NCCL_PROTO."),
+    algo: str | None = typer.Option(
+        None, "--algo", help="Limit algorithms, like NCCL_ALGO (replaces the fabric's own limit)."
+    ),
+    proto: str | None = typer.Option(
+        None, "--proto", help="Limit protocols, like NCCL_PROTO (replaces the fabric's own limit)."
+    ),
     min_ctas: int | None = typer.Option(
         None,
         "--min-ctas",
         callback=within(1, MAX_CTAS),
-        help="Like NCCL_MIN_CTAS: raises NVLS channels.",
+        help=(
+            "Like NCCL_MIN_CTAS / NCCL_MIN_NCHANNELS: the fewest channels (NVLS, and ring "
+            "and tree at run time)."
+        ),
     ),
     max_ctas: int | None = typer.Option(
         None,
         "--max-ctas",
         callback=within(1, MAX_CTAS),
-        help="Like NCCL_MAX_CTAS: caps NVLS channels.",
+        help="Like NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS: the most channels.",
     ),
     hops: int | None = HOPS_OPT,
     sharp: bool = SHARP_OPT,
@@ -102,7 +110,7 @@ def collective(
     if as_json:
         emit_json(table.to_dict())
         return
-    show_table(system, op, table)
+    show_table(table.system, op, table)
 
 
 def show_table(s: CommSystem, op: str, table: CollectiveTable) -> None:
@@ -144,3 +152,23 @@ def show_table(s: CommSystem, op: str, table: CollectiveTable) -> None:
         f"point-to-point small-message latency (ib_write_lat style): {s.p2p_latency_us:.2f} us",
         highlight=False,
     )
+    if note := plugin_note(s):
+        console.print(note, highlight=False)
+
+
+def plugin_note(s: CommSystem) -> str:
+    """What the fabric's network plugin limits NCCL to, in one line ('' where nothing)."""
+    parts = []
+    if s.algorithms is not None:
+        parts.append("algorithms " + ", ".join(s.algorithms))
+    if s.protocols is not None:
+        parts.append("protocols " + ", ".join(s.protocols))
+    if s.min_ctas == s.max_ctas:
+        parts.append(f"{s.max_ctas} channels")
+    if math.isfinite(s.channel_GBps):
+        parts.append(
+            f"{s.channel_GBps:g} GB/s a channel, so {s.nic_net_GBps:.2f} GB/s a NIC for NCCL"
+        )
+    if not parts:
+        return ""
+    return f"network plugin / deployment: {'; '.join(parts)}"

@@ -84,11 +84,19 @@ class SystemArrays:
     nvls: np.ndarray  # bool
     sharp: np.ndarray  # bool
     nvls_nch: np.ndarray  # NVLS channels (CTAs) at run time
+    min_ctas: np.ndarray  # NCCL_MIN_CTAS: the fewest channels a collective runs
+    max_ctas: np.ndarray  # NCCL_MAX_CTAS: the most
+    ch_bw: np.ndarray  # GB/s one channel carries through the network plugin (inf: no limit)
+    algo_ok: np.ndarray  # (N, A) bool: the algorithms the network plugin lets NCCL run
+    proto_ok: np.ndarray  # (N, P) bool: the protocols
 
     @classmethod
     def of(cls, systems: Sequence[CommSystem]) -> SystemArrays:
         def col(get, dtype=float):  # type: ignore[no-untyped-def]
             return np.array([get(s) for s in systems], dtype=dtype)
+
+        def allowed(names: tuple[str, ...] | None, known: tuple[str, ...]) -> list[bool]:
+            return [names is None or x in names for x in known]
 
         return cls(
             nodes=col(lambda s: s.nodes),
@@ -103,6 +111,11 @@ class SystemArrays:
             nvls=col(lambda s: s.nvls, bool),
             sharp=col(lambda s: s.sharp, bool),
             nvls_nch=col(lambda s: s.nvls_channels),
+            min_ctas=col(lambda s: s.min_ctas),
+            max_ctas=col(lambda s: s.max_ctas),
+            ch_bw=col(lambda s: s.channel_GBps),
+            algo_ok=np.array([allowed(s.algorithms, K.ALGORITHMS) for s in systems], bool),
+            proto_ok=np.array([allowed(s.protocols, K.PROTOCOLS) for s in systems], bool),
         )
 
     def __len__(self) -> int:
@@ -142,7 +155,21 @@ def tables(
     if len(sa) > TABLE_CACHE_MAX_ROWS:
         return _tables(sa, op, delta)
     # every input of _tables, one row per configuration
-    columns = (sa.nodes, sa.k, sa.m, sa.nic, sa.nvl, sa.nvls_ch, delta, sa.arch, sa.nvls, sa.sharp)
+    columns = (
+        sa.nodes,
+        sa.k,
+        sa.m,
+        sa.nic,
+        sa.nvl,
+        sa.nvls_ch,
+        delta,
+        sa.arch,
+        sa.nvls,
+        sa.sharp,
+        sa.min_ctas,
+        sa.max_ctas,
+        sa.ch_bw,
+    )
     rows = [_row_tables(op, *key) for key in zip(*[c.tolist() for c in columns], strict=True)]
     if len(rows) == 1:
         return rows[0]
@@ -166,6 +193,9 @@ def _row_tables(
     arch: float,
     nvls: float,
     sharp: float,
+    min_ctas: float,
+    max_ctas: float,
+    ch_bw: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``_tables`` of one configuration (read-only arrays with one row)."""
 
@@ -185,6 +215,11 @@ def _row_tables(
         nvls=one(nvls, bool),
         sharp=one(sharp, bool),
         nvls_nch=one(0.0),  # not read by _tables
+        min_ctas=one(min_ctas),
+        max_ctas=one(max_ctas),
+        ch_bw=one(ch_bw),
+        algo_ok=np.ones((1, A), bool),  # not read by _tables
+        proto_ok=np.ones((1, P), bool),  # not read by _tables
     )
     out = _tables(sa, op, sa.delta)
     for a in out:
@@ -215,8 +250,14 @@ def _tables(
     # Ring: one channel per NIC across nodes; within one node, one per GPU over NVLink. A GPU's
     # NVLink carries (k-1)/k of a multi-node ring's traffic, the NIC the rest.
     nch = np.where(single, k, np.maximum(m, 1))
+    # NCCL doubles the channels its search found (connect.cc) within NCCL_MIN/MAX_CTAS; where a
+    # network plugin limits each channel's throughput, a NIC carries at most its channels' sum
+    runtime_channels = np.minimum(
+        np.maximum(K.RUNTIME_CHANNEL_FACTOR * nch, sa.min_ctas), sa.max_ctas
+    )
+    nic = np.minimum(sa.nic, runtime_channels / np.maximum(m, 1) * sa.ch_bw)
     nvl_share = np.where(k > 1, sa.nvl * k / np.maximum(k - 1, 1), np.inf)
-    ring_ch = np.where(single, sa.nvl / k, np.minimum(sa.nic, nvl_share / nch))
+    ring_ch = np.where(single, sa.nvl / k, np.minimum(nic, nvl_share / nch))
     bus_ring = nch * ring_ch
     bw[:, RING, LL] = np.minimum(llmax, K.RING_LL_FACTOR * bus_ring) * ring_ratio
     bw[:, RING, LL128] = (
@@ -231,7 +272,7 @@ def _tables(
         # the network carries each byte once, not a ring's ~2x: the network side counts
         # twice, as for NVLS-Tree below.
         two_node = nodes <= K.NVLS_TREE_TWO_NODE_MAX_NODES
-        tree_nic = sa.nic * np.where(multi & two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
+        tree_nic = nic * np.where(multi & two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
         tree_ch = np.where(single, sa.nvl / k, np.minimum(tree_nic, nvl_share / nch))
         tree = np.minimum(
             K.TREE_SIMPLE_FACTOR * nch * tree_ch, nch * K.PER_CH_MAX_TREE_BW[arch, scale]
@@ -253,14 +294,14 @@ def _tables(
             / nvls_ch
             * K.NVLS_ALLREDUCE_PIPELINE
         )
-        inter = sa.nic * np.where(two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
+        inter = nic * np.where(two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
         per_ch = np.minimum(np.minimum(intra, inter), K.PER_CH_MAX_NVLS_TREE_BW[arch, scale])
         ok = multi & sa.nvls & (nvls_ch >= 2)
         bw[:, NVLS_TREE, SIMPLE] = np.where(ok, nvls_ch * per_ch * ring_ratio, 0.0)
 
         # CollNet (InfiniBand SHARP): reductions in the switches, when enabled.
         cn = multi & sa.sharp
-        bus_cn = np.maximum(m, 1) * sa.nic
+        bus_cn = np.maximum(m, 1) * nic
         ratio = k / np.maximum(m, 1)
         ratio = ratio - (ratio - 1) * K.COLLNET_SHARED_NIC_RELIEF
         direct = bus_cn / ratio * np.where(arch >= K.ARCH_INDEX["hopper"], K.COLLNET_SM90_FACTOR, 1)
@@ -324,7 +365,6 @@ def _tables(
             + K.PAT_PER_RANK_LAT_US * n[:, None]
         )
 
-    runtime_channels = K.RUNTIME_CHANNEL_FACTOR * nch
     return lat, bw, runtime_channels
 
 

@@ -15,6 +15,10 @@ from fabricplan.collectives.model import LL, RING, SIMPLE, SystemArrays, as_size
 # Assumption: per-peer launch and proxy cost of a grouped send/recv; NCCL publishes no figure.
 # Calibrate against alltoall_perf output with `fabricplan calibrate`.
 P2P_PER_PEER_US = 0.5
+# Channels NCCL gives one remote peer's sends (NCCL_NCHANNELS_PER_NET_PEER: 2 by default in
+# 2.19, src/graph/paths.cc; from 2.2x "2 per NIC, reduced with scale"): what a plugin's
+# per-channel limit leaves a single send
+P2P_NET_CHANNELS_PER_PEER = 2
 
 
 def _hop_latency(sa: SystemArrays, proto: int, across_nodes: np.ndarray) -> np.ndarray:
@@ -37,7 +41,8 @@ def p2p_times(
     out = np.full((*sizes.shape, 3), np.inf)
     if op == "sendrecv":
         # nccl-tests sends to rank+1: with several nodes one pair per node boundary uses a NIC.
-        link = np.where(multi, np.minimum(sa.nic, sa.nvl) / slow, sa.nvl)
+        nic = np.minimum(sa.nic, P2P_NET_CHANNELS_PER_PEER * sa.ch_bw)
+        link = np.where(multi, np.minimum(nic, sa.nvl) / slow, sa.nvl)
         for proto, factor in ((LL, K.RING_LL_FACTOR), (SIMPLE, 1.0)):
             lat = _hop_latency(sa, proto, multi)
             out[..., proto] = lat[:, None] + sizes / (1000.0 * link[:, None] * factor)

@@ -72,6 +72,10 @@ def fastest(
     if protocols is not None:
         proto_index = {p.lower(): i for i, p in enumerate(K.PROTOCOLS)}
         proto_mask = _mask(protocols, proto_index, 3, "protocol")
+    # else what each system's deployment sets (the fabric's NCCL_ALGO / NCCL_PROTO, (N, A) and
+    # (N, P)): a selection given here replaces it, as an environment variable set by hand does
+    sys_algo = None if algorithms is not None or sa.algo_ok.all() else sa.algo_ok
+    sys_proto = None if protocols is not None or sa.proto_ok.all() else sa.proto_ok
     slow = (backend or NoCongestion()).slowdown(sa, op)
     if op in TABLE_OPS:
         # NCCL picks by its own estimate (ncclTopoGetAlgoTime: latency + bytes / bandwidth),
@@ -82,11 +86,18 @@ def fastest(
             allowed = algo_mask[:, None] & (True if proto_mask is None else proto_mask[None, :])
             t = np.where(allowed, t, np.inf)
             judged = np.where(allowed, judged, np.inf)
+        if sys_algo is not None or sys_proto is not None:
+            ok_a = True if sys_algo is None else sys_algo[:, None, :, None]  # (N, 1, A, 1)
+            ok_p = True if sys_proto is None else sys_proto[:, None, None, :]  # (N, 1, 1, P)
+            t = np.where(ok_a & ok_p, t, np.inf)
+            judged = np.where(ok_a & ok_p, judged, np.inf)
         return best(t, judged)
     # point-to-point runs outside NCCL's algorithms: one factor, the ring column's
     t = p2p_times(sa, op, sizes, slow[:, RING])
     if proto_mask is not None:
         t = np.where(proto_mask, t, np.inf)
+    if sys_proto is not None:
+        t = np.where(sys_proto[:, None, :], t, np.inf)
     proto = np.argmin(t, axis=-1)
     # t[..., proto], one element per (N, S)
     t_best = t.reshape(-1, t.shape[-1])[np.arange(proto.size), proto.ravel()].reshape(proto.shape)

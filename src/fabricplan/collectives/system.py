@@ -7,10 +7,17 @@ plugin reports a per-step latency (``latencyInter``) that the tuner adds to its 
 it picks an algorithm. What a plugin reports and what a step takes differ (aws-ofi-nccl reports
 75 us on p5; AWS's own cost model of the same network has 20 us), so the two are kept apart:
 NCCL's choice reads the reported figure, the predicted time the physical one.
+
+Some plugins also restrict what NCCL may run, and cost more than the wire: Google's
+GPUDirect-TCPX runs Ring and Simple only, over the channels its deployment sets, each channel
+limited by the plugin's per-channel data path. The catalog states those per fabric
+(``nccl_algorithms``, ``nccl_protocols``, ``nccl_channels``, ``plugin_step_us``,
+``channel_goodput_GBps``) and they arrive here as the system's masks and limits.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from fabricplan.catalog import Catalog, Fabric, default_catalog
@@ -19,6 +26,7 @@ from fabricplan.collectives.nccl_constants import (
     INTRA_SPEEDS_GBPS,
     MAX_CTAS,
     NVLS_CHANNELS,
+    RUNTIME_CHANNEL_FACTOR,
     SCALEUP_EFFICIENCY,
 )
 from fabricplan.topology.hops import job_hops
@@ -53,12 +61,31 @@ class CommSystem:
     tuner_step_delta_us: float = 0.0
     min_ctas: int = 1  # NCCL_MIN_CTAS (NCCL's default 1)
     max_ctas: int = MAX_CTAS  # NCCL_MAX_CTAS
+    # What the network plugin lets NCCL run (None: every algorithm / protocol), and the
+    # throughput of one channel through the plugin's data path (inf: no limit but the NIC's)
+    algorithms: tuple[str, ...] | None = None
+    protocols: tuple[str, ...] | None = None
+    channel_GBps: float = math.inf
 
     @property
     def nvls_channels(self) -> int:
         """NVLS runs its default channel count clamped to [min_ctas, max_ctas] (nvls.cc)."""
         default = int(NVLS_CHANNELS[ARCH_INDEX[self.arch]])
         return max(self.min_ctas, min(self.max_ctas, default))
+
+    @property
+    def ring_channels(self) -> int:
+        """The ring's channels at run time: one per NIC across nodes (one per GPU inside a
+        node), doubled (RUNTIME_CHANNEL_FACTOR), within [min_ctas, max_ctas]."""
+        found = self.nics_per_node if self.nodes > 1 else self.gpus_per_node
+        return max(self.min_ctas, min(self.max_ctas, RUNTIME_CHANNEL_FACTOR * max(found, 1)))
+
+    @property
+    def nic_net_GBps(self) -> float:
+        """What one NIC carries for NCCL: its goodput, or its channels' sum where the network
+        plugin limits each channel (``channel_GBps``)."""
+        per_nic = self.ring_channels / max(self.nics_per_node, 1)
+        return min(self.nic_GBps, per_nic * self.channel_GBps)
 
     @property
     def nranks(self) -> int:
@@ -117,6 +144,12 @@ def build_system(
     # the search takes the highest per-channel speed whose k channels fit the GPU's NVLink
     nvls_ch = next((s for s in speeds if s * k <= nvlink), speeds[-1])
 
+    # channels the deployment sets (NCCL_MIN/MAX_NCHANNELS = NCCL_MIN/MAX_CTAS), else NCCL's own
+    ctas = (
+        {}
+        if f.nccl_channels is None
+        else {"min_ctas": f.nccl_channels, "max_ctas": f.nccl_channels}
+    )
     ref = cat.fabric(REFERENCE_FABRIC)
     ref_sw = cat.switch(ref.default_switch).port_to_port_latency_ns.nominal
     own = p2p_latency_us(f, h, sw_ns)
@@ -134,9 +167,14 @@ def build_system(
         nic_GBps=nic_bw,
         nvlink_GBps=nvlink,
         nvls_channel_GBps=nvls_ch,
-        net_step_delta_us=own - ref_lat,
+        # the plugin's own data path adds to every network step, beyond the wire
+        net_step_delta_us=own - ref_lat + (f.plugin_step_us.nominal if f.plugin_step_us else 0.0),
         p2p_latency_us=own,
         switch_hops=h,
         sharp=sharp and f.family == "infiniband",
         tuner_step_delta_us=f.plugin_latency_us,
+        algorithms=f.nccl_algorithms,
+        protocols=f.nccl_protocols,
+        channel_GBps=f.channel_goodput_GBps.nominal if f.channel_goodput_GBps else math.inf,
+        **ctas,
     )

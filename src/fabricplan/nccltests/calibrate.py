@@ -6,7 +6,9 @@ NIC achieves and the extra latency of a network step. Least squares on log(time)
 <= 64 KiB for latency; the sizes in between mix both with pipelining effects the model
 approximates least well. A parameter that barely moves the prediction over the measured sizes (e.g.
 goodput when NVLink SHARP's cap decides, or latency when only large sizes were run) is not
-identifiable from the data: it keeps its catalog value and the result says so.
+identifiable from the data: it keeps its catalog value and the result says so. Where the
+fabric's network plugin limits each NCCL channel (``channel_goodput_GBps``, GPUDirect-TCPX)
+and that limit, not the NIC, sets the bandwidth, the per-channel goodput is fitted instead.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class Fit:
     nic_sigma_GBps: float | None = None  # one standard error of each fitted value (None: pinned,
     step_delta_sigma_us: float | None = None  # or too few sizes to tell)
     at_bounds: tuple[str, ...] = ()  # each fitted value the search bounds stopped
+    # what nic_GBps is: a NIC's goodput ("nic"), or one NCCL channel's ("channel") where the
+    # fabric's plugin limits channels below the NIC
+    bandwidth: str = "nic"
 
 
 # A fitted value within this fraction of the span of its bounds sits on the bound: the data
@@ -102,14 +107,18 @@ def _prepare(runs: Runs) -> list[_Prepared]:
     return out
 
 
-def _log_times(runs: list[_Prepared], nic: float, delta: float) -> np.ndarray:
-    """Predicted log-times of every run at goodput ``nic`` and step-latency delta ``delta``.
+def _log_times(
+    runs: list[_Prepared], nic: float, delta: float, per_channel: bool = False
+) -> np.ndarray:
+    """Predicted log-times of every run at goodput ``nic`` (a NIC's, or with ``per_channel``
+    one NCCL channel's) and step-latency delta ``delta``.
     ``delta`` is the first run's; runs through other hop counts keep their own difference to it
     (a change of the fabric's own latency moves every hop count by the same amount). Each run
     is predicted under the algorithm and channel limits its log sets, as ``compare`` does."""
     out = []
     for r in runs:
-        s = r.system.with_(nic_GBps=nic, net_step_delta_us=delta + r.shift)
+        bw = {"channel_GBps": nic} if per_channel else {"nic_GBps": nic}
+        s = r.system.with_(net_step_delta_us=delta + r.shift, **bw)
         res = sweep(
             SystemArrays.of([s]), r.op, r.sizes, algorithms=r.algorithms, protocols=r.protocols
         )
@@ -117,14 +126,17 @@ def _log_times(runs: list[_Prepared], nic: float, delta: float) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _sensitivity(runs: list[_Prepared], nic: float, delta: float) -> tuple[float, float]:
+def _sensitivity(
+    runs: list[_Prepared], nic: float, delta: float, per_channel: bool
+) -> tuple[float, float]:
     """Median change of predicted log-time for +10 % goodput over the large sizes, and for
     +10 % (at least +0.5 us) step latency over the small sizes."""
     sizes = np.concatenate([r.sizes for r in runs])
-    base = _log_times(runs, nic, delta)
-    d_nic = np.abs(_log_times(runs, nic * (1 + PROBE_STEP), delta) - base)[sizes >= LARGE_BYTES]
+    base = _log_times(runs, nic, delta, per_channel)
+    more = _log_times(runs, nic * (1 + PROBE_STEP), delta, per_channel)
+    d_nic = np.abs(more - base)[sizes >= LARGE_BYTES]
     probe = max(PROBE_STEP * abs(delta), PROBE_LATENCY_MIN_US)
-    d_lat = np.abs(_log_times(runs, nic, delta + probe) - base)
+    d_lat = np.abs(_log_times(runs, nic, delta + probe, per_channel) - base)
     d_lat = d_lat[sizes <= SMALL_BYTES]
     return (
         float(np.median(d_nic)) if d_nic.size else 0.0,
@@ -157,29 +169,42 @@ def calibrate(
         raise ValueError("no sizes <= 64 KiB or >= 64 MiB to fit")
     nic0, delta0 = system.nic_GBps, system.net_step_delta_us
     upper_nic = base.line_rate_gbps / 8
-    ref_lat = system.p2p_latency_us - delta0  # the reference fabric's latency at these hops
+    # the step delta holds the plugin's own per-step time (plugin_step_us) on top of the wire's
+    # latency difference; the fit moves the wire's and keeps the plugin's
+    step = base.plugin_step_us.nominal if base.plugin_step_us else 0.0
+    # the reference fabric's latency at these hops
+    ref_lat = system.p2p_latency_us - (delta0 - step)
 
     prepared = _prepare(runs)
+    # the plugin's channels, not the NIC, bound the bandwidth (at the first run's channels):
+    # fit what one channel carries
+    first = prepared[0].system
+    per_channel = first.nic_net_GBps < first.nic_GBps
+    if per_channel:
+        nic0 = first.channel_GBps
 
     def residual(x: np.ndarray) -> np.ndarray:
-        return _log_times(prepared, x[0], x[1]) - measured
+        return _log_times(prepared, x[0], x[1], per_channel) - measured
 
     before = float(np.sqrt(np.mean(residual(np.array([nic0, delta0])) ** 2)))
-    sens_nic, sens_lat = _sensitivity(prepared, nic0, delta0)
+    sens_nic, sens_lat = _sensitivity(prepared, nic0, delta0, per_channel)
     fit_nic, fit_lat = sens_nic >= IDENTIFIABLE_SENSITIVITY, sens_lat >= IDENTIFIABLE_SENSITIVITY
     # a parameter not fitted is pinned by a bound pair 1e-9 either side of its value
     lo = [
         MIN_GOODPUT_GBPS if fit_nic else nic0 - 1e-9,
-        -ref_lat + MIN_LATENCY_US if fit_lat else delta0 - 1e-9,
+        step - ref_lat + MIN_LATENCY_US if fit_lat else delta0 - 1e-9,
     ]
-    hi = [upper_nic if fit_nic else nic0 + 1e-9, MAX_STEP_DELTA_US if fit_lat else delta0 + 1e-9]
+    hi = [
+        upper_nic if fit_nic else nic0 + 1e-9,
+        step + MAX_STEP_DELTA_US if fit_lat else delta0 + 1e-9,
+    ]
     x0 = np.clip([nic0, delta0], lo, hi)
     sol = least_squares(residual, x0, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE)
     nic, delta = float(sol.x[0]), float(sol.x[1])
     after = float(np.sqrt(np.mean(residual(sol.x) ** 2)))
     free = [fit_nic, fit_lat]
     sigma = _standard_errors(sol.jac, residual(sol.x), free)
-    at_bounds = _bound_hits(sol.x, lo, hi, free)
+    at_bounds = _bound_hits(sol.x, lo, hi, free, per_channel)
 
     def widen(r: Range, value: float, note: str) -> Range:
         return Range(
@@ -189,16 +214,18 @@ def calibrate(
             sources=(*r.sources, note),
         )
 
-    g = base.nic_goodput_GBps
+    g = base.channel_goodput_GBps if per_channel else base.nic_goodput_GBps
+    assert g is not None  # per_channel only where the fabric limits its channels
     # written to the 0.01 GB/s (and us) nccl-tests prints: finer digits are noise
     written_nic = round(min(nic, upper_nic), WRITTEN_DECIMALS)
     goodput = (
         widen(g, written_nic, f"calibrated: {written_nic:.2f} GB/s ({source})") if fit_nic else g
     )
+    bandwidth_field = "channel_goodput_GBps" if per_channel else "nic_goodput_GBps"
     # the catalog figure is through one switch; the system adds its other hops on top
     hops_extra = system.p2p_latency_us - base.rdma_latency_us.nominal
     latency_value = round(
-        max(ref_lat + delta - hops_extra, WRITTEN_LATENCY_FLOOR_US), WRITTEN_DECIMALS
+        max(ref_lat + delta - step - hops_extra, WRITTEN_LATENCY_FLOOR_US), WRITTEN_DECIMALS
     )
     lat = base.rdma_latency_us
     latency = (
@@ -210,7 +237,7 @@ def calibrate(
         update={
             "id": new_id,
             "name": f"{base.name} (calibrated)",
-            "nic_goodput_GBps": goodput,
+            bandwidth_field: goodput,
             "rdma_latency_us": latency,
             "source": f"fabricplan calibrate: {source}; base {base.id}: {base.source}",
             "as_of": date.today().isoformat(),
@@ -235,18 +262,21 @@ def calibrate(
         sigma[0],
         sigma[1],
         at_bounds,
+        "channel" if per_channel else "nic",
     )
 
 
 _PARAMETERS = (("NIC goodput", "GB/s"), ("network step latency delta", "us"))
+_CHANNEL_GOODPUT = ("goodput per NCCL channel", "GB/s")
 
 
 def _bound_hits(
-    x: np.ndarray, lo: list[float], hi: list[float], free: list[bool]
+    x: np.ndarray, lo: list[float], hi: list[float], free: list[bool], per_channel: bool = False
 ) -> tuple[str, ...]:
     """Each free parameter the search stopped at a bound, in words."""
     out = []
-    for i, (name, unit) in enumerate(_PARAMETERS):
+    names = (_CHANNEL_GOODPUT, _PARAMETERS[1]) if per_channel else _PARAMETERS
+    for i, (name, unit) in enumerate(names):
         span = AT_BOUND_FRACTION * (hi[i] - lo[i])
         for side, bound in (("upper", hi[i]), ("lower", lo[i])):
             if free[i] and abs(x[i] - bound) <= span:

@@ -36,14 +36,29 @@ def env_selection(env: dict[str, str]) -> tuple[list[str] | None, list[str] | No
     return algos, protos
 
 
+# The variables that bound a communicator's channels, each pair the lower and the upper bound:
+# NCCL_MIN/MAX_CTAS (the communicator config's names since 2.17) and the older
+# NCCL_MIN/MAX_NCHANNELS, which NCCL still reads; both apply (src/graph/connect.cc: at most
+# the smaller maximum, at least the larger minimum).
+_CHANNEL_LIMITS = {
+    "min_ctas": ("NCCL_MIN_CTAS", "NCCL_MIN_NCHANNELS"),
+    "max_ctas": ("NCCL_MAX_CTAS", "NCCL_MAX_NCHANNELS"),
+}
+
+
 def env_system(env: dict[str, str], system: CommSystem) -> CommSystem:
-    """``system`` with the channel limits (NCCL_MIN_CTAS / NCCL_MAX_CTAS) a log sets."""
+    """``system`` with the channel limits (NCCL_MIN/MAX_CTAS, NCCL_MIN/MAX_NCHANNELS) a log
+    sets; a limit the log sets replaces the fabric's own."""
     limits = {}
-    for var, attr in (("NCCL_MIN_CTAS", "min_ctas"), ("NCCL_MAX_CTAS", "max_ctas")):
-        value = env.get(var, "").strip()
-        if value.isdigit() and int(value) > 0:
-            limits[attr] = int(value)
-    return system.with_(**limits) if limits else system
+    for attr, names in _CHANNEL_LIMITS.items():
+        found = [int(v) for v in (env.get(n, "").strip() for n in names) if v.isdigit()]
+        found = [v for v in found if v > 0]
+        if found:
+            limits[attr] = max(found) if attr == "min_ctas" else min(found)
+    if not limits:
+        return system
+    low, high = limits.get("min_ctas", system.min_ctas), limits.get("max_ctas", system.max_ctas)
+    return system.with_(min_ctas=min(low, high), max_ctas=high)
 
 
 @dataclass(frozen=True)

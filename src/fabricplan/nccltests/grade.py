@@ -132,7 +132,9 @@ def _findings(
                 quotes(run, "net", "NCCL_IB_HCA"),
             )
         )
-    if cmp.forced_algorithms:
+    # a limit the fabric's own deployment sets (TCPX: Ring and Simple) is no finding
+    own_algos = set(system.algorithms or ())
+    if cmp.forced_algorithms and set(cmp.forced_algorithms) != own_algos:
         out.append(
             Finding(
                 "algorithm_forced",
@@ -144,7 +146,7 @@ def _findings(
             )
         )
     _, protocols = env_selection(run.env)
-    if protocols:
+    if protocols and set(protocols) != set(system.protocols or ()):
         out.append(
             Finding(
                 "protocol_forced",
@@ -162,7 +164,7 @@ def _findings(
     measured = cmp.measured_busbw_GBps[large]
     if bw is not None and bw < PASS_BW_RATIO and measured.size and run.gdr is not False:
         plateau = float(np.max(cmp.measured_busbw_GBps))
-        per_nic = system.nic_GBps
+        per_nic = system.nic_net_GBps
         nic_equiv = plateau / per_nic
         if system.nodes > 1 and nic_equiv < WARN_BW_RATIO * system.nics_per_node:
             out.append(

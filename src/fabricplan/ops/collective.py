@@ -35,14 +35,20 @@ def collective_table(
     max_ctas: int | None = None,
 ) -> CollectiveTable:
     """The predicted table for ``op`` at ``sizes``; ``algo`` and ``proto`` limit NCCL's choice
-    (comma lists, as NCCL_ALGO and NCCL_PROTO), the CTA counts bound NVLS channels. Raises
-    BadInput for an algorithm or protocol NCCL does not have."""
+    (comma lists, as NCCL_ALGO and NCCL_PROTO; they replace the fabric's own), the CTA counts
+    bound the channels (the fabric's own bound moves with a given one). Raises BadInput for an
+    algorithm or protocol NCCL does not have, or a minimum above the maximum."""
     from fabricplan.collectives import predict
 
+    if min_ctas and max_ctas and min_ctas > max_ctas:
+        raise BadInput(f"--min-ctas {min_ctas} is above --max-ctas {max_ctas}")
     if min_ctas or max_ctas:
-        system = system.with_(
-            min_ctas=min_ctas or system.min_ctas, max_ctas=max_ctas or system.max_ctas
-        )
+        low, high = min_ctas or system.min_ctas, max_ctas or system.max_ctas
+        if min_ctas is None:
+            low = min(low, high)
+        if max_ctas is None:
+            high = max(low, high)
+        system = system.with_(min_ctas=low, max_ctas=high)
     try:
         return predict(
             system,

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 
 from fabricplan.collectives import CommSystem, SystemArrays, build_system
 from fabricplan.collectives.model import PRICED_ALIKE, A
-from fabricplan.collectives.nccl_constants import MAX_CTAS, RUNTIME_CHANNEL_FACTOR
+from fabricplan.collectives.nccl_constants import RUNTIME_CHANNEL_FACTOR
 from fabricplan.collectives.predict import fastest
 from fabricplan.congestion.network_backend import (
     DEFAULT_BACKEND,
@@ -107,6 +107,11 @@ def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemAr
         nvls=base.nvls[each],
         sharp=base.sharp[each],
         nvls_nch=base.nvls_nch[each],
+        min_ctas=base.min_ctas[each],
+        max_ctas=base.max_ctas[each],
+        ch_bw=base.ch_bw[each],
+        algo_ok=base.algo_ok[each],
+        proto_ok=base.proto_ok[each],
     )
 
 
@@ -129,11 +134,13 @@ def nccl_sm_share(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarra
     """Share of the GPU's SMs a collective of such a group holds while it runs: one thread
     block per channel (NCCL launches a CTA per channel), with the ring channels the collective
     model gives the group (one per NIC across nodes, one per GPU inside a node, doubled at run
-    time, ``RUNTIME_CHANNEL_FACTOR``), at most NCCL_MAX_CTAS. 0 where the group has one rank."""
+    time, ``RUNTIME_CHANNEL_FACTOR``), within the channels the fabric's deployment sets (NCCL's
+    own limits, 1 to NCCL_MAX_CTAS, where it sets none). 0 where the group has one rank."""
     size, stride = _groups(size, stride)
     per_node, nodes, nics, _ = _layout(hw, size, stride)
     found = np.where(nodes > 1, nics, per_node)
-    channels = np.minimum(RUNTIME_CHANNEL_FACTOR * found, MAX_CTAS)
+    base = base_system(hw)
+    channels = np.clip(RUNTIME_CHANNEL_FACTOR * found, base.min_ctas, base.max_ctas)
     return np.where(size > 1, channels / hw.gpu.sm_count, 0.0)
 
 
