@@ -100,3 +100,13 @@ def test_settings_need_a_source_and_known_names():
         Fabric.model_validate({**base, "nccl_algorithms": ["rings"]})
     with pytest.raises(ValidationError, match="nccl_channels"):
         Fabric.model_validate({**base, "nccl_channels": 65})
+
+
+def test_tcpxo_runs_its_profiles_protocols():
+    """A3 Mega's environment profile allows Simple and LL128, not LL: a small all_reduce pays
+    LL128's latency, above what LL would give on the same system."""
+    s = build_system("h100", 2, "tcpxo-200g")
+    small = predict(s, "all_reduce", [8]).rows[0]
+    assert small.protocol == "LL128"
+    with_ll = predict(s, "all_reduce", [8], protocols=["LL", "LL128", "Simple"]).rows[0]
+    assert with_ll.protocol == "LL" and with_ll.time_us < small.time_us
