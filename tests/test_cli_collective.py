@@ -277,3 +277,34 @@ def test_without_fabric_each_command_takes_the_gpus_own_nic_speed():
     assert cong["case"]["fabric"] == "roce-200g"
     bad = run("topology", "--gpu", "a1000", "--gpus", "256", "--json")
     assert bad.returncode == 2 and "unknown gpu 'a1000'" in json.loads(bad.stdout)["error"]
+
+
+def test_calibrate_on_tcpx_fits_what_a_channel_carries(tmp_path):
+    """The A3 High all_gather through the CLI (its log names no channels: the fabric's 12):
+    the channels bound the bandwidth, so the per-channel goodput is what is fitted, written to
+    channel_goodput_GBps, and the NIC's goodput is left alone."""
+    out = tmp_path / "tcpx.toml"
+    proc = run(
+        "calibrate",
+        str(next(DATA.glob("11_*"))),
+        "--run",
+        "3",
+        "--fabric",
+        "tcpx-200g",
+        "--nodes",
+        "2",
+        "--nics-per-node",
+        "4",
+        "--id",
+        "tcpx-fit",
+        "--out",
+        str(out),
+        "--json",
+    )
+    fit = json.loads(proc.stdout)
+    assert fit["bandwidth_fitted"] == "channel" and fit["nic_goodput_GBps"] is None
+    # 50 GB/s busbw on 12 channels over 4 NICs: about 4.2-4.5 GB/s a channel
+    assert 4.0 < fit["channel_goodput_GBps"] < 4.7
+    assert fit["rms_log_error_after"] < fit["rms_log_error_before"]
+    text = out.read_text()
+    assert "channel_goodput_GBps = { low = 4.44" in text

@@ -119,6 +119,7 @@ def calibrate_cmd(
         write_out(out, toml, force=force)
     except OutFileError as exc:
         fail(str(exc), as_json=as_json)
+    per_channel = fit.bandwidth == "channel"
     summary = {
         "fabric": fit.fabric.id,
         "base": base.id,
@@ -126,10 +127,12 @@ def calibrate_cmd(
         "points": fit.points,
         # what was fitted: a NIC's goodput, or one NCCL channel's where the plugin limits them
         "bandwidth_fitted": fit.bandwidth,
-        "nic_goodput_GBps": fit.nic_GBps if fit.nic_identified else None,
+        "nic_goodput_GBps": fit.nic_GBps if fit.nic_identified and not per_channel else None,
+        "channel_goodput_GBps": fit.nic_GBps if fit.nic_identified and per_channel else None,
         "net_step_latency_delta_us": fit.step_delta_us if fit.latency_identified else None,
         "rdma_latency_us": fit.fabric.rdma_latency_us.nominal,
-        "nic_goodput_sigma_GBps": fit.nic_sigma_GBps,
+        "nic_goodput_sigma_GBps": None if per_channel else fit.nic_sigma_GBps,
+        "channel_goodput_sigma_GBps": fit.nic_sigma_GBps if per_channel else None,
         "net_step_latency_delta_sigma_us": fit.step_delta_sigma_us,
         "at_bounds": list(fit.at_bounds),
         "rms_log_error_before": fit.rms_log_error_before,
