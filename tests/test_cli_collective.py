@@ -133,6 +133,14 @@ def test_collective_on_tcpx_follows_its_plugin_and_the_channels_given():
     assert tree["rows"][0]["algorithm"] == "Tree"
     bad = run(*args, "--sizes", "1M", "--min-ctas", "9", "--max-ctas", "8")
     assert bad.returncode == 2 and "--min-ctas 9 is above --max-ctas 8" in bad.stderr
+    assert out["warnings"] == []
+    # without --nics-per-node the H100 reference node's 8 NICs are used, which A3 High has not
+    eight = json.loads(run("collective", "--fabric", "tcpx-200g", "--nodes", "2", "--json").stdout)
+    assert eight["system"]["nics_per_node"] == 8
+    assert eight["warnings"] == [
+        "tcpx-200g with h100 is rented as a3-highgpu-8g (4 NICs); this table uses 8 NICs a "
+        "node: pass --nics-per-node, or use providers --predict"
+    ]
 
 
 def test_validate_json():

@@ -59,3 +59,24 @@ def collective_table(
         )
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+
+
+def rented_node_note(system: CommSystem) -> str | None:
+    """A warning where the fabric is rented on node types (the providers catalog) none of which
+    has the NIC count used: A3 High runs GPUDirect-TCPX over 4 NICs, not the H100 reference
+    node's 8. None where a documented node matches, or none is documented."""
+    from fabricplan.catalog.providers import load_providers
+
+    nodes = {
+        (n.id, n.nics)
+        for p in load_providers()
+        for n in p.nodes
+        if n.fabric == system.fabric and n.gpu == system.gpu
+    }
+    if not nodes or any(nics == system.nics_per_node for _, nics in nodes):
+        return None
+    listed = ", ".join(f"{node} ({nics} NICs)" for node, nics in sorted(nodes))
+    return (
+        f"{system.fabric} with {system.gpu} is rented as {listed}; this table uses "
+        f"{system.nics_per_node} NICs a node: pass --nics-per-node, or use providers --predict"
+    )
