@@ -139,7 +139,7 @@ def test_collective_on_tcpx_follows_its_plugin_and_the_channels_given():
     assert eight["system"]["nics_per_node"] == 8
     assert eight["warnings"] == [
         "tcpx-200g with h100 is rented as a3-highgpu-8g (4 NICs); this table uses 8 NICs a "
-        "node: pass --nics-per-node, or use providers --predict"
+        "node: set the NICs per node, or predict the provider's node type (providers --predict)"
     ]
 
 

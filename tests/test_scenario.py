@@ -324,6 +324,21 @@ def test_flow_control_without_a_roce_fabric_is_flagged(cat):
     }
 
 
+def test_a_fabric_rented_on_other_nodes_is_flagged(cat):
+    """TCPX comes on A3 High with 4 NICs: compared on an 8-NIC H100 node it is flagged, with
+    the node it is rented as; at 4 NICs, or on a fabric with no rented node type, it is not."""
+    data = base()
+    data["cluster"] |= {"gpu": "h100", "fabric": ["ib-ndr", "tcpx-200g"]}
+    warnings = {w.field: w for w in scenario_warnings(scenario_from_data(data), cat)}
+    w = warnings["cluster.nics_per_node"]
+    assert "tcpx-200g with h100 is rented as a3-highgpu-8g (4 NICs)" in w.message
+    assert w.value == 8
+    data["cluster"]["nics_per_node"] = 4
+    assert "cluster.nics_per_node" not in {
+        w.field for w in scenario_warnings(scenario_from_data(data), cat)
+    }
+
+
 def test_moe_expert_parallel_is_accepted():
     data = base()
     data["workload"] = {"model": "mixtral-8x7b", "parallel": {"tp": 2, "ep": 8}}

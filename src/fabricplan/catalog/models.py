@@ -175,6 +175,9 @@ class Fabric(Entry):
     # tuner adds it to every network step when it picks an algorithm and protocol. It is what
     # the plugin tells NCCL, not a measurement; NCCL's own IB and socket transports report 0.
     plugin_latency_us: float = Field(default=0.0, ge=0)
+    # Rented only, as a cloud's node types (the providers catalog lists them with their NICs):
+    # nothing of it is sold to build a cluster with
+    rented_only: bool = False
     # What the plugin lets NCCL run, as deployments of it set it (NCCL_ALGO, NCCL_PROTO,
     # NCCL_MIN/MAX_NCHANNELS), with its source; None: NCCL's own choice.
     nccl_algorithms: tuple[NcclAlgorithm, ...] | None = Field(default=None, min_length=1)

@@ -157,6 +157,23 @@ def find_node(ps: Iterable[Provider], node_id: str) -> tuple[Provider, NodeType]
     raise ValueError(f"unknown node type '{node_id}'; known: {known}")
 
 
+def rented_nodes(gpu: str, fabric: str) -> list[NodeType]:
+    """The documented node types that rent ``gpu`` on ``fabric`` (every provider), by id."""
+    found = {n.id: n for p in _load() for n in p.nodes if n.gpu == gpu and n.fabric == fabric}
+    return [found[k] for k in sorted(found)]
+
+
+def nics_mismatch(gpu: str, fabric: str, nics: int) -> str | None:
+    """Where ``fabric`` comes with ``gpu`` only on node types with another NIC count than
+    ``nics``, those nodes in words ('a3-highgpu-8g (4 NICs)'); None where one matches, or none
+    is documented. Meaningful for fabrics that are rented only (catalog ``rented_only``): any
+    NIC count of a fabric that is also built is real."""
+    nodes = rented_nodes(gpu, fabric)
+    if not nodes or any(n.nics == nics for n in nodes):
+        return None
+    return ", ".join(f"{n.id} ({n.nics} NICs)" for n in nodes)
+
+
 def load_providers() -> list[Provider]:
     """The packaged providers in file order (parsed once per process; a fresh list each call)."""
     return list(_load())

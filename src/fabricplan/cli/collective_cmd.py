@@ -28,7 +28,7 @@ from fabricplan.collectives import OPS, CollectiveTable, CommSystem
 from fabricplan.collectives.nccl_constants import MAX_CTAS
 from fabricplan.ops import BadInput
 from fabricplan.ops.cluster import ClusterFlags
-from fabricplan.ops.collective import collective_table, op_and_sizes, rented_node_note
+from fabricplan.ops.collective import collective_table, op_and_sizes
 
 # nccl-tests' default element type
 DTYPE_BYTES = 4
@@ -107,13 +107,11 @@ def collective(
         )
     except BadInput as exc:
         fail_with(exc, as_json)
-    # NICs taken from the GPU's reference node on a fabric rented on other nodes: say so
-    note = None if nics_per_node or scenario else rented_node_note(table.system)
     if as_json:
-        emit_json({**table.to_dict(), "warnings": [note] if note else []})
+        emit_json(table.to_dict())
         return
     show_table(table.system, op, table)
-    if note:
+    for note in table.warnings:
         console.print(f"[yellow]warning:[/] {note}", highlight=False)
 
 

@@ -139,6 +139,7 @@ class CollectiveTable:
     system: CommSystem
     rows: tuple[CollectiveRow, ...]
     backend: str
+    warnings: tuple[str, ...] = ()  # what the caller should know about the system asked for
 
     def to_dict(self) -> dict:
         return {
@@ -148,6 +149,7 @@ class CollectiveTable:
             "p2p_latency_us": self.system.p2p_latency_us,
             "congestion_backend": self.backend,
             "rows": [asdict(r) for r in self.rows],
+            "warnings": list(self.warnings),
         }
 
 

@@ -66,6 +66,7 @@ class CommSystem:
     algorithms: tuple[str, ...] | None = None
     protocols: tuple[str, ...] | None = None
     channel_GBps: float = math.inf
+    rented_only: bool = False  # the fabric comes only as a cloud's node types
 
     @property
     def nvls_channels(self) -> int:
@@ -176,5 +177,6 @@ def build_system(
         algorithms=f.nccl_algorithms,
         protocols=f.nccl_protocols,
         channel_GBps=f.channel_goodput_GBps.nominal if f.channel_goodput_GBps else math.inf,
+        rented_only=f.rented_only,
         **ctas,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fabricplan.ops import BadInput
@@ -50,7 +51,7 @@ def collective_table(
             high = max(low, high)
         system = system.with_(min_ctas=low, max_ctas=high)
     try:
-        return predict(
+        table = predict(
             system,
             op,
             sizes,
@@ -59,24 +60,23 @@ def collective_table(
         )
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    note = rented_node_note(system)
+    return replace(table, warnings=(note,)) if note else table
 
 
 def rented_node_note(system: CommSystem) -> str | None:
-    """A warning where the fabric is rented on node types (the providers catalog) none of which
-    has the NIC count used: A3 High runs GPUDirect-TCPX over 4 NICs, not the H100 reference
-    node's 8. None where a documented node matches, or none is documented."""
-    from fabricplan.catalog.providers import load_providers
+    """A warning where the fabric, rented only, comes on node types (the providers catalog)
+    none of which has the NIC count used: A3 High runs GPUDirect-TCPX over 4 NICs, not the H100
+    reference node's 8. None where a documented node matches, or none is documented."""
+    from fabricplan.catalog.providers import nics_mismatch
 
-    nodes = {
-        (n.id, n.nics)
-        for p in load_providers()
-        for n in p.nodes
-        if n.fabric == system.fabric and n.gpu == system.gpu
-    }
-    if not nodes or any(nics == system.nics_per_node for _, nics in nodes):
+    if not system.rented_only:
         return None
-    listed = ", ".join(f"{node} ({nics} NICs)" for node, nics in sorted(nodes))
+    listed = nics_mismatch(system.gpu, system.fabric, system.nics_per_node)
+    if listed is None:
+        return None
     return (
         f"{system.fabric} with {system.gpu} is rented as {listed}; this table uses "
-        f"{system.nics_per_node} NICs a node: pass --nics-per-node, or use providers --predict"
+        f"{system.nics_per_node} NICs a node: set the NICs per node, or predict the provider's "
+        "node type (providers --predict)"
     )

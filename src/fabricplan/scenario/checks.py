@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fabricplan.catalog import Catalog, UnknownIdError
+from fabricplan.catalog.providers import nics_mismatch
 
 # One plain record from the congestion layer (it imports nothing of its own), so that the
 # flow-control rules are written once: there.
@@ -293,6 +294,20 @@ def scenario_warnings(s: Scenario, cat: Catalog) -> list[Problem]:
                         asked,
                     )
                 )
+    # a fabric only rented on node types with other NIC counts (A3 High: TCPX over 4 NICs)
+    # is compared here on the scenario's node, which no provider rents
+    for f in s.cluster.fabrics:
+        nics = s.cluster.nics_per_node or cat.gpu(s.cluster.gpu).node.nics_per_node
+        listed = cat.fabric(f).rented_only and nics_mismatch(s.cluster.gpu, f, nics)
+        if listed:
+            out.append(
+                Problem(
+                    "cluster.nics_per_node",
+                    f"{f} with {s.cluster.gpu} is rented as {listed}; it is compared on "
+                    f"this scenario's {nics} NICs a node",
+                    nics,
+                )
+            )
     flow = s.cluster.flow_control.model_dump(exclude_none=True)
     if flow and no_roce:
         out.append(
