@@ -200,3 +200,18 @@ def test_the_scenarios_switch_stays_with_its_own_fabrics():
     assert json.loads(topo.stdout)["switch"] == "arista-7060x6"
     own = run("topology", "--scenario", "examples/llama3-70b-512-h100.yaml", *sets, "--json")
     assert json.loads(own.stdout)["switch"] == "qm9700"
+
+
+def test_step_warns_on_stderr_what_scenario_check_warns():
+    """TCPX compared on the 8-NIC H100 node of 16-gpu-finetune: the warning `scenario check`
+    gives goes to stderr beside step's table, and JSON output stays one clean document."""
+    args = ("step", "examples/16-gpu-finetune.yaml", "--set", "cluster.fabric=[ib-ndr, tcpx-200g]")
+    text = run(*args)
+    assert text.returncode == 0
+    assert (
+        "warning: cluster.nics_per_node: tcpx-200g with h100 is rented as a3-highgpu-8g "
+        "(4 NICs)" in text.stderr
+    )
+    assert "rented as" not in text.stdout
+    as_json = run(*args, "--json")
+    assert "warning" not in as_json.stderr and json.loads(as_json.stdout)

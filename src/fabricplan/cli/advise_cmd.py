@@ -13,7 +13,13 @@ from fabricplan.cli.bounds import within
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import emit_json, fail, print_table
-from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
+from fabricplan.cli.scenario_cmd import (
+    FILE_ARG,
+    JSON_OPT,
+    SET_OPT,
+    load_or_fail,
+    warn_on_stderr,
+)
 from fabricplan.cli.time_to_train import time_to_train_table
 from fabricplan.cli.validated_range import validation_lines
 from fabricplan.cost import CostError, dollars, usd
@@ -54,6 +60,7 @@ def advise_cmd(
     backend = backend_from(congestion, as_json)
     cat = catalog_from(catalog, as_json)
     sc = load_or_fail(file, set_, as_json, cat)
+    warn_on_stderr(sc, cat, as_json)
     try:
         if by_model and not as_json:
             from rich.progress import Progress

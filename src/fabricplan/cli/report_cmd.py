@@ -13,7 +13,13 @@ from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from
 from fabricplan.cli.output import emit_json, fail
 from fabricplan.cli.report_out import output_targets, progress, write_reports
-from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
+from fabricplan.cli.scenario_cmd import (
+    FILE_ARG,
+    JSON_OPT,
+    SET_OPT,
+    load_or_fail,
+    warn_on_stderr,
+)
 from fabricplan.cost import CostError
 from fabricplan.ops.scenario import text_with_overrides
 from fabricplan.workload import WorkloadError
@@ -55,6 +61,7 @@ def report_cmd(
     backend = backend_from(congestion, as_json)
     cat = catalog_from(catalog, as_json)
     sc = load_or_fail(file, set_, as_json, cat)
+    warn_on_stderr(sc, cat, as_json)
     text = _scenario_text(file, set_)
     start = time.monotonic()
     from fabricplan.report import build_scenario_report, render_scenario_report

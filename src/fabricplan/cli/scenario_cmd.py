@@ -40,6 +40,20 @@ def load_or_fail(
         fail(scenario_problems_message(str(path), len(exc.problems)), exc.problems, as_json=as_json)
 
 
+def warn_on_stderr(s: Scenario, catalog: Catalog, as_json: bool) -> None:
+    """The scenario's warnings (``scenario check`` lists them) on standard error, for a command
+    whose own output is the answer; none with ``--json``, whose output stays one document."""
+    if as_json:
+        return
+    from rich.markup import escape
+
+    from fabricplan.scenario import scenario_warnings
+
+    err = output.err_console
+    for w in scenario_warnings(s, catalog):
+        err.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
+
+
 def _print_warnings(warnings: list[dict[str, Any]]) -> None:
     for w in warnings:
         got = f" (got {w['value']!r})" if "value" in w else ""

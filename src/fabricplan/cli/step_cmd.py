@@ -12,7 +12,13 @@ from rich.table import Table
 from fabricplan.cli.catalog_opt import CATALOG_OPT, catalog_from
 from fabricplan.cli.congestion_opt import CONGESTION_OPT, backend_from, backend_note
 from fabricplan.cli.output import console, emit_json, fail, fail_with, print_table
-from fabricplan.cli.scenario_cmd import FILE_ARG, JSON_OPT, SET_OPT, load_or_fail
+from fabricplan.cli.scenario_cmd import (
+    FILE_ARG,
+    JSON_OPT,
+    SET_OPT,
+    load_or_fail,
+    warn_on_stderr,
+)
 from fabricplan.cli.time_to_train import cell, time_to_train_table
 from fabricplan.cli.validated_range import validation_lines
 from fabricplan.ops import BadInput
@@ -126,6 +132,7 @@ def step_cmd(
     backend = backend_from(congestion, as_json)
     cat = catalog_from(catalog, as_json)
     sc = load_or_fail(file, set_, as_json, cat)
+    warn_on_stderr(sc, cat, as_json)
     try:
         fabrics = step_fabrics(sc, cat, fabric)
     except BadInput as exc:
