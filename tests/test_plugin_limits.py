@@ -110,3 +110,15 @@ def test_tcpxo_runs_its_profiles_protocols():
     assert small.protocol == "LL128"
     with_ll = predict(s, "all_reduce", [8], protocols=["LL", "LL128", "Simple"]).rows[0]
     assert with_ll.protocol == "LL" and with_ll.time_us < small.time_us
+
+
+def test_the_catalogs_names_are_nccls():
+    """The catalog spells algorithms and protocols as the collective model indexes them (the
+    catalog cannot import the model: it is the layer below)."""
+    from typing import get_args
+
+    from fabricplan.catalog.models import NcclAlgorithm, NcclProtocol
+    from fabricplan.collectives import nccl_constants as K
+
+    assert get_args(NcclAlgorithm) == K.ALGORITHMS
+    assert get_args(NcclProtocol) == K.PROTOCOLS
