@@ -208,3 +208,10 @@ MAX_CTAS = 64
 # NCCL doubles the channels its topology search finds when it connects them at run time
 # (src/graph/connect.cc), so on H100-class nodes each NIC carries two ring connections.
 RUNTIME_CHANNEL_FACTOR = 2
+
+
+def runtime_channels(found, min_ctas, max_ctas):  # type: ignore[no-untyped-def]
+    """The channels a collective runs: the search's ``found`` doubled, then held within
+    NCCL_MIN/MAX_CTAS (connect.cc: at most the maximum, then at least the minimum). Numbers or
+    arrays alike."""
+    return np.maximum(np.minimum(RUNTIME_CHANNEL_FACTOR * found, max_ctas), min_ctas)

@@ -26,8 +26,8 @@ from fabricplan.collectives.nccl_constants import (
     INTRA_SPEEDS_GBPS,
     MAX_CTAS,
     NVLS_CHANNELS,
-    RUNTIME_CHANNEL_FACTOR,
     SCALEUP_EFFICIENCY,
+    runtime_channels,
 )
 from fabricplan.topology.hops import job_hops
 
@@ -79,7 +79,7 @@ class CommSystem:
         """The ring's channels at run time: one per NIC across nodes (one per GPU inside a
         node), doubled (RUNTIME_CHANNEL_FACTOR), within [min_ctas, max_ctas]."""
         found = self.nics_per_node if self.nodes > 1 else self.gpus_per_node
-        return max(self.min_ctas, min(self.max_ctas, RUNTIME_CHANNEL_FACTOR * max(found, 1)))
+        return int(runtime_channels(max(found, 1), self.min_ctas, self.max_ctas))
 
     @property
     def nic_net_GBps(self) -> float:

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 
 from fabricplan.collectives import CommSystem, SystemArrays, build_system
 from fabricplan.collectives.model import PRICED_ALIKE, A
-from fabricplan.collectives.nccl_constants import RUNTIME_CHANNEL_FACTOR
+from fabricplan.collectives.nccl_constants import runtime_channels
 from fabricplan.collectives.predict import fastest
 from fabricplan.congestion.network_backend import (
     DEFAULT_BACKEND,
@@ -140,7 +140,7 @@ def nccl_sm_share(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarra
     per_node, nodes, nics, _ = _layout(hw, size, stride)
     found = np.where(nodes > 1, nics, per_node)
     base = base_system(hw)
-    channels = np.clip(RUNTIME_CHANNEL_FACTOR * found, base.min_ctas, base.max_ctas)
+    channels = runtime_channels(found, base.min_ctas, base.max_ctas)
     return np.where(size > 1, channels / hw.gpu.sm_count, 0.0)
 
 
