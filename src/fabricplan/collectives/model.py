@@ -253,7 +253,7 @@ def _tables(
     # NCCL doubles the channels its search found (connect.cc) within NCCL_MIN/MAX_CTAS; where a
     # network plugin limits each channel's throughput, a NIC carries at most its channels' sum
     runtime_channels = K.runtime_channels(nch, sa.min_ctas, sa.max_ctas)
-    nic = np.minimum(sa.nic, runtime_channels / np.maximum(m, 1) * sa.ch_bw)
+    nic = K.nic_through_channels(sa.nic, runtime_channels, m, sa.ch_bw)
     nvl_share = np.where(k > 1, sa.nvl * k / np.maximum(k - 1, 1), np.inf)
     ring_ch = np.where(single, sa.nvl / k, np.minimum(nic, nvl_share / nch))
     bus_ring = nch * ring_ch

@@ -215,3 +215,9 @@ def runtime_channels(found, min_ctas, max_ctas):  # type: ignore[no-untyped-def]
     NCCL_MIN/MAX_CTAS (connect.cc: at most the maximum, then at least the minimum). Numbers or
     arrays alike."""
     return np.maximum(np.minimum(RUNTIME_CHANNEL_FACTOR * found, max_ctas), min_ctas)
+
+
+def nic_through_channels(nic_GBps, channels, nics, channel_GBps):  # type: ignore[no-untyped-def]
+    """What one NIC carries for NCCL: its goodput, or the sum of its share of the ``channels``
+    where a network plugin limits each to ``channel_GBps`` (inf: no limit). Numbers or arrays."""
+    return np.minimum(nic_GBps, channels / np.maximum(nics, 1) * channel_GBps)

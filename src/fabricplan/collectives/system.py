@@ -27,6 +27,7 @@ from fabricplan.collectives.nccl_constants import (
     MAX_CTAS,
     NVLS_CHANNELS,
     SCALEUP_EFFICIENCY,
+    nic_through_channels,
     runtime_channels,
 )
 from fabricplan.topology.hops import job_hops
@@ -85,8 +86,11 @@ class CommSystem:
     def nic_net_GBps(self) -> float:
         """What one NIC carries for NCCL: its goodput, or its channels' sum where the network
         plugin limits each channel (``channel_GBps``)."""
-        per_nic = self.ring_channels / max(self.nics_per_node, 1)
-        return min(self.nic_GBps, per_nic * self.channel_GBps)
+        return float(
+            nic_through_channels(
+                self.nic_GBps, self.ring_channels, self.nics_per_node, self.channel_GBps
+            )
+        )
 
     @property
     def nranks(self) -> int:
