@@ -134,13 +134,29 @@ def test_collective_on_tcpx_follows_its_plugin_and_the_channels_given():
     bad = run(*args, "--sizes", "1M", "--min-ctas", "9", "--max-ctas", "8")
     assert bad.returncode == 2 and "--min-ctas 9 is above --max-ctas 8" in bad.stderr
     assert out["warnings"] == []
-    # without --nics-per-node the H100 reference node's 8 NICs are used, which A3 High has not
-    eight = json.loads(run("collective", "--fabric", "tcpx-200g", "--nodes", "2", "--json").stdout)
-    assert eight["system"]["nics_per_node"] == 8
-    assert eight["warnings"] == [
+    # without --nics-per-node TCPX comes on the node that rents it (A3 High: 4 NICs); 8 NICs,
+    # the H100 reference node's, are flagged: no provider rents TCPX so
+    own = json.loads(run("collective", "--fabric", "tcpx-200g", "--nodes", "2", "--json").stdout)
+    assert own["system"]["nics_per_node"] == 4 and own["warnings"] == []
+    eight = ("collective", "--fabric", "tcpx-200g", "--nodes", "2", "--nics-per-node", "8")
+    assert json.loads(run(*eight, "--json").stdout)["warnings"] == [
         "tcpx-200g with h100 is rented as a3-highgpu-8g (4 NICs); this table uses 8 NICs a "
         "node: set the NICs per node, or predict the provider's node type (providers --predict)"
     ]
+
+
+def test_efa_on_p5_is_32_ports_driven_as_one_device_per_gpu():
+    """EFA on H100 comes as p5's 32 x 100G ports, which aws-ofi-nccl drives as 8 devices of 4
+    rails: 8 devices at 4 x 12 GB/s, the table says so, and the node matches p5 (no warning),
+    whether the 32 ports are given or left to the default."""
+    args = ("collective", "--fabric", "efa-gen2-100g", "--nodes", "2", "--sizes", "1G")
+    for extra in ((), ("--nics-per-node", "32")):
+        out = json.loads(run(*args, *extra, "--json").stdout)
+        assert out["system"]["nics_per_node"] == 8 and out["system"]["nic_ports"] == 32
+        assert out["system"]["nic_GBps"] == pytest.approx(4 * 12.0)
+        assert out["warnings"] == []
+    text = run(*args).stdout
+    assert "32 NIC ports/node as 8 devices at 48.0 GB/s" in text
 
 
 def test_validate_json():

@@ -203,9 +203,17 @@ def test_the_scenarios_switch_stays_with_its_own_fabrics():
 
 
 def test_step_warns_on_stderr_what_scenario_check_warns():
-    """TCPX compared on the 8-NIC H100 node of 16-gpu-finetune: the warning `scenario check`
-    gives goes to stderr beside step's table, and JSON output stays one clean document."""
-    args = ("step", "examples/16-gpu-finetune.yaml", "--set", "cluster.fabric=[ib-ndr, tcpx-200g]")
+    """TCPX compared on the 8-NIC H100 node that 16-gpu-finetune gives every fabric: the
+    warning `scenario check` gives goes to stderr beside step's table, and JSON output stays
+    one clean document."""
+    args = (
+        "step",
+        "examples/16-gpu-finetune.yaml",
+        "--set",
+        "cluster.fabric=[ib-ndr, tcpx-200g]",
+        "--set",
+        "cluster.nics_per_node=8",
+    )
     text = run(*args)
     assert text.returncode == 0
     assert (
@@ -215,3 +223,38 @@ def test_step_warns_on_stderr_what_scenario_check_warns():
     assert "rented as" not in text.stdout
     as_json = run(*args, "--json")
     assert "warning" not in as_json.stderr and json.loads(as_json.stdout)
+
+
+def test_step_puts_each_rented_fabric_on_the_node_that_rents_it():
+    """16-gpu-finetune gives no NIC count: EFA runs on p5's 32 x 100G ports, so its
+    data-parallel traffic takes about a quarter of the time it takes on the 8 ports the
+    scenario gets with nics_per_node=8, where the H100 reference node's count holds for every
+    fabric; InfiniBand does not move."""
+    args = ("step", "examples/16-gpu-finetune.yaml", "--json", "--set")
+    fabrics = "cluster.fabric=[ib-ndr, efa-gen2-100g]"
+    own = {r["fabric"]: r for r in json.loads(run(*args, fabrics).stdout)}
+    eight = {
+        r["fabric"]: r
+        for r in json.loads(run(*args, fabrics, "--set", "cluster.nics_per_node=8").stdout)
+    }
+    ratio = (
+        eight["efa-gen2-100g"]["breakdown"]["dp_comm_total_s"]
+        / own["efa-gen2-100g"]["breakdown"]["dp_comm_total_s"]
+    )
+    assert 3.5 < ratio < 4.5
+    assert own["efa-gen2-100g"]["step_time_s"] < eight["efa-gen2-100g"]["step_time_s"]
+    assert own["ib-ndr"] == eight["ib-ndr"]
+
+
+def test_a_rented_fabric_in_an_owned_cluster_is_flagged():
+    """The example is an owned cluster: TCPX, which only Google rents, is flagged there with
+    its node type, and not once the scenario rents."""
+    args = ("scenario", "check", "examples/llama3-70b-512-h100.yaml", "--json", "--set")
+    fabrics = "cluster.fabric=[ib-ndr, tcpx-200g]"
+    owned = {w["field"]: w["message"] for w in json.loads(run(*args, fabrics).stdout)["warnings"]}
+    assert owned["costs.mode"].startswith(
+        "only rented, as these node types with h100: tcpx-200g (a3-highgpu-8g); an owned "
+        "cluster cannot have them"
+    )
+    rented = json.loads(run(*args, fabrics, "--set", "costs.mode=rent").stdout)["warnings"]
+    assert "costs.mode" not in {w["field"] for w in rented}

@@ -325,10 +325,11 @@ def test_flow_control_without_a_roce_fabric_is_flagged(cat):
 
 
 def test_a_fabric_rented_on_other_nodes_is_flagged(cat):
-    """TCPX comes on A3 High with 4 NICs: compared on an 8-NIC H100 node it is flagged, with
-    the node it is rented as; at 4 NICs, or on a fabric with no rented node type, it is not."""
+    """TCPX comes on A3 High with 4 NICs: compared on an 8-NIC H100 node the scenario gives, it
+    is flagged, with the node it is rented as; at 4 NICs, or on a fabric with no rented node
+    type, it is not. A fabric's own entry that no node type has is flagged under its key."""
     data = base()
-    data["cluster"] |= {"gpu": "h100", "fabric": ["ib-ndr", "tcpx-200g"]}
+    data["cluster"] |= {"gpu": "h100", "fabric": ["ib-ndr", "tcpx-200g"], "nics_per_node": 8}
     warnings = {w.field: w for w in scenario_warnings(scenario_from_data(data), cat)}
     w = warnings["cluster.nics_per_node"]
     assert "tcpx-200g with h100 is rented as a3-highgpu-8g (4 NICs)" in w.message
@@ -337,6 +338,44 @@ def test_a_fabric_rented_on_other_nodes_is_flagged(cat):
     assert "cluster.nics_per_node" not in {
         w.field for w in scenario_warnings(scenario_from_data(data), cat)
     }
+    del data["cluster"]["nics_per_node"]
+    data["cluster"]["nics_per_fabric"] = {"tcpx-200g": 2}
+    warnings = {w.field: w for w in scenario_warnings(scenario_from_data(data), cat)}
+    assert warnings["cluster.nics_per_fabric.tcpx-200g"].value == 2
+
+
+def test_a_fabric_only_rented_comes_on_the_nodes_that_rent_it(cat):
+    """Without nics_per_node, a fabric only rented gets the NIC count of the node types that
+    rent it with the scenario's GPU (EFA on p5: 32 x 100G; TCPX on A3 High: 4 x 200G), the
+    others the GPU's reference node (8), and nothing is flagged; a given nics_per_node keeps
+    every fabric on it, and a fabric's own entry wins over both."""
+    data = base()
+    data["cluster"] |= {"fabric": ["ib-ndr", "efa-gen2-100g", "tcpx-200g", "tcpxo-200g"]}
+    s = scenario_from_data(data)
+    nics = {f: s.cluster.nics_for(f) for f in s.cluster.fabrics}
+    assert nics == {"ib-ndr": 8, "efa-gen2-100g": 32, "tcpx-200g": 4, "tcpxo-200g": 8}
+    assert s.cluster.nics_per_node == 8
+    assert not [w for w in scenario_warnings(s, cat) if "rented as" in w.message]
+    given = scenario_from_data(data, overrides=["cluster.nics_per_node=8"])
+    assert {given.cluster.nics_for(f) for f in given.cluster.fabrics} == {8}
+    own = scenario_from_data(data, overrides=["cluster.nics_per_fabric.efa-gen2-100g=16"])
+    assert own.cluster.nics_for("efa-gen2-100g") == 16
+    assert own.cluster.nics_for("tcpx-200g") == 4
+    # on a GPU no provider rents it with, the fabric keeps the reference node
+    data["cluster"] |= {"gpu": "b200", "fabric": ["ib-ndr", "tcpx-200g"]}
+    assert scenario_from_data(data).cluster.nics_for("tcpx-200g") == 8
+
+
+def test_nics_per_fabric_names_compared_fabrics_and_counts_in_range():
+    data = base()
+    data["cluster"]["nics_per_fabric"] = {"tcpx-200g": 4}
+    msg = problems_of(data)["cluster.nics_per_fabric.tcpx-200g"]
+    assert "tcpx-200g is not in cluster.fabric (ib-ndr, roce-400g)" in msg
+    data["cluster"]["nics_per_fabric"] = {"roce-400g": 0}
+    assert "cluster.nics_per_fabric.roce-400g" in problems_of(data)
+    data["cluster"]["nics_per_fabric"] = {"roce-400g": 4}
+    s = scenario_from_data(data)
+    assert (s.cluster.nics_for("roce-400g"), s.cluster.nics_for("ib-ndr")) == (4, 8)
 
 
 def test_moe_expert_parallel_is_accepted():

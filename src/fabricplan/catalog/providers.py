@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from fabricplan.catalog.loader import CatalogError
+from fabricplan.catalog.loader import Catalog, CatalogError
 
 ProviderFabric = Literal["ib", "roce", "ethernet", "varies"]
 # The seed's "InfiniBand" column, lowercased.
@@ -161,6 +161,18 @@ def rented_nodes(gpu: str, fabric: str) -> list[NodeType]:
     """The documented node types that rent ``gpu`` on ``fabric`` (every provider), by id."""
     found = {n.id: n for p in _load() for n in p.nodes if n.gpu == gpu and n.fabric == fabric}
     return [found[k] for k in sorted(found)]
+
+
+def node_nics(cat: Catalog, gpu: str, fabric: str) -> int:
+    """NICs per node a cluster of ``gpu`` has on ``fabric`` when nothing says otherwise: for a
+    fabric only rented (catalog ``rented_only``), the count of the node types that rent it with
+    that GPU where they agree (GPUDirect-TCPX on A3 High: 4 x 200G; EFA on p5: 32 x 100G), since
+    it comes on no other node; else the GPU's reference node's."""
+    if cat.fabric(fabric).rented_only:
+        counts = {n.nics for n in rented_nodes(gpu, fabric)}
+        if len(counts) == 1:
+            return counts.pop()
+    return cat.gpu(gpu).node.nics_per_node
 
 
 def nics_mismatch(gpu: str, fabric: str, nics: int) -> str | None:

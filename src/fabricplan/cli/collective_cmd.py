@@ -117,9 +117,12 @@ def collective(
 
 def show_table(s: CommSystem, op: str, table: CollectiveTable) -> None:
     """Print a predicted nccl-tests table as nccl-tests lays it out."""
+    nics = f"{s.nics_per_node} NICs/node"
+    if s.ports_per_node != s.nics_per_node:  # ports NCCL drives as one device per GPU
+        nics = f"{s.ports_per_node} NIC ports/node as {s.nics_per_node} devices"
     title = (
         f"{op} on {s.nodes} x {s.gpus_per_node} {s.gpu} ({s.nranks} ranks), {s.fabric}, "
-        f"{s.nics_per_node} NICs/node at {s.nic_GBps:.1f} GB/s, {s.switch_hops} switch hop(s)"
+        f"{nics} at {s.nic_GBps:.1f} GB/s, {s.switch_hops} switch hop(s)"
     )
     out = Table(title=title, title_justify="left", title_style="bold")
     for col in (

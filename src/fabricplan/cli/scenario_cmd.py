@@ -99,6 +99,7 @@ def _fabric_table(fabrics: list[dict[str, Any]]) -> Table:
     rows = [
         ("line rate (Gb/s)", "line_rate_gbps"),
         ("goodput per NIC (GB/s)", "goodput_per_port_GBps"),
+        ("NICs per node", "nics_per_node"),
         ("injection per node (GB/s)", "injection_per_node_GBps"),
         ("RDMA latency range (us)", "rdma_latency_us"),
         ("switch", "switch"),
@@ -110,14 +111,16 @@ def _fabric_table(fabrics: list[dict[str, Any]]) -> Table:
         ("RoCE quality", "roce_quality"),
     ]
     for label, key in rows:
-        table.add_row(
-            label,
-            *(
-                fmt(f[key]) if key != "rdma_latency_us" else "-".join(fmt(v) for v in f[key])
-                for f in fabrics
-            ),
-        )
+        table.add_row(label, *(_fabric_cell(f, key) for f in fabrics))
     return table
+
+
+def _fabric_cell(f: dict[str, Any], key: str) -> str:
+    if key == "rdma_latency_us":
+        return "-".join(fmt(v) for v in f[key])
+    if key == "nics_per_node" and f["rented_as"]:  # the cloud node types it comes on
+        return f"{f[key]} (as {', '.join(f['rented_as'])})"
+    return fmt(f[key])
 
 
 @app.command("show")
@@ -136,6 +139,9 @@ def show_cmd(
         return
     c = summary["cluster"]
     topo = c["topology"]
+    nics = f"{c['nics_per_node']} NICs each"
+    if any(f["nics_per_node"] != c["nics_per_node"] for f in summary["fabrics"]):
+        nics += " (other fabrics: NICs per node below)"
     output.console.print(
         kv_table(
             f"Scenario '{summary['name']}'",
@@ -143,7 +149,7 @@ def show_cmd(
                 ("GPUs", f"{c['gpus']:,} x {c['gpu_name']}"),
                 (
                     "nodes",
-                    f"{c['nodes']:,} x {c['gpus_per_node']} GPUs, {c['nics_per_node']} NICs each",
+                    f"{c['nodes']:,} x {c['gpus_per_node']} GPUs, {nics}",
                 ),
                 ("topology", f"{topo['design']}, oversubscription {topo['oversubscription']:g}:1"),
             ],

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, replace
 
 from fabricplan.catalog import Catalog, Fabric, default_catalog
+from fabricplan.catalog.providers import node_nics
 from fabricplan.collectives.nccl_constants import (
     ARCH_INDEX,
     INTRA_SPEEDS_GBPS,
@@ -68,6 +69,14 @@ class CommSystem:
     protocols: tuple[str, ...] | None = None
     channel_GBps: float = math.inf
     rented_only: bool = False  # the fabric comes only as a cloud's node types
+    # the node's NIC ports where NCCL drives them as fewer devices, one per GPU (aws-ofi-nccl's
+    # rails on p5: 32 ports, 8 devices of 4); None: one device per port
+    nic_ports: int | None = None
+
+    @property
+    def ports_per_node(self) -> int:
+        """The node's scale-out NIC ports (``nics_per_node`` counts NCCL's devices)."""
+        return self.nic_ports or self.nics_per_node
 
     @property
     def nvls_channels(self) -> int:
@@ -125,7 +134,7 @@ def build_system(
     g = cat.gpu(gpu)
     f = cat.fabric(fabric)
     k = gpus_per_node or g.node.gpus_per_node
-    m = nics_per_node or g.node.nics_per_node
+    m = nics_per_node or node_nics(cat, gpu, fabric)
     nic = cat.nic(f.default_nic)
     sw = cat.switch(switch or f.default_switch)
     radix = sw.radix_at(f.line_rate_gbps) or sw.ports
@@ -136,6 +145,7 @@ def build_system(
     sw_ns = sw.port_to_port_latency_ns.nominal
 
     nic_bw = nic.goodput_GBps(f.nic_goodput_GBps.nominal, g.node.pcie_gen)
+    ports = m
     if m > k:
         # More ports than GPUs: NCCL drives one device per GPU that stripes over the ports
         # behind the GPU's PCIe switch (aws-ofi-nccl's rails on p5: 32 ports, 8 devices of 4;
@@ -182,5 +192,6 @@ def build_system(
         protocols=f.nccl_protocols,
         channel_GBps=f.channel_goodput_GBps.nominal if f.channel_goodput_GBps else math.inf,
         rented_only=f.rented_only,
+        nic_ports=ports if ports != m else None,
         **ctas,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fabricplan.catalog import Catalog
+from fabricplan.catalog.providers import node_nics
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.case import FRAGMENTED_CLUSTER_FACTOR, Case
 
@@ -111,13 +112,14 @@ def estimate(
 
 
 def estimate_case(case: Case, cat: Catalog) -> Estimate:
-    """:func:`estimate` for a checked case (its GPU's reference node fills what it leaves out)."""
+    """:func:`estimate` for a checked case (its GPU's reference node fills what it leaves out,
+    and a fabric only rented comes on its node types' NICs: ``node_nics``)."""
     node = cat.gpu(case.gpu).node
     k = case.gpus_per_node or node.gpus_per_node
     spread = FRAGMENTED_CLUSTER_FACTOR if case.placement == "fragmented" else 1
     listed = len(case.flows) if case.flows is not None else 0
     nodes = max(1, case.gpus // k)
-    nics = case.nics_per_node or node.nics_per_node
+    nics = case.nics_per_node or node_nics(cat, case.gpu, case.fabric)
     cluster = case.cluster_gpus or case.gpus * spread
     routing = case.routing or cat.fabric(case.fabric).default_routing
     return estimate(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from fabricplan.catalog import Catalog, Fabric, default_catalog
+from fabricplan.catalog.providers import node_nics
 from fabricplan.collectives import build_system, bus_factor, p2p_latency_us, sweep
 from fabricplan.collectives.model import SystemArrays
 from fabricplan.collectives.system import CommSystem
@@ -309,7 +310,7 @@ def run_case(
     if case.pattern not in ("incast", "flows", "permutation") and nodes < 2:
         raise CaseError(f"gpus: {case.gpus} GPUs fit in one node; the network carries nothing")
     if case.flows is not None:
-        case.flows.check(nodes * (case.nics_per_node or cat.gpu(case.gpu).node.nics_per_node))
+        case.flows.check(nodes * (case.nics_per_node or node_nics(cat, case.gpu, case.fabric)))
     spread = FRAGMENTED_CLUSTER_FACTOR if case.placement == "fragmented" else 1
     cluster = case.cluster_gpus or case.gpus * spread
     if cluster % k:

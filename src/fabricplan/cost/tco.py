@@ -133,7 +133,7 @@ def scenario_design(sc: Scenario, cat: Catalog, fabric: str) -> FabricDesign:
             t.oversubscription,
             t.spine_oversubscription,
             c.gpus_per_node,
-            c.nics_per_node,
+            c.nics_for(fabric),
             sc.costs.optics,
             cat,
         )

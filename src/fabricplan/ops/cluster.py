@@ -14,6 +14,7 @@ from fabricplan.nccltests.parse import MAX_SIZE_BYTES
 from fabricplan.ops import BadInput
 from fabricplan.scenario import default_fabric
 from fabricplan.scenario.models import MAX_GPUS
+from fabricplan.scenario.models import MAX_NICS_PER_NODE as MAX_NICS_PER_NODE
 from fabricplan.topology.layout import MAX_OVERSUBSCRIPTION
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 # about 7; 16 is beyond any fabric and catches typos.
 MAX_NODES = MAX_GPUS
 MAX_GPUS_PER_NODE = 1024
-MAX_NICS_PER_NODE = 64
 MAX_HOPS = 16
 # Sizes one table may list: 4,096 rows print in about 3 s (a table of 10,000 took 30); nccl-tests'
 # usual sweep (1 B to 16 GiB by doubling) is 35.
@@ -119,10 +119,10 @@ class ClusterFlags:
 
 
 def fill_from_scenario(flags: ClusterFlags, sc: Scenario) -> tuple[ClusterFlags, int]:
-    """``flags`` with the scenario's cluster (GPU, GPUs and NICs per node, first fabric) where a
-    flag is not given, and the scenario's node count. The scenario's topology design comes
-    along, its switch only with its own fabric (None: the fabric's default) unless a switch is
-    given."""
+    """``flags`` with the scenario's cluster (GPU, GPUs per node, first fabric and that fabric's
+    NICs per node) where a flag is not given, and the scenario's node count. The scenario's
+    topology design comes along, its switch only with its own fabric (None: the fabric's
+    default) unless a switch is given."""
     c = sc.cluster
     fabric = flags.fabric or c.fabrics[0]
     t = c.topology
@@ -130,7 +130,7 @@ def fill_from_scenario(flags: ClusterFlags, sc: Scenario) -> tuple[ClusterFlags,
         flags,
         gpu=flags.gpu or c.gpu,
         gpus_per_node=flags.gpus_per_node or c.gpus_per_node,
-        nics_per_node=flags.nics_per_node or c.nics_per_node,
+        nics_per_node=flags.nics_per_node or c.nics_for(fabric),
         fabric=fabric,
         switch=flags.switch or c.switch_for(fabric),
         design=t.design,

@@ -72,11 +72,11 @@ def rented_node_note(system: CommSystem) -> str | None:
 
     if not system.rented_only:
         return None
-    listed = nics_mismatch(system.gpu, system.fabric, system.nics_per_node)
+    listed = nics_mismatch(system.gpu, system.fabric, system.ports_per_node)
     if listed is None:
         return None
     return (
         f"{system.fabric} with {system.gpu} is rented as {listed}; this table uses "
-        f"{system.nics_per_node} NICs a node: set the NICs per node, or predict the provider's "
+        f"{system.ports_per_node} NICs a node: set the NICs per node, or predict the provider's "
         "node type (providers --predict)"
     )

@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fabricplan.catalog import Catalog, UnknownIdError
+from fabricplan.catalog.providers import node_nics
 from fabricplan.ops import BadInput
 from fabricplan.ops.cluster import ClusterFlags, comm_system, fill_from_scenario
 
@@ -69,8 +70,11 @@ def pair_runs(
     scenario_nodes = None
     if scenario is not None:
         flags, scenario_nodes = fill_from_scenario(flags, scenario)
+    gpu = flags.gpu or "h100"
     try:
-        node = catalog.gpu(flags.gpu or "h100").node
+        node = catalog.gpu(gpu).node
+        # a fabric only rented comes on the NICs of the node types that rent it
+        nics = node_nics(catalog, gpu, flags.fabric) if flags.fabric else node.nics_per_node
     except UnknownIdError as exc:
         raise BadInput(str(exc)) from None
     out = []
@@ -81,7 +85,7 @@ def pair_runs(
             gpn_flag=flags.gpus_per_node,
             nics_flag=flags.nics_per_node,
             reference_gpn=node.gpus_per_node,
-            reference_nics=node.nics_per_node,
+            reference_nics=nics,
         )
         if layout.ranks == 1:
             raise BadInput(

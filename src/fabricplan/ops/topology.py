@@ -52,15 +52,16 @@ def design_fabrics(
     o_leaf, o_spine = None, None
     optics = "policy"
     scenario_switch: dict[str, str | None] = {}  # per fabric: the scenario's, on its own ones
+    scenario_nics: dict[str, int] = {}  # per fabric: its NICs per node in the scenario
     if scenario is not None:
         c, optics = scenario.cluster, scenario.costs.optics
         gpus, gpu = gpus or c.gpus, gpu or c.gpu
         gpus_per_node = gpus_per_node or c.gpus_per_node
-        nics_per_node = nics_per_node or c.nics_per_node
         design = design or c.topology.design
         o_leaf, o_spine = c.topology.oversubscription, c.topology.spine_oversubscription
         fabrics = fabrics or list(c.fabrics)
         scenario_switch = {f: c.switch_for(f) for f in fabrics}
+        scenario_nics = {f: c.nics_for(f) for f in fabrics}
     if gpus is None:
         raise BadInput("give --gpus (or --scenario)")
     try:
@@ -79,7 +80,7 @@ def design_fabrics(
                 oversubscription=1.0 if o_leaf is None else o_leaf,
                 spine_oversubscription=1.0 if o_spine is None else o_spine,
                 gpus_per_node=gpus_per_node,
-                nics_per_node=nics_per_node,
+                nics_per_node=nics_per_node or scenario_nics.get(f),
                 cable_lengths=lengths,
                 optics=optics
                 if compatible_optics is None

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fabricplan.catalog import Catalog, UnknownIdError
-from fabricplan.catalog.providers import nics_mismatch
+from fabricplan.catalog.providers import nics_mismatch, rented_nodes
 
 # One plain record from the congestion layer (it imports nothing of its own), so that the
 # flow-control rules are written once: there.
@@ -73,6 +73,16 @@ def _check_cluster(c: Cluster, cat: Catalog, problems: list[Problem]) -> None:
     _check_flow_control(c, problems)
     if c.fabric and len(set(c.fabric)) != len(c.fabric):
         problems.append(Problem("cluster.fabric", "lists a fabric more than once", list(c.fabric)))
+    for f in c.nics_per_fabric or {}:
+        if f not in (c.fabric or ()):
+            compared = f" ({', '.join(c.fabric)})" if c.fabric else ""
+            problems.append(
+                Problem(
+                    f"cluster.nics_per_fabric.{f}",
+                    f"{f} is not in cluster.fabric{compared}: add it there, or drop this entry",
+                    c.nics_per_fabric[f],
+                )
+            )
     gpn = c.gpus_per_node
     if gpn is None and c.gpu in cat.ids("gpu"):
         gpn = cat.gpu(c.gpu).node.gpus_per_node
@@ -294,20 +304,37 @@ def scenario_warnings(s: Scenario, cat: Catalog) -> list[Problem]:
                         asked,
                     )
                 )
-    # a fabric only rented on node types with other NIC counts (A3 High: TCPX over 4 NICs)
-    # is compared here on the scenario's node, which no provider rents
+    # a fabric only rented on node types with other NIC counts (A3 High: TCPX over 4 NICs),
+    # compared on the NICs the scenario gives it, which no provider rents
     for f in s.cluster.fabrics:
-        nics = s.cluster.nics_per_node or cat.gpu(s.cluster.gpu).node.nics_per_node
+        nics = s.cluster.nics_for(f)
         listed = cat.fabric(f).rented_only and nics_mismatch(s.cluster.gpu, f, nics)
         if listed:
+            own = f in (s.cluster.nics_per_fabric or {})
             out.append(
                 Problem(
-                    "cluster.nics_per_node",
+                    f"cluster.nics_per_fabric.{f}" if own else "cluster.nics_per_node",
                     f"{f} with {s.cluster.gpu} is rented as {listed}; it is compared on "
                     f"this scenario's {nics} NICs a node",
                     nics,
                 )
             )
+    # owning a fabric that only comes as a cloud's node types: its capex prices stand-in parts
+    rented = [f for f in s.cluster.fabrics if cat.fabric(f).rented_only]
+    if s.costs.mode == "own" and rented:
+        named = ", ".join(
+            f"{f} ({', '.join(n.id for n in rented_nodes(s.cluster.gpu, f)) or 'no node type'})"
+            for f in rented
+        )
+        out.append(
+            Problem(
+                "costs.mode",
+                f"only rented, as these node types with {s.cluster.gpu}: {named}; an owned "
+                "cluster cannot have them, so their capex and opex price the catalog's stand-in "
+                "switches and NICs: use costs.mode rent to compare what renting costs",
+                s.costs.mode,
+            )
+        )
     flow = s.cluster.flow_control.model_dump(exclude_none=True)
     if flow and no_roce:
         out.append(

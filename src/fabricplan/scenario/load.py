@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from fabricplan.catalog import Catalog, count_params, default_catalog
+from fabricplan.catalog.providers import node_nics
 from fabricplan.inputs import (
     MIB,
     InputTooLarge,
@@ -181,14 +182,30 @@ def _resolve_workload(w: Workload, cluster: Cluster, cat: Catalog) -> Workload:
     )
 
 
+def _nics_per_fabric(c: Cluster, cat: Catalog, fabrics: tuple[str, ...]) -> dict[str, int] | None:
+    """The scenario's own NICs per fabric, and where neither a fabric's entry nor the cluster's
+    ``nics_per_node`` is given, each fabric's default node (``node_nics``: a fabric only rented
+    comes on the node types that rent it) where it differs from the GPU's reference node."""
+    reference = cat.gpu(c.gpu).node.nics_per_node
+    out = dict(c.nics_per_fabric or {})
+    if c.nics_per_node is None:
+        for f in fabrics:
+            nics = node_nics(cat, c.gpu, f)
+            if f not in out and nics != reference:
+                out[f] = nics
+    return out or None
+
+
 def resolve(s: Scenario, cat: Catalog) -> Scenario:
     """Fill every catalog-dependent default. ``s`` must have passed :func:`check_scenario`."""
     node = cat.gpu(s.cluster.gpu).node
+    fabrics = s.cluster.fabric or _default_fabrics(cat, s.cluster.gpu)
     cluster = s.cluster.model_copy(
         update={
             "gpus_per_node": s.cluster.gpus_per_node or node.gpus_per_node,
             "nics_per_node": s.cluster.nics_per_node or node.nics_per_node,
-            "fabric": s.cluster.fabric or _default_fabrics(cat, s.cluster.gpu),
+            "fabric": fabrics,
+            "nics_per_fabric": _nics_per_fabric(s.cluster, cat, fabrics),
         }
     )
     workload = _resolve_workload(s.workload, cluster, cat) if s.workload else None

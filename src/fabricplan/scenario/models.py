@@ -8,7 +8,7 @@ scenario returned by the loader has every such default filled in.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -31,6 +31,8 @@ MAX_MICRO_BATCH = 65_536  # sequences per GPU per micro-step; memory caps real o
 MAX_SERVING_TOKENS = 10_000_000  # prompt or output tokens per request: the longest contexts
 MAX_CONCURRENCY = 1_000_000  # requests in flight per replica
 MAX_NAME_CHARS = 200  # a scenario's name is a label printed in titles
+MAX_NICS_PER_NODE = 64  # scale-out NICs a node can hold: AWS p5 has 32
+NicCount = Annotated[int, Field(gt=0, le=MAX_NICS_PER_NODE)]
 
 
 class _Strict(BaseModel):
@@ -64,8 +66,15 @@ class Cluster(_Strict):
     gpu: str = "h100"
     gpus: int = Field(gt=0, le=MAX_GPUS)
     gpus_per_node: int | None = Field(default=None, gt=0, le=1024)
-    nics_per_node: int | None = Field(default=None, gt=0, le=64)
+    nics_per_node: int | None = Field(default=None, gt=0, le=MAX_NICS_PER_NODE)
     fabric: tuple[str, ...] | None = Field(default=None, description="one id or a list to compare")
+    nics_per_fabric: dict[str, NicCount] | None = Field(
+        default=None,
+        description="NICs per node on a compared fabric whose nodes have another count than "
+        "nics_per_node (a cloud's node type: tcpx-200g on A3 High has 4); a fabric only rented "
+        "defaults to the count of the node types that rent it with this GPU, unless "
+        "nics_per_node is given",
+    )
     topology: Topology = Topology()
     roce_quality: RoceQuality = "tuned"
     placement: Placement = Field(
@@ -93,6 +102,11 @@ class Cluster(_Strict):
     def fabrics(self) -> tuple[str, ...]:
         assert self.fabric is not None, "resolve the scenario first"
         return self.fabric
+
+    def nics_for(self, fabric: str) -> int:
+        """NICs per node on ``fabric``: its own count where it has one, else the cluster's."""
+        assert self.nics_per_node is not None, "resolve the scenario first"
+        return (self.nics_per_fabric or {}).get(fabric, self.nics_per_node)
 
     def switch_for(self, fabric: str) -> str | None:
         """The scenario's switch on one of its own fabrics (checked to carry them all); None,

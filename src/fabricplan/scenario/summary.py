@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fabricplan.catalog import Catalog, count_params
+from fabricplan.catalog.providers import rented_nodes
 from fabricplan.scenario.checks import scenario_warnings
 from fabricplan.scenario.models import Scenario
 
@@ -20,7 +21,7 @@ TRAIN_FLOPS_PER_PARAM_TOKEN = 6
 def _fabric_facts(s: Scenario, cat: Catalog, fabric_id: str) -> dict[str, Any]:
     f = cat.fabric(fabric_id)
     nic = cat.nic(f.default_nic)
-    nics = s.cluster.nics_per_node or 1
+    nics = s.cluster.nics_for(fabric_id)
     per_port = f.nic_goodput_GBps.nominal
     pcie_gen = cat.gpu(s.cluster.gpu).node.pcie_gen
     per_port_eff = nic.goodput_GBps(per_port, pcie_gen)
@@ -32,6 +33,11 @@ def _fabric_facts(s: Scenario, cat: Catalog, fabric_id: str) -> dict[str, Any]:
         "line_rate_gbps": f.line_rate_gbps,
         "goodput_per_port_GBps": per_port_eff,
         "pcie_limited": per_port > nic.pcie_GBps_in(pcie_gen),
+        "nics_per_node": nics,
+        # the node types that rent this GPU on this fabric with these NICs (a fabric only rented)
+        "rented_as": [
+            n.id for n in rented_nodes(s.cluster.gpu, f.id) if f.rented_only and n.nics == nics
+        ],
         "injection_per_node_GBps": per_port_eff * nics,
         "injection_per_gpu_GBps": per_port_eff * nics / (s.cluster.gpus_per_node or 1),
         "rdma_latency_us": [f.rdma_latency_us.low, f.rdma_latency_us.high],

@@ -8,6 +8,7 @@ from functools import cached_property
 
 from fabricplan.catalog import Catalog, default_catalog
 from fabricplan.catalog.models import Fabric, Nic, Switch
+from fabricplan.catalog.providers import node_nics
 from fabricplan.topology.cabling import (
     DEFAULT_LENGTHS,
     Optics,
@@ -215,7 +216,7 @@ def size_fabric(
     sw = cat.switch(switch or fab.default_switch)
     nic = cat.nic(fab.default_nic)
     k_g = gpus_per_node or g.node.gpus_per_node
-    m = nics_per_node or g.node.nics_per_node
+    m = nics_per_node or node_nics(cat, gpu, fabric)
     if design not in DESIGNS:
         raise TopologyError(f"unknown design '{design}'; known: {', '.join(DESIGNS)}")
     for name, value in (

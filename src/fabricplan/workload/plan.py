@@ -195,7 +195,7 @@ def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:
         gpu=cat.gpu(c.gpu),
         gpus=c.gpus,
         gpus_per_node=c.gpus_per_node,
-        nics_per_node=c.nics_per_node,
+        nics_per_node=c.nics_for(fabric),
         fabric=fabric,
         design=c.topology.design,
         oversubscription=c.topology.oversubscription,
