@@ -181,6 +181,46 @@ def test_an_invalid_value_shows_the_command_line_message(browser):
     assert browser.find_element(By.ID, "results").get_attribute("data-gpus") == "512"
 
 
+def test_warnings_show_as_the_command_line_prints_them(browser):
+    """TCPX ticked beside the example's fabrics loads with the warnings `scenario check`
+    prints for the same overrides, word for word: TCPX on the 8 NICs the example gives every
+    fabric (A3 High has 4) and, the example being an owned cluster, a fabric only rented.
+    Unticked, they go."""
+    assert browser.find_elements(By.CSS_SELECTOR, "#warnings li") == []
+    browser.find_element(By.CSS_SELECTOR, "#f-fabric input[value='tcpx-200g']").click()
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#warnings li")) == 2
+    )
+    wait_for_state(browser, "ready")
+    shown = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#warnings li")]
+    sets = browser.find_element(By.ID, "cmdline").text.split(" --set ")[1:]
+    assert sets == ["cluster.fabric=[ib-ndr, roce-400g, tcpx-200g]"]
+    code, printed = cli_text(
+        "scenario",
+        "check",
+        str(ROOT / "examples/llama3-70b-512-h100.yaml"),
+        *(a for s in sets for a in ("--set", s)),
+    )
+    assert code == 0
+    assert shown == [line for line in printed.splitlines() if line.startswith("warning:")]
+    assert {
+        li.get_attribute("data-field")
+        for li in browser.find_elements(By.CSS_SELECTOR, "#warnings li")
+    } == {"cluster.nics_per_node", "costs.mode"}
+    assert (
+        browser.find_element(By.ID, "status").text == "up to date, with 2 warnings under the fields"
+    )
+    shot(browser, "04-warnings")
+    browser.find_element(By.CSS_SELECTOR, "#f-fabric input[value='tcpx-200g']").click()
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#warnings li") == []
+    )
+    wait_for_state(browser, "ready")
+    browser.find_element(By.ID, "reset").click()  # the example as it is, for the next tests
+    wait_for_state(browser, "ready")
+    assert browser.find_element(By.ID, "cmdline").text == "fabricplan advise scenario.yaml"
+
+
 def test_upload_a_log_and_see_its_grade(browser, api):
     browser.find_element(By.ID, "log-file").send_keys(str(UNDERPERFORMING))
     type_into(browser, "grade-nodes", "2")
@@ -196,7 +236,7 @@ def test_upload_a_log_and_see_its_grade(browser, api):
     for finding in graded["findings"]:
         assert finding["code"] in text
     browser.execute_script("document.getElementById('grade').scrollIntoView()")
-    shot(browser, "04-graded")
+    shot(browser, "05-graded")
 
 
 def test_download_the_report(browser, downloads, api):
@@ -212,4 +252,4 @@ def test_download_the_report(browser, downloads, api):
     assert path.read_bytes() == expected
     browser.get(path.as_uri())  # the downloaded page opens on its own, with nothing fetched
     WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.TAG_NAME, "svg"))
-    shot(browser, "05-report")
+    shot(browser, "06-report")

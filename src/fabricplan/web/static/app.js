@@ -85,6 +85,7 @@ function fill(select, values) {
 
 function clearProblems() {
   $("problems").replaceChildren();
+  $("warnings").replaceChildren();
   for (const node of document.querySelectorAll(".field-problem")) node.remove();
   for (const node of document.querySelectorAll(".invalid")) node.classList.remove("invalid");
 }
@@ -111,6 +112,25 @@ function showProblems(doc) {
       holder.append(note);
     }
   }
+}
+
+// What loads but is probably unintended (`scenario check`'s warnings), worded as the command
+// line prints them: "warning: FIELD: MESSAGE (got VALUE)".
+function showWarnings(warnings) {
+  const list = $("warnings");
+  list.replaceChildren();
+  for (const w of warnings || []) {
+    const item = document.createElement("li");
+    const got = "value" in w ? ` (got ${pyRepr(w.value)})` : "";
+    item.textContent = `warning: ${w.field}: ${w.message}${got}`;
+    item.dataset.field = w.field;
+    list.append(item);
+  }
+}
+
+// A value as the command line quotes it (Python's repr): strings in single quotes.
+function pyRepr(v) {
+  return typeof v === "string" ? `'${v}'` : JSON.stringify(v);
 }
 
 // ---- updating after an edit -----------------------------------------------------------------
@@ -145,6 +165,7 @@ async function update() {
       return;
     }
     clearProblems();
+    showWarnings(check.doc.warnings);
     fillForm(check.doc.scenario);
     setStatus("computing…", "busy");
     const advice = await post("/api/advise", body, controller.signal);
@@ -156,7 +177,8 @@ async function update() {
       return;
     }
     render(advice.doc, check.doc.scenario);
-    setStatus("up to date");
+    const n = (check.doc.warnings || []).length;
+    setStatus(n ? `up to date, with ${n} warning${n > 1 ? "s" : ""} under the fields` : "up to date");
     document.body.dataset.state = "ready";
   } catch (err) {
     if (err.name !== "AbortError") {
