@@ -356,6 +356,13 @@ def test_a_fabric_only_rented_comes_on_the_nodes_that_rent_it(cat):
     assert nics == {"ib-ndr": 8, "efa-gen2-100g": 32, "tcpx-200g": 4, "tcpxo-200g": 8}
     assert s.cluster.nics_per_node == 8
     assert not [w for w in scenario_warnings(s, cat) if "rented as" in w.message]
+    shown = {f["id"]: (f["nics_per_node"], f["rented_as"]) for f in summarize(s, cat)["fabrics"]}
+    assert shown == {
+        "ib-ndr": (8, []),
+        "efa-gen2-100g": (32, ["p5.48xlarge"]),
+        "tcpx-200g": (4, ["a3-highgpu-8g"]),
+        "tcpxo-200g": (8, ["a3-megagpu-8g"]),
+    }
     given = scenario_from_data(data, overrides=["cluster.nics_per_node=8"])
     assert {given.cluster.nics_for(f) for f in given.cluster.fabrics} == {8}
     own = scenario_from_data(data, overrides=["cluster.nics_per_fabric.efa-gen2-100g=16"])

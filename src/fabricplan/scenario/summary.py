@@ -35,9 +35,11 @@ def _fabric_facts(s: Scenario, cat: Catalog, fabric_id: str) -> dict[str, Any]:
         "pcie_limited": per_port > nic.pcie_GBps_in(pcie_gen),
         "nics_per_node": nics,
         # the node types that rent this GPU on this fabric with these NICs (a fabric only rented)
-        "rented_as": [
-            n.id for n in rented_nodes(s.cluster.gpu, f.id) if f.rented_only and n.nics == nics
-        ],
+        "rented_as": (
+            [n.id for n in rented_nodes(s.cluster.gpu, f.id) if n.nics == nics]
+            if f.rented_only
+            else []
+        ),
         "injection_per_node_GBps": per_port_eff * nics,
         "injection_per_gpu_GBps": per_port_eff * nics / (s.cluster.gpus_per_node or 1),
         "rdma_latency_us": [f.rdma_latency_us.low, f.rdma_latency_us.high],
