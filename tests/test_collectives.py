@@ -316,3 +316,43 @@ def test_tree_ll128_fill_is_in_the_time_not_in_nccls_choice():
     flat = estimate[0, 0].ravel()
     assert r.algorithm[0, 0] * 3 + r.protocol[0, 0] == int(np.argmin(flat))
     assert r.time_us[0, 0] == pytest.approx(real[0, 0].ravel()[np.argmin(flat)])
+
+
+def test_small_messages_run_on_fewer_channels_than_nccls_estimate_assumes():
+    from fabricplan.collectives.model import LL, LL128, RING, SIMPLE, TREE, tables, times
+
+    sa = SystemArrays.of([build_system("h100", nodes=2, fabric="ib-ndr")])
+    lat, bw, channels = tables(sa, "all_reduce")
+    full = channels[0]
+    assert full == 16  # 8 NICs, doubled at run time
+    ranks = 16
+    sizes = np.array([8, 4096, 12 * 4096, 16 * 4096, 2**20], dtype=float)
+    real = times(sa, "all_reduce", sizes)
+    estimate = times(sa, "all_reduce", sizes, mechanics=False)
+
+    def bw_term(i: int, algo: int, proto: int) -> float:  # the estimate's, on all channels
+        if algo == TREE:  # with NCCL's tree correction by size
+            return estimate[0, i, algo, proto] - lat[0, algo, proto]
+        return sizes[i] / (1000.0 * bw[0, algo, proto])
+
+    # Tree/LL: a channel needs 512 threads x 8 bytes; one channel up to 8 KiB, 12 at 48 KiB,
+    # all 16 from 64 KiB
+    for i, used in ((0, 1), (1, 1), (2, 12), (3, 16), (4, 16)):
+        extra = real[0, i, TREE, LL] - estimate[0, i, TREE, LL]
+        assert extra == pytest.approx(bw_term(i, TREE, LL) * (full / used - 1))
+    # Ring/LL: the threshold is multiplied by the ranks: 512 x 8 x 16 = 64 KiB a channel
+    extra = real[0, 4, RING, LL] - estimate[0, 4, RING, LL]
+    used = 2**20 // (512 * 8 * ranks)
+    assert used == 16 and extra == pytest.approx(0.0)
+    extra = real[0, 3, RING, LL] - estimate[0, 3, RING, LL]
+    assert extra == pytest.approx(bw_term(3, RING, LL) * (full - 1))
+    # Simple: 512 x 64 bytes a channel, so 1 MiB runs on all 16 on the ring; at 64 KiB on two
+    extra = real[0, 3, RING, SIMPLE] - estimate[0, 3, RING, SIMPLE]
+    assert extra == pytest.approx(bw_term(3, RING, SIMPLE) * (full / 2 - 1))
+    assert real[0, 4, RING, SIMPLE] == pytest.approx(estimate[0, 4, RING, SIMPLE])
+    # never faster than the estimate, and the choice is still made on the estimate
+    assert np.all(real[np.isfinite(real)] >= estimate[np.isfinite(real)] - 1e-9)
+    r = sweep(sa, "all_reduce", sizes)
+    assert r.algorithm[0, 1] == TREE and r.protocol[0, 1] == LL
+    assert r.time_us[0, 1] == pytest.approx(real[0, 1, TREE, LL])
+    assert LL128 == 1  # the protocol order the thresholds are given in

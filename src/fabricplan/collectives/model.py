@@ -386,15 +386,39 @@ def as_sizes(sizes: np.ndarray | float, n: int) -> np.ndarray:
     return np.broadcast_to(sizes, (n, np.shape(sizes)[-1]))
 
 
+def _few_channels_us(
+    sa: SystemArrays, sizes: np.ndarray, bw_term: np.ndarray, channels: np.ndarray
+) -> list[tuple[int, np.ndarray]]:
+    """Time (us) that Ring and Tree add when NCCL runs a small message on fewer than the
+    communicator's ``channels`` (K.CHANNEL_MIN_BYTES): the bandwidth term grows by the channels
+    taken away. NCCL's estimate, made before, does not see it. Per algorithm with a message
+    that small: (algorithm, time (N, S, P))."""
+    need = np.broadcast_to(K.CHANNEL_MIN_BYTES, (len(sa), P))
+    ring_need = need.copy()
+    ring_need[:, LL] *= sa.nodes * sa.k
+    full = channels[:, None, None]
+    out = []
+    for algo, per_channel in ((TREE, need), (RING, ring_need)):
+        used = np.floor(sizes[:, :, None] / per_channel[:, None, :])
+        short = used < full
+        if not short.any():
+            continue
+        term = bw_term[:, :, algo]
+        lost = np.where(short, full / np.maximum(used, 1) - 1, 0.0)
+        out.append((algo, np.where(np.isfinite(term), term, 0.0) * lost))
+    return out
+
+
 def _times(
     sa: SystemArrays,
     op: str,
     sizes: np.ndarray,
     slowdown: np.ndarray | float,
     deltas: Sequence[np.ndarray | None],
-) -> tuple[list[np.ndarray], np.ndarray]:
+) -> tuple[list[np.ndarray], np.ndarray, list[tuple[int, np.ndarray]]]:
     """NCCL's estimate (N, S, A, P) with each of ``deltas`` as the per-step network latency
-    (None: the physical one), and the tree's pipeline fill it leaves out (N, S, P). Only the
+    (None: the physical one), and what it leaves out: the tree's pipeline fill (N, S, P) and
+    the time a small message adds on fewer channels (``_few_channels_us``). Only the
     latencies depend on the delta: the rest is computed once for all of them."""
     lat, bw, nch_rt = tables(sa, op, deltas[0])
     lats = [lat] + [tables(sa, op, d)[0] for d in deltas[1:]]
@@ -431,7 +455,7 @@ def _times(
             # latency + bytes / bandwidth; the fill stands in for what it adds
             lat_s[:, :, NVLS_TREE, SIMPLE] += nvls_tree_fill
         out.append(np.where(available, lat_s + bw_term, np.inf))
-    return out, tree_fill
+    return out, tree_fill, _few_channels_us(sa, sizes, bw_term, nch_rt)
 
 
 def times(
@@ -448,11 +472,14 @@ def times(
     where an algorithm/protocol is not available. ``slowdown`` (>= 1, scalar or (N, A)) stretches
     the bandwidth term: this is where a congestion backend's factor enters. ``delta`` replaces
     the physical per-step network latency (NCCL's tuner reads ``sa.tuner_delta``).
-    ``mechanics=False`` leaves out the tree's pipeline fill, as NCCL's own estimate does.
+    ``mechanics=False`` leaves out the tree's pipeline fill and the channels a small message
+    loses, as NCCL's own estimate does.
     """
-    (t,), tree_fill = _times(sa, op, sizes, slowdown, [delta])
+    (t,), tree_fill, few_channels = _times(sa, op, sizes, slowdown, [delta])
     if mechanics:
         t[:, :, TREE] += tree_fill
+        for algo, extra in few_channels:
+            t[:, :, algo] += extra
     return t
 
 
@@ -460,13 +487,16 @@ def times_and_estimate(
     sa: SystemArrays, op: str, sizes: np.ndarray, slowdown: np.ndarray | float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """The time (as ``times``) and NCCL's own estimate, which reads the plugin's reported
-    latency and leaves out the tree's pipeline fill; computed once when the two latencies agree."""
+    latency and leaves out the tree's pipeline fill and the channels a small message loses;
+    computed once when the two latencies agree."""
     if not np.array_equal(sa.tuner_delta, sa.delta):
-        (estimate, t), tree_fill = _times(sa, op, sizes, slowdown, [sa.tuner_delta, None])
+        (estimate, t), tree_fill, few = _times(sa, op, sizes, slowdown, [sa.tuner_delta, None])
     else:
-        (estimate,), tree_fill = _times(sa, op, sizes, slowdown, [sa.tuner_delta])
+        (estimate,), tree_fill, few = _times(sa, op, sizes, slowdown, [sa.tuner_delta])
         t = estimate.copy()
     t[:, :, TREE] += tree_fill
+    for algo, extra in few:
+        t[:, :, algo] += extra
     return t, estimate
 
 

@@ -205,6 +205,17 @@ NVLS_CHANNELS = np.array([16.0, 16.0, 16.0, 32.0])
 # NCCL_MAX_CTAS defaults to MAXCHANNELS (64 since NCCL 2.12, src/include/device.h); the CTA
 # limits clamp the NVLS channel count (src/transport/nvls.cc).
 MAX_CTAS = 64
+# A small message runs on fewer channels than the communicator has: after choosing the algorithm
+# and protocol by its estimate (which assumes all of them), NCCL takes channels away while the
+# message is under channels x threads x a per-thread threshold, down to one (src/enqueue.cc,
+# topoGetAlgoInfo, "Ring/Tree channel tuning"; the same loop since NCCL 2.4). The bytes a channel
+# must have, per protocol (LL, LL128, Simple): threads (src/include/device.h,
+# NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) times
+# their thresholds (src/include/comm.h, NCCL_LL/LL128/SIMPLE_THREAD_THRESHOLD 8, 8, 64 bytes).
+# The ring's LL threshold is multiplied by the ranks (src/graph/tuning.cc). The ring's Simple
+# threads drop to 256 where its intra-node bandwidth is under PCIe's (tuning.cc); not modelled.
+CHANNEL_MIN_BYTES = np.array([512 * 8, 640 * 8, 512 * 64], dtype=float)
+
 # NCCL doubles the channels its topology search finds when it connects them at run time
 # (src/graph/connect.cc), so on H100-class nodes each NIC carries two ring connections.
 RUNTIME_CHANNEL_FACTOR = 2
