@@ -208,8 +208,8 @@ MAX_CTAS = 64
 # A small message runs on fewer channels than the communicator has: after choosing the algorithm
 # and protocol by its estimate (which assumes all of them), NCCL takes channels away while the
 # message is under channels x threads x a per-thread threshold, down to one (src/enqueue.cc,
-# topoGetAlgoInfo, "Ring/Tree channel tuning"; the same loop since NCCL 2.4). The bytes a channel
-# must have, per protocol (LL, LL128, Simple): threads (src/include/device.h,
+# topoGetAlgoInfo, "Ring/Tree channel tuning"; the same loop in NCCL 2.8.3 and 2.18.3). The bytes
+# a channel must have, per protocol (LL, LL128, Simple): threads (src/include/device.h,
 # NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) times
 # their thresholds (src/include/comm.h, NCCL_LL/LL128/SIMPLE_THREAD_THRESHOLD 8, 8, 64 bytes).
 # The ring's LL threshold is multiplied by the ranks (src/graph/tuning.cc). The ring's Simple
