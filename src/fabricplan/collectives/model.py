@@ -21,6 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from fabricplan.collectives import nccl_constants as K
+from fabricplan.collectives.channels import few_channels_us
 from fabricplan.collectives.indices import (
     CN_CHAIN,
     CN_DIRECT,
@@ -386,29 +387,6 @@ def as_sizes(sizes: np.ndarray | float, n: int) -> np.ndarray:
     return np.broadcast_to(sizes, (n, np.shape(sizes)[-1]))
 
 
-def _few_channels_us(
-    sa: SystemArrays, sizes: np.ndarray, bw_term: np.ndarray, channels: np.ndarray
-) -> list[tuple[int, np.ndarray]]:
-    """Time (us) that Ring and Tree add when NCCL runs a small message on fewer than the
-    communicator's ``channels`` (K.CHANNEL_MIN_BYTES): the bandwidth term grows by the channels
-    taken away. NCCL's estimate, made before, does not see it. Per algorithm with a message
-    that small: (algorithm, time (N, S, P))."""
-    need = np.broadcast_to(K.CHANNEL_MIN_BYTES, (len(sa), P))
-    ring_need = need.copy()
-    ring_need[:, LL] *= sa.nodes * sa.k
-    full = channels[:, None, None]
-    out = []
-    for algo, per_channel in ((TREE, need), (RING, ring_need)):
-        used = np.floor(sizes[:, :, None] / per_channel[:, None, :])
-        short = used < full
-        if not short.any():
-            continue
-        term = bw_term[:, :, algo]
-        lost = np.where(short, full / np.maximum(used, 1) - 1, 0.0)
-        out.append((algo, np.where(np.isfinite(term), term, 0.0) * lost))
-    return out
-
-
 def _times(
     sa: SystemArrays,
     op: str,
@@ -418,7 +396,7 @@ def _times(
 ) -> tuple[list[np.ndarray], np.ndarray, list[tuple[int, np.ndarray]]]:
     """NCCL's estimate (N, S, A, P) with each of ``deltas`` as the per-step network latency
     (None: the physical one), and what it leaves out: the tree's pipeline fill (N, S, P) and
-    the time a small message adds on fewer channels (``_few_channels_us``). Only the
+    the time a small message adds on fewer channels (``few_channels_us``). Only the
     latencies depend on the delta: the rest is computed once for all of them."""
     lat, bw, nch_rt = tables(sa, op, deltas[0])
     lats = [lat] + [tables(sa, op, d)[0] for d in deltas[1:]]
@@ -455,7 +433,7 @@ def _times(
             # latency + bytes / bandwidth; the fill stands in for what it adds
             lat_s[:, :, NVLS_TREE, SIMPLE] += nvls_tree_fill
         out.append(np.where(available, lat_s + bw_term, np.inf))
-    return out, tree_fill, _few_channels_us(sa, sizes, bw_term, nch_rt)
+    return out, tree_fill, few_channels_us(sa.nodes * sa.k, sizes, bw_term, nch_rt)
 
 
 def times(
