@@ -163,7 +163,7 @@ def test_validate_json():
     data = json.loads(run("validate", "--json").stdout)
     out = data["runs"]
     # every run graded as expected, the held-back TCPX and TCPXO all_reduces among them
-    assert len(out) == 21
+    assert len(out) == 22
     assert [r["file"][:3] for r in out if not r["grade_ok"]] == []
     assert all("predicted_busbw_GBps" in p for r in out for p in r["points"])
     assert {r["family"] for r in out} == {"infiniband", "roce", "tcp", "srd"}

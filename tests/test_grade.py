@@ -26,9 +26,9 @@ def _tcpx_all_reduce(c) -> bool:
 
 
 def _tcpxo_all_reduce(c) -> bool:
-    """The held-back GPUDirect-TCPXO all_reduce (2 x A3 Mega): the model is 1.1-1.6x fast from
-    64 MiB up, and more below, where Google's own tuner picks the algorithms (README, known
-    limits)."""
+    """The held-back GPUDirect-TCPXO all_reduce (2 x A3 Mega): the model is 1.1-2.9x fast from
+    4 MiB up, where Google's own tuner picks the algorithms, and slow on small messages
+    (README, known limits)."""
     return c.setup["file"].startswith("14_")
 
 
@@ -56,8 +56,8 @@ def test_accuracy_on_healthy_runs(checks):
     healthy = [c for c in checks if c.setup["health"] == "healthy"]
     assert len(healthy) >= 6
     for c in healthy:
-        # the known misses: 27.5 % (TCPX all_reduce), 17.7 % (TCPXO all_reduce)
-        bound = 0.28 if _tcpx_all_reduce(c) else 0.18 if _tcpxo_all_reduce(c) else 0.10
+        # the known misses: 27.5 % (TCPX all_reduce), 12.3 % (TCPXO all_reduce)
+        bound = 0.28 if _tcpx_all_reduce(c) else 0.13 if _tcpxo_all_reduce(c) else 0.10
         assert c.busbw_error is not None and c.busbw_error <= bound, c.setup["select"]
         if c.time_error is not None and not c.setup.get("held_back"):
             assert c.time_error <= 0.25, c.setup["select"]
@@ -74,16 +74,31 @@ def test_tcpx_mid_sizes_follow_its_per_step_time(checks):
     assert mid.sum() == 6 and np.all((err > 0) & (err <= 0.22))
 
 
+def test_tcpxo_mid_sizes_follow_its_per_step_time(checks):
+    """TCPXO's per-step time is set from the built-on A3 Mega all_gather (64 KiB-8 GiB); the
+    held-back one of the dstack documentation comes out within 8 % at 8-32 MiB (they were 18-60 %
+    fast without it) and within 2 % at its median from 64 MiB up."""
+    tcpxo = next(
+        c for c in checks if c.setup["fabric"] == "tcpxo-200g" and c.setup["file"].startswith("11_")
+    )
+    assert tcpxo.setup.get("held_back")
+    cmp = tcpxo.comparison
+    mid = (cmp.sizes >= 2**20) & (cmp.sizes <= 32 * 2**20)
+    err = cmp.measured_busbw_GBps[mid] / cmp.expected_busbw_GBps[mid] - 1
+    assert mid.sum() == 3 and np.all(np.abs(err) <= 0.08)
+    assert tcpxo.busbw_error <= 0.02
+
+
 def test_accuracy_by_family_on_the_held_back_runs(checks):
     """The runs nothing was set from: large sizes within 10 % per family but TCP (the TCPX and
     TCPXO all_reduces, above), as recorded in README; mid sizes and small-message time are
     known to be worse (README, known limits)."""
     rows = {(b.family, b.band): b for b in accuracy_by_family(checks) if b.held_back}
-    assert rows[("all", BANDS[0])].median_abs_error == pytest.approx(0.063, abs=0.005)
+    assert rows[("all", BANDS[0])].median_abs_error == pytest.approx(0.070, abs=0.005)
     for fam in ("infiniband", "roce"):
         assert rows[(fam, BANDS[0])].median_abs_error <= 0.10, fam
-    assert rows[("tcp", BANDS[0])].median_abs_error <= 0.18
-    assert rows[("all", BANDS[1])].median_abs_error <= 0.21
+    assert rows[("tcp", BANDS[0])].median_abs_error <= 0.15
+    assert rows[("all", BANDS[1])].median_abs_error <= 0.15
     assert rows[("all", BANDS[0])].runs == 6
 
 
