@@ -319,7 +319,7 @@ def test_tree_ll128_fill_is_in_the_time_not_in_nccls_choice():
 
 
 def test_small_messages_run_on_fewer_channels_than_nccls_estimate_assumes():
-    from fabricplan.collectives.model import LL, LL128, RING, SIMPLE, TREE, tables, times
+    from fabricplan.collectives.model import LL, RING, SIMPLE, TREE, tables, times
 
     sa = SystemArrays.of([build_system("h100", nodes=2, fabric="ib-ndr")])
     lat, bw, channels = tables(sa, "all_reduce")
@@ -355,4 +355,3 @@ def test_small_messages_run_on_fewer_channels_than_nccls_estimate_assumes():
     r = sweep(sa, "all_reduce", sizes)
     assert r.algorithm[0, 1] == TREE and r.protocol[0, 1] == LL
     assert r.time_us[0, 1] == pytest.approx(real[0, 1, TREE, LL])
-    assert LL128 == 1  # the protocol order the thresholds are given in
