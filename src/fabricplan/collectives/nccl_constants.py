@@ -182,12 +182,15 @@ SCALEUP_EFFICIENCY["cdna3"] = 0.8
 # depth x 8 / x 4 / x 1 chunks); a channel's part smaller than a step goes as a single chunk. Each
 # hop stores a whole chunk before forwarding it, so the pipeline fills and drains in chunks.
 SIMPLE_STEP_BYTES = 4 * 2**20 // 8
+# Threads a channel runs per protocol, at most (src/include/device.h: NCCL_LL_MAX_NTHREADS,
+# NCCL_LL128_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS).
+LL_MAX_NTHREADS, LL128_MAX_NTHREADS, SIMPLE_MAX_NTHREADS = 512, 640, 512
 # LL128: a step is DEFAULT_LL128_BUFFSIZE / NCCL_STEPS = NCCL_LL128_ELEMS_PER_THREAD (120) x
-# NCCL_LL128_MAX_NTHREADS (640) x 8 bytes (src/init.cc, src/include/device.h), of which 15 of every
+# NCCL_LL128_MAX_NTHREADS x 8 bytes (src/init.cc, src/include/device.h), of which 15 of every
 # 16 words are data (NCCL_LL128_DATAELEMS / NCCL_LL128_LINEELEMS). The tree halves the chunk while
 # a channel's part holds fewer than nstepsLL128 x 64 / ppn chunks (down to 128 KiB), then
 # nstepsLL128 x 16 / ppn (down to 32 KiB), nstepsLL128 = 1 + log2(nodes) + 0.1 x ppn.
-LL128_STEP_DATA_BYTES = 120 * 640 * 8 // 16 * 15
+LL128_STEP_DATA_BYTES = 120 * LL128_MAX_NTHREADS * 8 // 16 * 15
 TREE_LL128_CHUNK_RULES = ((64, 131072), (16, 32768))
 TREE_LL128_NSTEPS_PER_PPN = 0.1
 # NVLS-Tree's chunk (src/enqueue.cc, calcCollChunking, NCCL 2.21-2.28): NCCL_NVLS_CHUNKSIZE (128
@@ -209,12 +212,19 @@ MAX_CTAS = 64
 # and protocol by its estimate (which assumes all of them), NCCL takes channels away while the
 # message is under channels x threads x a per-thread threshold, down to one (src/enqueue.cc,
 # topoGetAlgoInfo, "Ring/Tree channel tuning"; the same loop in NCCL 2.8.3 and 2.18.3). The bytes
-# a channel must have, per protocol (LL, LL128, Simple): threads (src/include/device.h,
-# NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) times
-# their thresholds (src/include/comm.h, NCCL_LL/LL128/SIMPLE_THREAD_THRESHOLD 8, 8, 64 bytes).
-# The ring's LL threshold is multiplied by the ranks (src/graph/tuning.cc). The ring's Simple
-# threads drop to 256 where its intra-node bandwidth is under PCIe's (tuning.cc); not modelled.
-CHANNEL_MIN_BYTES = np.array([512 * 8, 640 * 8, 512 * 64], dtype=float)
+# a channel must have, per protocol (LL, LL128, Simple): its threads times their per-thread
+# thresholds (src/include/comm.h, NCCL_LL/LL128/SIMPLE_THREAD_THRESHOLD, bytes). The ring's LL
+# threshold is multiplied by the ranks (src/graph/tuning.cc). The ring's Simple threads drop to
+# 256 where its intra-node bandwidth is under PCIe's (tuning.cc); not modelled.
+LL_THREAD_THRESHOLD, LL128_THREAD_THRESHOLD, SIMPLE_THREAD_THRESHOLD = 8, 8, 64
+CHANNEL_MIN_BYTES = np.array(
+    [
+        LL_MAX_NTHREADS * LL_THREAD_THRESHOLD,
+        LL128_MAX_NTHREADS * LL128_THREAD_THRESHOLD,
+        SIMPLE_MAX_NTHREADS * SIMPLE_THREAD_THRESHOLD,
+    ],
+    dtype=float,
+)
 
 # NCCL doubles the channels its topology search finds when it connects them at run time
 # (src/graph/connect.cc), so on H100-class nodes each NIC carries two ring connections.
