@@ -65,8 +65,29 @@ def test_max_min_weights_and_caps():
     assert 2 * rates[0] + rates[1] + 0.5 == pytest.approx(4.0)
 
 
+def test_a_stored_zero_settles_no_flow_on_any_fill_path():
+    # link 0 stores flow 1 with weight 0: flow 1 does not cross it, so when link 0 saturates
+    # (flow 0 alone at 1.0) flow 1 must go on to link 1's share (3.0), on every fill path
+    a = csr_matrix((np.array([1.0, 0.0, 1.0]), np.array([0, 1, 1]), np.array([0, 2, 3])), (2, 2))
+    assert a.nnz == 3
+    saved = kernels.COMPILED_MIN_SIZE, kernels.loaded
+    for threshold, compiled, _ in _FILL_PATHS:
+        kernels.COMPILED_MIN_SIZE, kernels.loaded = threshold, lambda c=compiled: c
+        try:
+            rate = max_min_rates(a, np.array([1.0, 3.0]))
+        finally:
+            kernels.COMPILED_MIN_SIZE, kernels.loaded = saved
+        np.testing.assert_allclose(rate, [1.0, 3.0], rtol=1e-9)
+
+
 # a flow's share of its rate on a link: absent (twice as likely), split, whole, crossing twice
 WEIGHTS = [0.0, 0.0, 0.5, 1.0, 2.0]
+
+
+# The three ways max_min_rates fills: (COMPILED_MIN_SIZE, compiled kernels already in the
+# process, tolerance): the compiled fill on scipy's transpose; the compiled fill on a small
+# problem's own transpose; the array rounds small problems use before the kernels are loaded.
+_FILL_PATHS = ((0, True, 1e-9), (10**9, True, 1e-9), (10**9, False, 2 * LEVEL_MERGE))
 
 
 @settings(max_examples=200, deadline=None)
@@ -100,13 +121,17 @@ def test_max_min_every_flow_has_a_bottleneck(problem, data):
         data.draw(st.lists(st.sampled_from([np.inf, 0.3, 1.0, 4.0]), min_size=n, max_size=n))
     )
     dense = a.toarray()
-    saved = kernels.COMPILED_MIN_SIZE
-    for threshold, tol in ((0, 1e-9), (10**9, 2 * LEVEL_MERGE)):
-        kernels.COMPILED_MIN_SIZE = threshold
+    saved = kernels.COMPILED_MIN_SIZE, kernels.loaded
+    exact = None
+    for threshold, compiled, tol in _FILL_PATHS:
+        kernels.COMPILED_MIN_SIZE, kernels.loaded = threshold, lambda c=compiled: c
         try:
             rate = max_min_rates(a, capacity, active, cap)
         finally:
-            kernels.COMPILED_MIN_SIZE = saved
+            kernels.COMPILED_MIN_SIZE, kernels.loaded = saved
+        if tol < LEVEL_MERGE:  # both compiled paths fill exactly: the same rates
+            exact = rate if exact is None else exact
+            np.testing.assert_allclose(rate, exact, rtol=1e-12, atol=1e-12)
         load = dense @ rate
         assert np.all(rate[~active] == 0)
         assert np.all(load <= capacity * (1 + 1e-9))

@@ -287,6 +287,12 @@ def fill():
     return _jit(_fill)
 
 
+def loaded() -> bool:
+    """Whether this process holds the compiled max-min fill already (a large run, or a
+    long-lived process that had one): small problems then use it too, at no start-up cost."""
+    return fill.cache_info().currsize > 0
+
+
 @cache
 def brought():
     """:func:`_brought`, compiled."""

@@ -188,6 +188,36 @@ def _max_min_rounds(
     return rate
 
 
+def _fill_small(a: Matrix, capacity: np.ndarray, active: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """The compiled fill (exact) on a small problem, once the process has it: the transpose it
+    reads is built here by one sort of the flows, without scipy's fixed costs. A stored zero
+    carries none of its flow, so it is left out of both sides."""
+    n_links, n_flows = a.shape
+    per_link = np.diff(a.indptr)
+    flows, weight = a.indices, np.asarray(a.data, float)
+    link_of = np.repeat(np.arange(n_links, dtype=np.int32), per_link)
+    if not weight.all():
+        keep = weight != 0
+        link_of, flows, weight = link_of[keep], flows[keep], weight[keep]
+        per_link = np.bincount(link_of, minlength=n_links)
+    l_ptr = np.zeros(n_links + 1, np.int32)
+    np.cumsum(per_link, out=l_ptr[1:])
+    f_ptr = np.zeros(n_flows + 1, np.int32)
+    np.cumsum(np.bincount(flows, minlength=n_flows), out=f_ptr[1:])
+    order = np.argsort(flows, kind="stable")
+    # the argument types the kernel was compiled for (scipy's int32 indices)
+    return kernels.fill()(
+        l_ptr,
+        flows.astype(np.int32),
+        f_ptr,
+        link_of[order],
+        weight[order],
+        np.ascontiguousarray(capacity),
+        np.ascontiguousarray(active),
+        np.ascontiguousarray(cap),
+    )
+
+
 def max_min_rates(
     a: Matrix,
     capacity: np.ndarray,
@@ -204,7 +234,11 @@ def max_min_rates(
     ``a``'s transpose in CSR, when the caller has it (only the compiled kernel uses it).
     """
     n_flows = a.shape[1]
+    active = np.ones(n_flows, bool) if active is None else np.asarray(active, bool)
+    cap = np.full(n_flows, np.inf) if cap is None else np.asarray(cap, float)
     if a.nnz < kernels.COMPILED_MIN_SIZE:
+        if kernels.loaded():
+            return _fill_small(a, np.asarray(capacity, float), active, cap)
         return _max_min_rounds(a, capacity, active, cap)
     a = a.csr() if isinstance(a, Rows) else a.tocsr()
     if a.nnz and not a.data.all():  # a stored zero is no crossing: it must not settle a flow
@@ -212,8 +246,6 @@ def max_min_rates(
         a.eliminate_zeros()
         a_t = None
     a_t = a.T.tocsr() if a_t is None else a_t
-    active = np.ones(n_flows, bool) if active is None else np.asarray(active, bool)
-    cap = np.full(n_flows, np.inf) if cap is None else np.asarray(cap, float)
     return kernels.fill()(
         a.indptr,
         a.indices,
