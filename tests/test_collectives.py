@@ -300,6 +300,32 @@ def test_pipeline_fill_is_stages_minus_one_step_times():
     assert none[0, 0] == 0.0
 
 
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_tree_simple_fill_is_two_passes_of_store_and_forward(nodes):
+    from fabricplan.collectives.model import SIMPLE, TREE, tables
+    from fabricplan.collectives.pipeline import tree_fill_us
+
+    # H100 nodes of 8 GPUs: a chain of 7 NVLink hops, and log2(nodes) network hops. Each pass
+    # (reduce, then broadcast) is paid at the slowest hop's pace in the bandwidth term; the
+    # last chunk still crosses every other hop once: 7 NVLink hops at the GPU's NVLink share
+    # per channel, and the network hops but one at the tree's per-channel bus rate (twice its
+    # algbw). Alone in a node the NVLink hops are the tree and one of them is the pace. 4 MiB
+    # is one chunk per channel (under a 512 KiB step); at 512 MiB a chunk is one 512 KiB step
+    sa = SystemArrays.of([build_system("h100", nodes, "ib-ndr")])
+    _, bw, channels = tables(sa, "all_reduce")
+    ch = float(channels[0])
+    bus = 2 * float(bw[0, TREE, SIMPLE]) / ch  # GB/s per channel
+    nvl = max(float(sa.nvl[0]) / ch, bus)
+    levels = {1: 0, 2: 1, 4: 2}[nodes]
+    sizes = np.array([[4.0 * 2**20, 512.0 * 2**20]])
+    tree, _ = tree_fill_us(sa, sizes, bw, channels)
+    for got, chunk in zip(tree[0, :, SIMPLE], (4.0 * 2**20 / ch, 512.0 * 2**10), strict=True):
+        assert chunk <= 512 * 2**10
+        # alone in a node: 6 of the 7 NVLink hops; else all 7, and the network hops but one
+        per_pass = 6 * chunk / nvl if nodes == 1 else 7 * chunk / nvl + (levels - 1) * chunk / bus
+        assert got == pytest.approx(2 * per_pass / 1000)
+
+
 def test_tree_ll128_fill_is_in_the_time_not_in_nccls_choice():
     from fabricplan.collectives.model import LL128, TREE, tables, times
 

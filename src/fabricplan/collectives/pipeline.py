@@ -98,6 +98,35 @@ def pipeline_fill_us(
     return np.where(algbw[:, None] > 0, lag * step_time, 0.0)
 
 
+def tree_simple_fill_us(
+    chunk: np.ndarray,
+    channels: np.ndarray,
+    algbw: np.ndarray,
+    nvlink: np.ndarray,
+    ppn: np.ndarray,
+    levels: np.ndarray,
+) -> np.ndarray:
+    """What Tree/Simple's two store-and-forward passes add to the bandwidth term (N, S), us.
+
+    A pass runs a channel's chunks (``chunk`` bytes each, (N, S)) through ``ppn - 1`` NVLink
+    hops of the node's chain and ``levels`` network hops; its bandwidth term already counts
+    the chunks at the slowest hop's pace, the tree's per-channel bus bandwidth (``algbw`` over
+    ``TREE_ALG_RATIO``: every byte goes up, then down, tuning.cc). The last chunk then still
+    crosses every other hop once: an NVLink hop at the GPU's NVLink (``nvlink``, GB/s one
+    direction) shared by its channels, a network hop at the bus rate. ``channels``, ``algbw``,
+    ``nvlink``, ``ppn`` and ``levels`` are (N,)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bus = algbw / K.TREE_ALG_RATIO / channels  # GB/s per channel
+        nvl = np.maximum(nvlink / channels, bus)  # an NVLink hop is never the slower one here
+        per_pass = chunk * (
+            ((ppn - 1) / nvl)[:, None] + (np.maximum(levels, 1) - 1)[:, None] / bus[:, None]
+        )
+        # one node: the chain's NVLink hops are the tree, and the slowest of them is the bus
+        one_node = (levels == 0)[:, None]
+        per_pass = np.where(one_node, per_pass - chunk / nvl[:, None], per_pass)
+    return np.where((algbw > 0)[:, None], 2 * np.maximum(per_pass, 0.0) / 1000.0, 0.0)
+
+
 def tree_fill_us(
     sa: SystemArrays, sizes: np.ndarray, bw: np.ndarray, channels: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -105,19 +134,28 @@ def tree_fill_us(
     LL none) and NVLS-Tree's (N, S).
 
     Tree/Simple stores and forwards whole chunks at every hop: up the chain inside the node
-    and the levels between nodes, and down again. Tree/LL128 forwards 128-byte lines over NVLink
-    as they land (each line carries its flag), but the network proxy sends a step only once it
-    is complete (src/transport/net.cc, sendProxyProgress), so only the network hops store a
-    chunk. NVLS-Tree pipelines loops of chunks (``nvls_tree_fill_us``). NCCL's tuner counts no
-    fill: the tree's is in the time, not in NCCL's choice (NVLS-Tree's is in both, see
-    ``model._times``). ``bw`` is ``tables``' (N, A, P) bandwidth and ``channels`` the runtime
-    ring/tree channel count (N,)."""
+    and the levels between nodes, and down again. Every rank runs its reduce loop over all of a
+    channel's chunks before its broadcast loop (src/device/all_reduce.h, runTreeUpDown), so
+    each pass is a pipeline of its own, whose last chunk leaves every hop one hop-time after
+    the one before: a pass takes its chunks at the slowest hop's pace (the bandwidth term) plus
+    one chunk's time on every other hop (``tree_simple_fill_us``).
+
+    Tree/LL128 forwards 128-byte lines over NVLink as they land (each line carries its flag),
+    but the network proxy sends a step only once it is complete (src/transport/net.cc,
+    sendProxyProgress), so only the network hops store a chunk. NVLS-Tree pipelines loops of
+    chunks (``nvls_tree_fill_us``). NCCL's tuner counts no fill: the tree's is in the time, not
+    in NCCL's choice (NVLS-Tree's is in both, see ``model._times``). ``bw`` is ``tables``'
+    (N, A, P) bandwidth and ``channels`` the runtime ring/tree channel count (N,)."""
     tree = np.zeros((*sizes.shape, P))
     levels = np.floor(np.log2(np.maximum(sa.nodes, 1)))
     part = sizes / channels[:, None]
-    chain = (sa.k - 1) + levels
-    tree[:, :, SIMPLE] = pipeline_fill_us(
-        tree_chunk_bytes(part, SIMPLE, sa.nodes, sa.k), channels, bw[:, TREE, SIMPLE], 2 * chain
+    tree[:, :, SIMPLE] = tree_simple_fill_us(
+        tree_chunk_bytes(part, SIMPLE, sa.nodes, sa.k),
+        channels,
+        bw[:, TREE, SIMPLE],
+        sa.nvl,
+        sa.k,
+        levels,
     )
     tree[:, :, LL128] = pipeline_fill_us(
         tree_chunk_bytes(part, LL128, sa.nodes, sa.k), channels, bw[:, TREE, LL128], 2 * levels
