@@ -179,14 +179,17 @@ def test_what_flowlet_routing_leaves_out_is_said_only_where_it_routes():
     assert said["flowlet"][1:] == said["ecmp"]
 
 
-def test_flows_that_are_new_flowlets_at_every_packet_spread_over_the_ports():
+def test_flows_that_are_new_flowlets_at_every_packet_keep_their_port_until_it_queues():
     # an all-to-all of 64 hosts sends each flow one packet every 11 us (63 flows a NIC), over
-    # the reference's 10 us timeout: its switches re-decide every packet, so ECMP's collisions
-    # go and every flow ends with its NIC, where the reference's flows end within 10 % (p99)
+    # the reference's 10 us timeout: every packet is a chance to move, but a switch keeps a
+    # flow's port while no other is strictly emptier (htsim's getNextHop). Flows start on one
+    # port each, as under ECMP, and leave the ports their next switch pauses: most of ECMP's
+    # tail goes, and the flows do not all end with their NICs as a perfect spread would
     from fabricplan.validation import packet_level as P
 
     a2a = next(c for c in P.CASES if c.name == "a2a64")
     flowlet, ecmp = P.compare(a2a, "flowlet", seeds=2), P.compare(a2a, "ecmp", seeds=2)
     assert flowlet.predicted["max"] < 0.8 * ecmp.predicted["max"]
-    assert flowlet.predicted["max"] < 1.01 * flowlet.predicted["p50"]
+    assert flowlet.predicted["max"] > 1.01 * flowlet.predicted["p50"]
     assert abs(flowlet.errors["p50"]) <= P.TOLERANCE
+    assert abs(flowlet.errors["p99"]) <= P.TOLERANCE

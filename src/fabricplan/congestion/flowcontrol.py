@@ -190,6 +190,9 @@ class Phases:
             self.port_keys, self.p_port = port_ids(net, pp.out, pp.into)
             self.arrivals = PathArrivals(net, routed, col_of, pp, self.port_keys)
             self._upstream: np.ndarray | None = None  # built on first use: see _arbitrated
+            # each column one hop flow (no coupled channels): a pair's upstream pair is the one
+            # leaving the switch before by the very entry this pair enters by
+            self._one_flow_per_column = not len(col_of) or int(np.bincount(col_of).max()) <= 1
         self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
         if pp is not None:  # per pair: an open-loop sender's, or the window it may queue
             self.p_open = ~np.isfinite(self.window_kb[self.p_col])
@@ -351,6 +354,15 @@ class Phases:
         """Per pair, the pair that brought its flow into the switch before (-1: it came from a
         NIC, or split over several): the arbiters upstream of a held port. Routing is fixed
         for the run, so it is built once."""
+        if self._upstream is None and self._one_flow_per_column:
+            # the entry a pair comes in by left the switch before in exactly one pair, or split
+            pp = self.pairs
+            assert pp is not None
+            entries = int(max(pp.e_out.max(initial=-1), pp.e_in.max(initial=-1))) + 1
+            leaving = np.full(entries, -1)
+            leaving[pp.e_out] = np.arange(len(pp.e_out))
+            leaving[np.bincount(pp.e_out, minlength=entries) != 1] = -1
+            self._upstream = leaving[pp.e_in]
         if self._upstream is None:
             lanes = self.net.lanes
             key = self.p_col.astype(np.int64) * lanes + self.p_out

@@ -10,12 +10,11 @@ line rate), down to XON, at that ingress's share of the port::
 
 and it recurs once per pause cycle, ``gap / paused share``. And a NIC that interleaves many
 flows sends each of them one packet every ``MTU / its rate``: past the timeout, every packet
-is a new flowlet. A flow that is so already at its NIC share (an all-to-all's) is spread when
-it is routed (``job_routes._route_job``: the switch re-decides it at every packet) and is not
-moved here; one whose rate falls that low only when it is held back moves here.
+is a new flowlet (an all-to-all's flows at their NIC share, or a flow held back that far).
 
 At a new flowlet the switch compares its ports by queue, quantised into a few levels, and
-moves the flow when another port is on a strictly lower level, to one of the lowest at random
+moves the flow only when another port is on a strictly lower level, to one of the lowest at
+random: while its own port ties with the emptiest, a flow stays, however often it has gaps
 (htsim ``FatTreeSwitch::getNextHop``, per-flowlet adaptive routing; Broadcom dynamic load
 balancing in flowlet mode, as Juniper documents it: on inactivity expiry a flow is re-checked
 and moved if its port is no longer the best), with the fabric's move probability, so the wait
@@ -58,6 +57,9 @@ MOVE_MERGE = 0.05
 HELD = 1e-6
 # Groups a batch of moves is routed in, one after the other.
 MOVE_GROUPS = 16
+# Weight of a port's use (0-1 of its capacity) beside its queue level (whole numbers) when a
+# moved flow's path is chosen: under one level, so it only breaks ties between equal levels.
+LOAD_TIE = 0.5
 # Guard, not physics: a flow moves at most this often in a run. Each move resends at least
 # XON, so a flow past it has resent more than most flows carry; it keeps its last path.
 MAX_MOVES_PER_FLOW = 32
@@ -181,10 +183,11 @@ class FlowletMoves:
     def _state(self) -> tuple[np.ndarray, ...]:
         """Per hop flow: held back by a queue a move could avoid (it gets less than its
         senders push, so PFC stops its sender a share of the time). Per lane: its share of
-        time paused; the queue a switch sees on it (a hot port's own, else about XON for each
-        held flow it carries: what waits there while PFC holds the flow's sender); and the
-        deepest queue on the paths of the held flows it carries (where a flow moved onto it
-        would be held too); and what it carries (GB/s)."""
+        time paused; the queue a switch sees on it (a hot port's own; on a port its next
+        switch pauses, the band PFC holds that switch's ingress queue in, between XON and
+        XOFF, since the port can send only as that queue drains; else none); and the deepest
+        queue on the paths of the held flows it carries (where a flow moved onto it would be
+        held too); and what it carries (GB/s)."""
         net, r, ph = self.net, self.routed, self.phases
         rate = self.last_rates[self.col_of]
         held = self.last_running[self.col_of] & (rate < ph.push[self.col_of] * (1 - HELD))
@@ -199,7 +202,8 @@ class FlowletMoves:
         )
         if self.policy.paced:
             phi = np.minimum(phi, ph.last_pause)
-        queue = self.policy.xon_kb * n_held
+        paused = ph.last_pause > 0
+        queue = np.where(paused, (self.policy.xoff_kb + self.policy.xon_kb) / 2, 0.0)
         hot = np.zeros(net.lanes, bool)
         if ph.last_queues:
             # a hot port's queue: the mean of its samples (one sample, PFC without DCQCN: that
@@ -214,7 +218,8 @@ class FlowletMoves:
         # its receiver's own port, which every path ends in (an incast's receiving link)
         avoidable = np.zeros(len(held), bool)
         fixed = self.into_nic[r.lane]
-        avoidable[r.flow[hot[r.lane] & ~fixed & (level[r.lane] > 0)]] = True
+        queued = hot | paused
+        avoidable[r.flow[queued[r.lane] & ~fixed & (level[r.lane] > 0)]] = True
         held &= avoidable
         worst = np.zeros(len(held))
         np.maximum.at(worst, r.flow, level[r.lane])
@@ -229,6 +234,12 @@ class FlowletMoves:
         pol, net = self.policy, self.net
         held, pause, queue, behind, load = self._state()
         self.queue, self.behind = queue, behind
+        # on the way down (parallel links), among ports on one queue level the least used: a
+        # full port has no queue until a moved flow joins it, and moves are made on the way up
+        # only, so this stands for what that switch's own moves would then do; on the way up
+        # a switch picks among its emptiest ports at random, as htsim's does
+        used = np.clip(load / np.maximum(net.capacity, 1e-300), 0.0, 1.0)
+        self.used = np.where(self.up_lane, 0.0, used * LOAD_TIE)
         level = self._level(queue)
         rate = self.last_rates[self.col_of]
         on = held[self.p_flow]
@@ -284,11 +295,18 @@ class FlowletMoves:
         # and a flow whose port has emptied meanwhile stays
         queue = self.queue.copy()
         ups = self.switch_ups
-        head_tier = self.tier[net.head[r.lane]]
-        is_up = self.up_lane[r.lane]
+        n = len(self.due)
+        # the routed entries of the due flows (the groups below look at these only), and which
+        # of them lie past the flow's switch (what a move replaces)
+        cand = np.flatnonzero(_flags(due, n)[r.flow])
+        c_flow, c_lane = r.flow[cand], r.lane[cand]
+        c_beyond = ~(
+            self.up_lane[c_lane]
+            & (self.tier[net.head[c_lane]] <= self.tier[np.maximum(at_of[c_flow], 0)])
+        )
         parts: list[Routed] = []
         moved: list[np.ndarray] = []
-        leave = np.zeros(len(r.lane), bool)  # entries of moved flows past their switch
+        c_leave = np.zeros(len(cand), bool)  # entries of moved flows past their switch
         bounds = np.linspace(0, len(due), min(len(due), MOVE_GROUPS) + 1).astype(int)
         for g0, g1 in itertools.pairwise(bounds.tolist()):
             group = due[g0:g1]
@@ -299,11 +317,10 @@ class FlowletMoves:
             go = go[current[go] >= 0]
             if not len(go):
                 continue
-            mine = _flags(go, len(self.due))[r.flow]
-            past = mine & ~(is_up & (head_tier <= self.tier[np.maximum(at_of[r.flow], 0)]))
-            np.subtract.at(queue, r.lane[past], pol.xon_kb)
+            past = _flags(go, n)[c_flow] & c_beyond
+            np.subtract.at(queue, c_lane[past], pol.xon_kb)
             queue = np.maximum(queue, 0.0)
-            part = self.reroute(go, at_of[go], self._level(queue))
+            part = self.reroute(go, at_of[go], self._level(queue) + self.used)
             # a flow whose best port is still its own stays where it is
             first = self.is_switch_up[part.lane] & (net.tail[part.lane] == at_of[go][part.flow])
             same = np.zeros(len(go), bool)
@@ -311,12 +328,12 @@ class FlowletMoves:
             stay = same[part.flow]
             part = Routed(part.lane[~stay], part.flow[~stay], part.weight[~stay])
             np.add.at(queue, part.lane, pol.xon_kb)
-            np.add.at(queue, r.lane[past & _flags(go[same], len(self.due))[r.flow]], pol.xon_kb)
+            np.add.at(queue, c_lane[past & _flags(go[same], n)[c_flow]], pol.xon_kb)
             keep_idx = np.flatnonzero(~same)
             remap = np.full(len(go), -1)
             remap[keep_idx] = np.arange(len(keep_idx))
             go = go[keep_idx]
-            leave |= past & _flags(go, len(self.due))[r.flow]
+            c_leave |= past & _flags(go, n)[c_flow]
             parts.append(Routed(part.lane, go[remap[part.flow]], part.weight))
             moved.append(go)
         if not moved:
@@ -327,6 +344,8 @@ class FlowletMoves:
             np.concatenate([p.weight for p in parts]),
         )
         went = np.concatenate(moved)
+        leave = np.zeros(len(r.lane), bool)
+        leave[cand[c_leave]] = True
         routed = Routed(
             np.concatenate([r.lane[~leave], fresh.lane]),
             np.concatenate([r.flow[~leave], fresh.flow]),

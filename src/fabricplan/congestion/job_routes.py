@@ -1,6 +1,6 @@
-"""Routing a case's flows once per seed: the other tenants' background first, then the job's,
-and under flowlet routing the job flows that are a new flowlet at every packet spread as
-adaptive routing spreads them."""
+"""Routing a case's flows once per seed: the other tenants' background first, then the job's.
+Under flowlet routing every job flow starts on one port, as a flowlet switch places a new
+flow; its moves at later flowlets are :mod:`fabricplan.congestion.flowlet`'s."""
 
 from __future__ import annotations
 
@@ -30,20 +30,6 @@ class Where:
     nodes: int
 
 
-def every_packet(routing: str, fabric: Fabric, tr: T.Traffic, demand: np.ndarray) -> np.ndarray:
-    """Per hop flow: a job flow whose packets leave its NIC further apart than the flowlet
-    timeout, because the NIC interleaves it with many others (an all-to-all's 63 peers at
-    400G: one 9,000 B packet every 11 us against htsim's 10 us). Every packet of it is a new
-    flowlet, so a flowlet switch re-decides its port at each one: it is spread as adaptive
-    routing spreads a flow (below). Its spacing is taken at what its NIC pushes for it (its
-    NIC share), the closest its packets ever come; held back, they come further apart."""
-    if routing != "flowlet":
-        return np.zeros(len(tr.src), bool)
-    with np.errstate(divide="ignore"):
-        spacing_us = fabric.mtu_bytes / (demand[tr.column] * 1e3)
-    return ~tr.background[tr.column] & (spacing_us > fabric.flowlet_timeout_us)
-
-
 def _route_job(
     w: Where,
     tr: T.Traffic,
@@ -56,39 +42,23 @@ def _route_job(
 ) -> Routed:
     """The job's hop flows ``job`` (indices), over ``preload`` (GB/s per lane) if any.
 
-    Under flowlet routing, a flow that is a new flowlet at every packet (``every_packet``)
-    takes, packet by packet, a port on the lowest queue level with a coin flip to leave its
-    own (htsim's ``FatTreeSwitch::getNextHop``): in the fluid limit, a port fed more than it
-    sends builds a queue and sheds such flows until none is over capacity while another has
-    room, which is where adaptive routing's least-loaded pieces end up. The coin flip only
-    delays that by a few packet spacings (two on average), which this leaves out. Such moves
-    do not reorder: the flow's previous packet left a timeout earlier, longer than the queues
-    of ports on the lowest level differ (5 % of a buffer: 1.8 us at 400G for htsim's)."""
-    net = w.net
-    every = every_packet(w.routing, w.fabric, tr, demand)[job]
-    whole = every.all() or not every.any()
-    parts = [job] if whole else [job[~every], job[every]]
-    modes = ["adaptive" if every.all() else w.routing] if whole else [w.routing, "adaptive"]
-    load = None if preload is None else preload.copy()
-    out: list[Routed] = []
-    for idx, mode in zip(parts, modes, strict=True):
-        r = net.route(
-            tr.src[idx],
-            tr.dst[idx],
-            mode,
-            rng,
-            qps=w.case.qps,
-            demand=demand[tr.column[idx]],
-            preload=load,
-            max_entries=max_entries - sum(len(p.lane) for p in out),
-            **how,
-        )
-        out.append(Routed(r.lane, idx[r.flow], r.weight))
-        # the spread flows balance around the load the others stay on
-        load = np.zeros(net.lanes) if load is None else load
-        np.add.at(load, r.lane, r.weight * demand[tr.column[idx]][r.flow])
-    parts = (np.concatenate([getattr(r, k) for r in out]) for k in ("lane", "flow", "weight"))
-    return Routed(*parts)
+    Under flowlet routing a flow's first packet takes a port on the lowest queue level and the
+    flow keeps it: at a later flowlet the switch moves it only to a strictly emptier port
+    (htsim ``FatTreeSwitch::getNextHop``, per-flowlet adaptive routing), also when every
+    packet of the flow is a new flowlet (an all-to-all's flows, one packet each every 11 us
+    at 400G against a 10 us timeout). Those moves are :mod:`fabricplan.congestion.flowlet`'s."""
+    r = w.net.route(
+        tr.src[job],
+        tr.dst[job],
+        w.routing,
+        rng,
+        qps=w.case.qps,
+        demand=demand[tr.column[job]],
+        preload=preload,
+        max_entries=max_entries,
+        **how,
+    )
+    return Routed(r.lane, job[r.flow], r.weight)
 
 
 def route_flows(w: Where, tr: T.Traffic, demand: np.ndarray, rng: np.random.Generator) -> Routed:

@@ -22,10 +22,10 @@ BY_FAMILY = {
     "ethernet": ("TCP's own congestion control dynamics (links are shared max-min fairly)",),
 }
 FLOWLET = (
-    "what a flowlet switch's packet-by-packet choices cost where every packet is a new flowlet "
-    "(an all-to-all under a short timeout): such flows are spread as adaptive routing spreads "
-    "them, without the go-back-N resends of a packet that overtakes one held in a longer "
-    "queue (errs fast)",
+    "the queues a flowlet switch compares its ports by swinging packet by packet: here a port "
+    "its next switch pauses holds the PFC band and any other none, so flows leave paused or "
+    "overloaded ports only, not ports loaded just to capacity, and an all-to-all's slowest "
+    "flows end up to 15 % sooner than a packet-level simulator's (errs fast)",
 )
 SPRAY = (
     "sprayers that cycle through a fixed set of path labels (their split over ports is itself "

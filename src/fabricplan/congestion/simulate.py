@@ -33,7 +33,7 @@ from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases
 from fabricplan.congestion.flowlet import FlowletMoves, FlowletPolicy, flowlet_policy
 from fabricplan.congestion.groups import unique_inverse
-from fabricplan.congestion.job_routes import Where, every_packet, route_flows
+from fabricplan.congestion.job_routes import Where, route_flows
 from fabricplan.congestion.limits import not_modelled
 from fabricplan.congestion.network import (
     Network,
@@ -166,9 +166,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
         def reroute(f: np.ndarray, at: np.ndarray, levels: np.ndarray) -> Routed:
             return net.route(tr.src[f], tr.dst[f], "flowlet", rng, preload=levels, start=at)
 
-        # flows re-decided at every packet are spread already: moves are for the others
-        movable = hop_job & ~every_packet(st.routing, st.fabric, tr, demand)
-        rates = FlowletMoves(net, routed, tr.column, movable, phases_of, reroute, st.flowlet, rng)
+        rates = FlowletMoves(net, routed, tr.column, hop_job, phases_of, reroute, st.flowlet, rng)
     starts = np.zeros(tr.columns)
     if case.jitter_us > 0:
         ready = rng.exponential(case.jitter_us, graph.nodes)
