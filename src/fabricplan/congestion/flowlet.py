@@ -154,6 +154,9 @@ class FlowletMoves:
         self.level_kb = np.array(QUEUE_LEVELS) * policy.buffer_kb  # where the levels start
         self.due = np.full(len(movable), np.inf)
         self.moved = np.zeros(len(movable), np.int64)  # moves per hop flow
+        # when each flow's last move was due: a move made early (MOVE_MERGE) still draws its
+        # next chances from there, so batching moves does not quicken a flow's moves
+        self.moved_due = np.zeros(len(movable))
         self.share = np.ones(len(movable))  # its part of its ingress's traffic, when due
         self.at = np.full(len(movable), -1)  # the switch each due move happens at
         self.moves = 0
@@ -268,7 +271,8 @@ class FlowletMoves:
             first = np.r_[True, f[1:] != f[:-1]]
             idx = np.flatnonzero(new)[order][first]
             cycles = self.rng.geometric(pol.move_share, len(idx))
-            self.due[self.p_flow[idx]] = now_us + cycles * cycle[idx]
+            since = np.maximum(now_us, self.moved_due[self.p_flow[idx]])
+            self.due[self.p_flow[idx]] = since + cycles * cycle[idx]
             self.at[self.p_flow[idx]] = self.p_switch[idx]
             self.share[self.p_flow[idx]] = share[idx]
         self.due[~eligible] = np.inf  # its collision ended before the gap came
@@ -282,6 +286,7 @@ class FlowletMoves:
         if not len(due):
             return resend
         self.rng.shuffle(due)
+        self.moved_due[due] = self.due[due]
         self.due[due] = np.inf
         at_of = np.full(len(self.due), -1)
         at_of[due] = self.at[due]
