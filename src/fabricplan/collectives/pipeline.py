@@ -118,12 +118,10 @@ def tree_simple_fill_us(
     with np.errstate(divide="ignore", invalid="ignore"):
         bus = algbw / K.TREE_ALG_RATIO / channels  # GB/s per channel
         nvl = np.maximum(nvlink / channels, bus)  # an NVLink hop is never the slower one here
-        per_pass = chunk * (
-            ((ppn - 1) / nvl)[:, None] + (np.maximum(levels, 1) - 1)[:, None] / bus[:, None]
-        )
-        # one node: the chain's NVLink hops are the tree, and the slowest of them is the bus
-        one_node = (levels == 0)[:, None]
-        per_pass = np.where(one_node, per_pass - chunk / nvl[:, None], per_pass)
+        # every hop once, less the slowest one, whose pace the bandwidth term already counts:
+        # a network hop, or alone in a node one of the chain's NVLink hops
+        slowest = np.where(levels > 0, bus, nvl)
+        per_pass = chunk * ((ppn - 1) / nvl + levels / bus - 1 / slowest)[:, None]
     return np.where((algbw > 0)[:, None], 2 * np.maximum(per_pass, 0.0) / 1000.0, 0.0)
 
 

@@ -160,6 +160,8 @@ class FlowletMoves:
         self.share = np.ones(len(movable))  # its part of its ingress's traffic, when due
         self.at = np.full(len(movable), -1)  # the switch each due move happens at
         self.moves = 0
+        # per lane, what a moved flow's new path weighs beside queue levels (next_change_us)
+        self.used = np.zeros(net.lanes)
         # the last event's rates and running columns, which the moves are judged on
         columns = int(col_of.max(initial=-1)) + 1
         self.last_rates, self.last_running = np.zeros(columns), np.zeros(columns, bool)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabricplan.catalog import Fabric
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.case import (
     ROUTE_MEMORY_BUDGET_BYTES,
@@ -21,11 +20,10 @@ from fabricplan.congestion.network import Network, Routed, RouteTooLarge
 
 @dataclass(frozen=True)
 class Where:
-    """What routing needs of a case's set-up: the fabric, its routing and the case."""
+    """What routing needs of a case's set-up: the fabric's network, its routing and the case."""
 
     net: Network
     routing: str
-    fabric: Fabric
     case: Case
     nodes: int
 

@@ -137,7 +137,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     t_ideal = alone.ideal_net_us
     # what each sender pushes before congestion control reacts: its NIC share
     demand = np.concatenate([alone.nic_rates, tr.demand_GBps[n_job:]])
-    routed = route_flows(Where(net, st.routing, st.fabric, case, st.nodes), tr, demand, rng)
+    routed = route_flows(Where(net, st.routing, case, st.nodes), tr, demand, rng)
     cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
 
     def phases_of(r: Routed) -> Phases:
