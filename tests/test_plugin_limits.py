@@ -67,13 +67,20 @@ def test_no_channel_limit_leaves_the_tables_alone():
 
 
 def test_the_plugins_step_time_adds_to_every_network_step():
-    """Ring/Simple all_reduce over 2 nodes: NCCL's 2 network steps, each paying the step
-    twice (Simple adds the network latency again for the flush)."""
+    """Ring/Simple all_reduce over 2 nodes: the ring's critical path crosses the network 4
+    times (2 nNodes), each paying the step twice (Simple adds the network latency again for
+    the flush); NCCL's own estimate counts 2 crossings."""
     s = _tcpx()
-    without = s.with_(net_step_delta_us=s.net_step_delta_us - 280.0)
+    step = default_catalog().fabric("tcpx-200g").plugin_step_us.nominal
+    without = s.with_(net_step_delta_us=s.net_step_delta_us - step)
     t = predict(s, "all_reduce", [8]).rows[0].time_us
     t0 = predict(without, "all_reduce", [8]).rows[0].time_us
-    assert t - t0 == pytest.approx(2 * 2 * 280.0, rel=1e-9)
+    assert t - t0 == pytest.approx(4 * 2 * step, rel=1e-9)
+    sa = SystemArrays.of([s])
+    ring_simple = [
+        tables(sa, "all_reduce", sa.delta - d, tuner=True)[0][0, 1, 2] for d in (0, step)
+    ]
+    assert ring_simple[0] - ring_simple[1] == pytest.approx(2 * 2 * step, rel=1e-9)
 
 
 def test_a_single_send_gets_a_peers_channels():

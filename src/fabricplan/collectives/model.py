@@ -144,17 +144,19 @@ TABLE_CACHE_ENTRIES = 4096
 
 
 def tables(
-    sa: SystemArrays, op: str, delta: np.ndarray | None = None
+    sa: SystemArrays, op: str, delta: np.ndarray | None = None, tuner: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Latency (us), algorithm bandwidth (GB/s; 0 = not available) per (N, algo, proto), and
     the runtime channel count (N,) used by the ring plateau rule. ``delta`` (us per network
     step, (N,)) defaults to the physical one; NCCL's tuner sees ``sa.tuner_delta``.
+    ``tuner``: the latency as NCCL's tuner counts it (its ring crosses the network fewer times
+    than the ring's critical path does), else as the critical path has it.
     The arrays may be shared with other calls' answers: do not write into them."""
     delta = sa.delta if delta is None else delta
     if op not in TABLE_OPS:
         raise ValueError(f"no NCCL table for {op}")
     if len(sa) > TABLE_CACHE_MAX_ROWS:
-        return _tables(sa, op, delta)
+        return _tables(sa, op, delta, tuner)
     # every input of _tables, one row per configuration
     columns = (
         sa.nodes,
@@ -171,7 +173,9 @@ def tables(
         sa.max_ctas,
         sa.ch_bw,
     )
-    rows = [_row_tables(op, *key) for key in zip(*[c.tolist() for c in columns], strict=True)]
+    rows = [
+        _row_tables(op, tuner, *key) for key in zip(*[c.tolist() for c in columns], strict=True)
+    ]
     if len(rows) == 1:
         return rows[0]
     return (
@@ -184,6 +188,7 @@ def tables(
 @lru_cache(maxsize=TABLE_CACHE_ENTRIES)
 def _row_tables(
     op: str,
+    tuner: bool,
     nodes: float,
     k: float,
     m: float,
@@ -222,14 +227,14 @@ def _row_tables(
         algo_ok=np.ones((1, A), bool),  # not read by _tables
         proto_ok=np.ones((1, P), bool),  # not read by _tables
     )
-    out = _tables(sa, op, sa.delta)
+    out = _tables(sa, op, sa.delta, tuner)
     for a in out:
         a.flags.writeable = False
     return out
 
 
 def _tables(
-    sa: SystemArrays, op: str, delta: np.ndarray
+    sa: SystemArrays, op: str, delta: np.ndarray, tuner: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``tables``, computed for every configuration."""
     n_sys = len(sa)
@@ -337,7 +342,7 @@ def _tables(
         per_proto = np.array([1.0, 1.0, K.NET_OVERHEAD_SIMPLE_MULT])  # LL, LL128, Simple
         overhead = np.where(single[:, None], 0.0, K.NET_OVERHEAD_US * per_proto)
         intra_ring = np.maximum(intra_lat[RING][None], overhead)
-        n_inter = np.where(single, 0, 2 * (nodes - 1) if ar else nodes - 1)[:, None]
+        n_inter = np.where(single, 0, _ring_crossings(ar, nodes, k, nsteps, tuner))[:, None]
         lat[:, RING] = (
             base[:, RING] + (nsteps[:, None] - n_inter) * intra_ring + n_inter * inter_lat[:, RING]
         )
@@ -367,6 +372,23 @@ def _tables(
     return lat, bw, runtime_channels
 
 
+def _ring_crossings(
+    ar: bool, nodes: np.ndarray, k: np.ndarray, nsteps: np.ndarray, tuner: bool
+) -> np.ndarray:
+    """Network crossings on a multi-node ring's latency path. NCCL's tuner counts one per
+    node boundary less one (nNodes - 1; twice for all-reduce; tuning.cc). The collective ends
+    when the last rank has its last piece, which has come nsteps hops round the ring: an
+    all-gather's last piece to a rank crosses every node boundary but the one the rank sends
+    over (nNodes of them when the rank's own next hop is NVLink, as it is for some rank once a
+    node holds 2 GPUs); an all-reduce's reduce-scatter chain and then all-gather chain miss
+    the two links either side of one rank (2 nNodes crossings once a node holds 3 GPUs, one
+    less with 2). With one GPU per node every hop crosses."""
+    if tuner:
+        return 2 * (nodes - 1) if ar else nodes - 1
+    crossings = 2 * nodes - (k == 2) if ar else nodes
+    return np.minimum(crossings, nsteps)
+
+
 def _tree_correction(sizes: np.ndarray) -> np.ndarray:
     """NCCL's size-dependent tree efficiency, (..., P)."""
     idx = np.floor(np.log2(np.maximum(sizes, 64) / 64)).astype(int)
@@ -392,14 +414,15 @@ def _times(
     op: str,
     sizes: np.ndarray,
     slowdown: np.ndarray | float,
-    deltas: Sequence[np.ndarray | None],
+    latencies: Sequence[tuple[np.ndarray | None, bool]],
 ) -> tuple[list[np.ndarray], np.ndarray, list[tuple[int, np.ndarray]]]:
-    """NCCL's estimate (N, S, A, P) with each of ``deltas`` as the per-step network latency
-    (None: the physical one), and what it leaves out: the tree's pipeline fill (N, S, P) and
-    the time a small message adds on fewer channels (``few_channels_us``). Only the
-    latencies depend on the delta: the rest is computed once for all of them."""
-    lat, bw, nch_rt = tables(sa, op, deltas[0])
-    lats = [lat] + [tables(sa, op, d)[0] for d in deltas[1:]]
+    """NCCL's estimate (N, S, A, P) with each of ``latencies`` (the per-step network latency,
+    None: the physical one; whether counted as the tuner counts steps), and what it leaves
+    out: the tree's pipeline fill (N, S, P) and the time a small message adds on fewer
+    channels (``few_channels_us``). Only the latencies depend on these: the rest is computed
+    once for all of them."""
+    lat, bw, nch_rt = tables(sa, op, *latencies[0])
+    lats = [lat] + [tables(sa, op, *d)[0] for d in latencies[1:]]
     sizes = as_sizes(sizes, len(sa))
     s = sizes[:, :, None, None]
     eff_bw = np.empty((len(sa), sizes.shape[1], A, P))
@@ -453,7 +476,7 @@ def times(
     ``mechanics=False`` leaves out the tree's pipeline fill and the channels a small message
     loses, as NCCL's own estimate does.
     """
-    (t,), tree_fill, few_channels = _times(sa, op, sizes, slowdown, [delta])
+    (t,), tree_fill, few_channels = _times(sa, op, sizes, slowdown, [(delta, False)])
     if mechanics:
         t[:, :, TREE] += tree_fill
         for algo, extra in few_channels:
@@ -465,13 +488,10 @@ def times_and_estimate(
     sa: SystemArrays, op: str, sizes: np.ndarray, slowdown: np.ndarray | float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """The time (as ``times``) and NCCL's own estimate, which reads the plugin's reported
-    latency and leaves out the tree's pipeline fill and the channels a small message loses;
-    computed once when the two latencies agree."""
-    if not np.array_equal(sa.tuner_delta, sa.delta):
-        (estimate, t), tree_fill, few = _times(sa, op, sizes, slowdown, [sa.tuner_delta, None])
-    else:
-        (estimate,), tree_fill, few = _times(sa, op, sizes, slowdown, [sa.tuner_delta])
-        t = estimate.copy()
+    latency, counts the ring's network steps as NCCL's tuner does and leaves out the tree's
+    pipeline fill and the channels a small message loses."""
+    latencies = [(sa.tuner_delta, True), (None, False)]
+    (estimate, t), tree_fill, few = _times(sa, op, sizes, slowdown, latencies)
     t[:, :, TREE] += tree_fill
     for algo, extra in few:
         t[:, :, algo] += extra
