@@ -275,28 +275,44 @@ def test_nvls_tree_chunk_follows_nccls_rule():
 def test_nvls_tree_fill_is_loops_through_its_stages():
     from fabricplan.collectives.pipeline import nvls_tree_fill_us
 
-    # two nodes (one level): 4 stages, so 3 loop-times; a loop of 8 heads x 128 KiB on each of
-    # 16 channels at 256 GB/s in all takes 65.536 us
+    # a lag of 3 loop-times; a loop of 8 heads x 128 KiB on each of 16 channels at 256 GB/s in
+    # all takes 65.536 us
     fill = nvls_tree_fill_us(
         np.array([[2.0**30]]),
         np.array([256.0]),
         np.array([16.0]),
         np.array([8.0]),
         np.array([2.0]),
-        np.array([1.0]),
+        np.array([3.0]),
     )
     assert fill[0, 0] == pytest.approx(3 * 8 * 131072 * 16 / 256e3)
 
 
-def test_pipeline_fill_is_stages_minus_one_step_times():
+def test_nvls_tree_lag_takes_each_stage_at_its_own_rate():
+    from fabricplan.collectives.pipeline import nvls_tree_lag
+
+    one = np.array([1.0])
+    # every stage at the pace: 2 NVLS stages + 2 network hops per level, less the one the
+    # bandwidth term counts
+    same = nvls_tree_lag(60 * one, 60 * one, 100 * one, np.array([1.0, 2.0]))
+    assert same.tolist() == [3.0, 5.0]
+    # the network twice as fast as the NVLS stages (two nodes): its hops take half a loop-time
+    assert nvls_tree_lag(60 * one, 120 * one, 100 * one, one)[0] == pytest.approx(2.0)
+    # NCCL's cap below both: every stage is faster than the pace
+    assert nvls_tree_lag(60 * one, 120 * one, 30 * one, one)[0] == pytest.approx(0.5)
+    # no NVLS (a rate of 0): no fill
+    assert nvls_tree_lag(0 * one, 120 * one, 30 * one, one)[0] == 0.0
+
+
+def test_pipeline_fill_is_lag_step_times():
     from fabricplan.collectives.pipeline import pipeline_fill_us
 
     fill = pipeline_fill_us(
-        np.array([[1e6, 5e5]]), np.array([16.0]), np.array([160.0]), np.array([4.0])
+        np.array([[1e6, 5e5]]), np.array([16.0]), np.array([160.0]), np.array([3.0])
     )
     # a step of 1 MB on each of 16 channels at 160 GB/s in all takes 100 us; 3 of them lag
     assert fill[0].tolist() == pytest.approx([300.0, 150.0])
-    none = pipeline_fill_us(np.array([[1e6]]), np.array([16.0]), np.array([0.0]), np.array([4.0]))
+    none = pipeline_fill_us(np.array([[1e6]]), np.array([16.0]), np.array([0.0]), np.array([3.0]))
     assert none[0, 0] == 0.0
 
 

@@ -36,7 +36,7 @@ from fabricplan.collectives.indices import (
     A,
     P,
 )
-from fabricplan.collectives.pipeline import tree_fill_us
+from fabricplan.collectives.pipeline import nvls_tree_rates, tree_fill_us
 from fabricplan.collectives.system import CommSystem
 
 # the (algorithm, protocol) indices are read from here by the modules that price collectives
@@ -287,19 +287,10 @@ def _tables(
         bw[:, TREE, LL128] = np.minimum(ll128, ll128_cap) * K.TREE_ALG_RATIO
         bw[:, TREE, SIMPLE] = tree * K.TREE_ALG_RATIO
 
-        # NVLS-Tree: NVLink SHARP inside each node, a tree of NICs between nodes. With two
-        # nodes each byte crosses the network once per direction instead of a ring's ~2x,
-        # so the network side carries twice the bandwidth (the "2-node" effect in real data).
+        # NVLS-Tree: NVLink SHARP inside each node, a tree of NICs between nodes (the rates
+        # per channel: nvls_tree_rates)
         nvls_ch = np.maximum(m, 1)
-        intra = (
-            sa.nvls_ch
-            * K.NVLS_EFFICIENCY[arch]
-            * (nvls_ch - 1)
-            / nvls_ch
-            * K.NVLS_ALLREDUCE_PIPELINE
-        )
-        inter = nic * np.where(two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
-        per_ch = np.minimum(np.minimum(intra, inter), K.PER_CH_MAX_NVLS_TREE_BW[arch, scale])
+        per_ch = np.minimum.reduce(nvls_tree_rates(sa, nic))
         ok = multi & sa.nvls & (nvls_ch >= 2)
         bw[:, NVLS_TREE, SIMPLE] = np.where(ok, nvls_ch * per_ch * ring_ratio, 0.0)
 

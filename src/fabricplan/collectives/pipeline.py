@@ -68,34 +68,64 @@ def nvls_tree_chunk_bytes(
     return chunk
 
 
+def nvls_tree_rates(sa: SystemArrays, nic: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NVLS-Tree's bus rates per channel (GB/s, (N,) each): the node's NVLS reduction and
+    broadcast, a network hop (``nic``: what a NIC carries for NCCL), and NCCL's per-channel
+    cap. With two nodes each byte crosses the network once per direction instead of a ring's
+    ~2x, so the network hop carries twice the bandwidth (the "2-node" effect in real data)."""
+    heads = np.maximum(sa.m, 1)
+    intra = (
+        sa.nvls_ch * K.NVLS_EFFICIENCY[sa.arch] * (heads - 1) / heads * K.NVLS_ALLREDUCE_PIPELINE
+    )
+    two_node = sa.nodes <= K.NVLS_TREE_TWO_NODE_MAX_NODES
+    inter = nic * np.where(two_node, K.NVLS_TREE_TWO_NODE_INTER, 1.0)
+    scale = np.minimum(sa.nodes, 3).astype(int) - 1
+    return intra, inter, K.PER_CH_MAX_NVLS_TREE_BW[sa.arch, scale]
+
+
 def nvls_tree_fill_us(
     sizes: np.ndarray,
     algbw: np.ndarray,
     channels: np.ndarray,
     heads: np.ndarray,
     nodes: np.ndarray,
-    levels: np.ndarray,
+    lag: np.ndarray,
 ) -> np.ndarray:
     """NVLS-Tree's fill and drain (N, S). A channel works loop by loop, each loop one chunk per
     head (src/device/all_reduce.h, the NVLS_TREE kernel: loopCount = nHeads x chunkCount), and a
     loop passes, one after another, the node's NVLS reduction, each tree level up and down the
-    network, and the node's NVLS broadcast: a pipeline of 2 + 2 x levels stages."""
+    network, and the node's NVLS broadcast. ``lag`` (N,): what the last loop adds after the
+    bandwidth term, in loop-times at the bandwidth term's pace (``nvls_tree_lag``)."""
     chunk = nvls_tree_chunk_bytes(sizes, channels, heads, nodes)
     loop = np.minimum(heads[:, None] * chunk, sizes / channels[:, None])
-    return pipeline_fill_us(loop, channels, algbw, 2 + 2 * levels)
+    return pipeline_fill_us(loop, channels, algbw, lag)
+
+
+def nvls_tree_lag(
+    intra: np.ndarray, inter: np.ndarray, cap: np.ndarray, levels: np.ndarray
+) -> np.ndarray:
+    """NVLS-Tree's pipeline lag (N,), in loop-times at its pace. N loops through stages of
+    times t_i at a pace T (the slowest stage's time, or NCCL's per-channel cap's if longer)
+    end after (N - 1) T + sum t_i: the bandwidth term's N T plus sum t_i - T. The stages run at
+    their own rates: the NVLS reduction and broadcast at ``intra``, 2 x ``levels`` network hops
+    at ``inter``."""
+    pace = np.minimum(np.minimum(intra, inter), cap)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stages = 2 * pace / intra + 2 * levels * pace / inter  # sum t_i / T
+    return np.where(pace > 0, np.maximum(stages - 1, 0.0), 0.0)
 
 
 def pipeline_fill_us(
-    step_bytes: np.ndarray, channels: np.ndarray, algbw: np.ndarray, stages: np.ndarray
+    step_bytes: np.ndarray, channels: np.ndarray, algbw: np.ndarray, lag: np.ndarray
 ) -> np.ndarray:
     """What a store-and-forward pipeline adds to its bandwidth time: a channel's data crosses
-    ``stages`` hops one step at a time, so the last step leaves ``stages - 1`` step-times after
-    the bandwidth term alone would have it. ``step_bytes`` (N, S) per channel; ``channels``,
-    ``algbw`` (GB/s, all channels) and ``stages`` are (N,)."""
+    its hops one step at a time, so the last step leaves ``lag`` step-times (at the bandwidth
+    term's pace; stages - 1 when every stage runs at it) after the bandwidth term alone would
+    have it. ``step_bytes`` (N, S) per channel; ``channels``, ``algbw`` (GB/s, all channels)
+    and ``lag`` are (N,)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        step_time = step_bytes * channels[:, None] / (1000.0 * algbw[:, None])
-    lag = np.maximum(stages - 1, 0)[:, None]
-    return np.where(algbw[:, None] > 0, lag * step_time, 0.0)
+        fill = lag[:, None] * step_bytes * channels[:, None] / (1000.0 * algbw[:, None])
+    return np.where(algbw[:, None] > 0, fill, 0.0)
 
 
 def tree_simple_fill_us(
@@ -156,10 +186,15 @@ def tree_fill_us(
         levels,
     )
     tree[:, :, LL128] = pipeline_fill_us(
-        tree_chunk_bytes(part, LL128, sa.nodes, sa.k), channels, bw[:, TREE, LL128], 2 * levels
+        tree_chunk_bytes(part, LL128, sa.nodes, sa.k),
+        channels,
+        bw[:, TREE, LL128],
+        np.maximum(2 * levels - 1, 0),
     )
     heads = np.maximum(sa.m, 1)  # as many heads as NICs: the NVLS graph's channels
+    nic = K.nic_through_channels(sa.nic, channels, sa.m, sa.ch_bw)
+    lag = nvls_tree_lag(*nvls_tree_rates(sa, nic), levels)
     nvls_tree = nvls_tree_fill_us(
-        sizes, bw[:, NVLS_TREE, SIMPLE], sa.nvls_nch, heads, sa.nodes, levels
+        sizes, bw[:, NVLS_TREE, SIMPLE], sa.nvls_nch, heads, sa.nodes, lag
     )
     return tree, nvls_tree
