@@ -397,3 +397,26 @@ def test_small_messages_run_on_fewer_channels_than_nccls_estimate_assumes():
     r = sweep(sa, "all_reduce", sizes)
     assert r.algorithm[0, 1] == TREE and r.protocol[0, 1] == LL
     assert r.time_us[0, 1] == pytest.approx(real[0, 1, TREE, LL])
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 8])
+@pytest.mark.parametrize("k", [1, 2, 3, 8])
+@pytest.mark.parametrize("ar", [False, True])
+def test_ring_latency_counts_the_crossings_on_its_critical_path(nodes, k, ar):
+    """Walk the ring: ranks 0..n-1 in order, node r // k; the link r -> r + 1 crosses the
+    network where the nodes differ. An all-gather's last piece to rank r has come n - 1 hops
+    from r + 1; an all-reduce's chunk c is reduced from c + 1 round to c, then gathered from c
+    round to c - 1 (2 (n - 1) hops). The slowest chain crosses the network as often as the
+    model counts; NCCL's tuner counts nNodes - 1 (twice for all-reduce)."""
+    from fabricplan.collectives.model import _ring_crossings
+
+    n = nodes * k
+
+    def crossings(start: int, hops: int) -> int:
+        return sum((start + i) % n // k != (start + i + 1) % n // k for i in range(hops))
+
+    hops = 2 * (n - 1) if ar else n - 1
+    walked = max(crossings((r + 1) % n, hops) for r in range(n))
+    args = (ar, np.array([float(nodes)]), np.array([float(k)]), np.array([float(hops)]))
+    assert _ring_crossings(*args, tuner=False)[0] == walked
+    assert _ring_crossings(*args, tuner=True)[0] == (2 if ar else 1) * (nodes - 1)
