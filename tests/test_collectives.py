@@ -408,7 +408,7 @@ def test_ring_latency_counts_the_crossings_on_its_critical_path(nodes, k, ar):
     from r + 1; an all-reduce's chunk c is reduced from c + 1 round to c, then gathered from c
     round to c - 1 (2 (n - 1) hops). The slowest chain crosses the network as often as the
     model counts; NCCL's tuner counts nNodes - 1 (twice for all-reduce)."""
-    from fabricplan.collectives.model import _ring_crossings
+    from fabricplan.collectives.latency import ring_crossings
 
     n = nodes * k
 
@@ -418,5 +418,5 @@ def test_ring_latency_counts_the_crossings_on_its_critical_path(nodes, k, ar):
     hops = 2 * (n - 1) if ar else n - 1
     walked = max(crossings((r + 1) % n, hops) for r in range(n))
     args = (ar, np.array([float(nodes)]), np.array([float(k)]), np.array([float(hops)]))
-    assert _ring_crossings(*args, tuner=False)[0] == walked
-    assert _ring_crossings(*args, tuner=True)[0] == (2 if ar else 1) * (nodes - 1)
+    assert ring_crossings(*args, tuner=False)[0] == walked
+    assert ring_crossings(*args, tuner=True)[0] == (2 if ar else 1) * (nodes - 1)

@@ -36,6 +36,7 @@ from fabricplan.collectives.indices import (
     A,
     P,
 )
+from fabricplan.collectives.latency import latencies, ring_steps
 from fabricplan.collectives.pipeline import nvls_tree_rates, tree_fill_us
 from fabricplan.collectives.system import CommSystem
 
@@ -126,14 +127,6 @@ class SystemArrays:
         return SystemArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
 
-def _nsteps(op: str, n: np.ndarray) -> np.ndarray:
-    if op == "all_reduce":
-        return 2 * (n - 1)
-    if op in ("all_gather", "reduce_scatter"):
-        return n - 1
-    return n  # broadcast, reduce
-
-
 # Up to this many configurations, ``tables`` reads each configuration's tables from a cache by
 # its exact values: a plan search or a planner evaluating one plan after another asks about the
 # same few communicators again and again, and one configuration's tables cost as much to
@@ -183,6 +176,16 @@ def tables(
         np.concatenate([r[1] for r in rows]),
         np.concatenate([r[2] for r in rows]),
     )
+
+
+def latency_table(
+    sa: SystemArrays, op: str, delta: np.ndarray | None = None, tuner: bool = False
+) -> np.ndarray:
+    """``tables``' latency alone (N, algo, proto), without computing the bandwidths where
+    the tables are computed for all configurations at once."""
+    if len(sa) > TABLE_CACHE_MAX_ROWS:
+        return latencies(sa, op, sa.delta if delta is None else delta, tuner)
+    return tables(sa, op, delta, tuner)[0]
 
 
 @lru_cache(maxsize=TABLE_CACHE_ENTRIES)
@@ -237,9 +240,7 @@ def _tables(
     sa: SystemArrays, op: str, delta: np.ndarray, tuner: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``tables``, computed for every configuration."""
-    n_sys = len(sa)
-    lat = np.zeros((n_sys, A, P))
-    bw = np.zeros((n_sys, A, P))
+    bw = np.zeros((len(sa), A, P))
     nodes, k, m = sa.nodes, sa.k, sa.m
     n = nodes * k
     single = nodes == 1
@@ -248,7 +249,7 @@ def _tables(
     arch = sa.arch
     ar = op == "all_reduce"
     agrs = op in ("all_gather", "reduce_scatter")
-    nsteps = _nsteps(op, n)
+    nsteps = ring_steps(op, n)
     ring_ratio = n / nsteps  # bus -> algorithm bandwidth (1 / the nccl-tests bus factor)
     llmax = np.where(single, K.LL_MAX_BW[arch, 0], K.LL_MAX_BW[K.LL_MAX_BW_MULTINODE_ROW, scale])
 
@@ -315,69 +316,7 @@ def _tables(
         ok = multi & (k == 1)
         bw[:, PAT, SIMPLE] = np.where(ok, bus_ring * K.PAT_FACTOR, 0.0)
 
-    # --- latency ---------------------------------------------------------------------------
-    intra_lat = K.HW_LAT_US[K.HW_NVLINK]  # (A, P)
-    net = K.HW_LAT_US[K.HW_NET]
-    ppn1 = (k == 1)[:, None, None]
-    inter_lat = np.where(ppn1, net[TREE][None, None, :], net[None, :, :])
-    inter_lat = inter_lat + delta[:, None, None]
-    inter_lat[:, :, SIMPLE] += delta[:, None]  # NCCL adds the plugin latency twice (flush)
-    base = K.BASE_LAT_US[None]
-    log2n = np.floor(np.log2(np.maximum(nodes, 1)))[:, None]
-
-    if op in ("broadcast", "reduce"):
-        lat[:, RING] = base[:, RING] + np.where(
-            single[:, None], intra_lat[RING][None], inter_lat[:, RING]
-        )
-    else:
-        per_proto = np.array([1.0, 1.0, K.NET_OVERHEAD_SIMPLE_MULT])  # LL, LL128, Simple
-        overhead = np.where(single[:, None], 0.0, K.NET_OVERHEAD_US * per_proto)
-        intra_ring = np.maximum(intra_lat[RING][None], overhead)
-        n_inter = np.where(single, 0, _ring_crossings(ar, nodes, k, nsteps, tuner))[:, None]
-        lat[:, RING] = (
-            base[:, RING] + (nsteps[:, None] - n_inter) * intra_ring + n_inter * inter_lat[:, RING]
-        )
-    if ar:
-        lat[:, TREE] = base[:, TREE] + 2 * (
-            (k - 1)[:, None] * intra_lat[TREE][None] + log2n * inter_lat[:, TREE]
-        )
-        lat[:, CN_DIRECT] = (
-            2
-            * (
-                np.minimum(1, k - 1)[:, None] * intra_lat[CN_DIRECT][None]
-                + (k - 1)[:, None] * K.COLLNET_DIRECT_PER_GPU_LAT_US
-            )
-            + inter_lat[:, CN_DIRECT]
-        )
-        lat[:, CN_CHAIN] = 2 * (k - 1)[:, None] * intra_lat[CN_CHAIN][None] + inter_lat[:, CN_CHAIN]
-        lat[:, NVLS_TREE] = intra_lat[NVLS_TREE][None] + 2 * log2n * inter_lat[:, NVLS_TREE]
-    if ar or agrs:
-        lat[:, NVLS] = intra_lat[NVLS][None] + np.where(multi[:, None], inter_lat[:, NVLS], 0.0)
-    if agrs:
-        lat[:, PAT] = (
-            base[:, PAT]
-            + log2n * inter_lat[:, PAT] / K.PAT_NET_LAT_DIVISOR
-            + K.PAT_PER_RANK_LAT_US * n[:, None]
-        )
-
-    return lat, bw, runtime_channels
-
-
-def _ring_crossings(
-    ar: bool, nodes: np.ndarray, k: np.ndarray, nsteps: np.ndarray, tuner: bool
-) -> np.ndarray:
-    """Network crossings on a multi-node ring's latency path. NCCL's tuner counts one per
-    node boundary less one (nNodes - 1; twice for all-reduce; tuning.cc). The collective ends
-    when the last rank has its last piece, which has come nsteps hops round the ring: an
-    all-gather's last piece to a rank crosses every node boundary but the one the rank sends
-    over (nNodes of them when the rank's own next hop is NVLink, as it is for some rank once a
-    node holds 2 GPUs); an all-reduce's reduce-scatter chain and then all-gather chain miss
-    the two links either side of one rank (2 nNodes crossings once a node holds 3 GPUs, one
-    less with 2). With one GPU per node every hop crosses."""
-    if tuner:
-        return 2 * (nodes - 1) if ar else nodes - 1
-    crossings = 2 * nodes - (k == 2) if ar else nodes
-    return np.minimum(crossings, nsteps)
+    return latencies(sa, op, delta, tuner), bw, runtime_channels
 
 
 def _tree_correction(sizes: np.ndarray) -> np.ndarray:
@@ -413,7 +352,7 @@ def _times(
     channels (``few_channels_us``). Only the latencies depend on these: the rest is computed
     once for all of them."""
     lat, bw, nch_rt = tables(sa, op, *latencies[0])
-    lats = [lat] + [tables(sa, op, *d)[0] for d in latencies[1:]]
+    lats = [lat] + [latency_table(sa, op, *d) for d in latencies[1:]]
     sizes = as_sizes(sizes, len(sa))
     s = sizes[:, :, None, None]
     eff_bw = np.empty((len(sa), sizes.shape[1], A, P))
