@@ -344,15 +344,15 @@ def _times(
     op: str,
     sizes: np.ndarray,
     slowdown: np.ndarray | float,
-    latencies: Sequence[tuple[np.ndarray | None, bool]],
+    step_latencies: Sequence[tuple[np.ndarray | None, bool]],
 ) -> tuple[list[np.ndarray], np.ndarray, list[tuple[int, np.ndarray]]]:
-    """NCCL's estimate (N, S, A, P) with each of ``latencies`` (the per-step network latency,
+    """NCCL's estimate (N, S, A, P) with each of ``step_latencies`` (the per-step network latency,
     None: the physical one; whether counted as the tuner counts steps), and what it leaves
     out: the tree's pipeline fill (N, S, P) and the time a small message adds on fewer
     channels (``few_channels_us``). Only the latencies depend on these: the rest is computed
     once for all of them."""
-    lat, bw, nch_rt = tables(sa, op, *latencies[0])
-    lats = [lat] + [latency_table(sa, op, *d) for d in latencies[1:]]
+    lat, bw, nch_rt = tables(sa, op, *step_latencies[0])
+    lats = [lat] + [latency_table(sa, op, *d) for d in step_latencies[1:]]
     sizes = as_sizes(sizes, len(sa))
     s = sizes[:, :, None, None]
     eff_bw = np.empty((len(sa), sizes.shape[1], A, P))
@@ -420,8 +420,8 @@ def times_and_estimate(
     """The time (as ``times``) and NCCL's own estimate, which reads the plugin's reported
     latency, counts the ring's network steps as NCCL's tuner does and leaves out the tree's
     pipeline fill and the channels a small message loses."""
-    latencies = [(sa.tuner_delta, True), (None, False)]
-    (estimate, t), tree_fill, few = _times(sa, op, sizes, slowdown, latencies)
+    step_latencies = [(sa.tuner_delta, True), (None, False)]
+    (estimate, t), tree_fill, few = _times(sa, op, sizes, slowdown, step_latencies)
     t[:, :, TREE] += tree_fill
     for algo, extra in few:
         t[:, :, algo] += extra
