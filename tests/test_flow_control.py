@@ -686,3 +686,14 @@ def test_distances_to_a_second_set_of_targets_come_from_the_whole_table():
                 assert np.array_equal(net._distances(targets), hop_distances(*nbrs, targets))
             assert bool(net._whole_distances) is whole
             assert net._distances(asks[0]).shape == (2, len(nbrs[0]) - 1)
+
+
+def test_the_reference_runs_carry_whole_packets_where_its_sender_sends_them():
+    # htsim_roce sends every packet full, the last one too; htsim_eqds's last one is partial:
+    # the flow lists run here carry the bytes each simulator put on the wire
+    s = P.setting()
+    flows = FlowList(np.array([0, 1]), np.array([2, 3]), np.array([5e5, 4_005_000.0]), np.zeros(2))
+    assert P.whole_packets(flows, s.packet_bytes).size_bytes.tolist() == [504_000, 4_005_000]
+    runs = P.simulator_of()
+    assert {runs[("a2a64", r)] for r in ("ecmp", "flowlet")} <= set(s.whole_packet_simulators)
+    assert runs[("a2a64", "spray")] not in s.whole_packet_simulators

@@ -12,6 +12,7 @@ from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases
 from fabricplan.congestion.flowlet import MAX_MOVES_PER_FLOW, FlowletMoves, FlowletPolicy
 from fabricplan.congestion.network import Network, Routed
+from fabricplan.congestion.ports import PortPairs
 from fabricplan.congestion.settings import FlowSettings
 from fabricplan.congestion.waterfill import complete
 from fabricplan.topology.clos import size_clos
@@ -58,7 +59,7 @@ def _run(timeout_us: float, seed: int = 0, nodes=(0, 1, 2, 3), to=(4, 5, 6, 7)):
     n = len(src)
     nic = float(net.capacity[net.uplink(src[:1])][0])
 
-    def build(r: Routed) -> Phases:
+    def build(r: Routed, pairs: PortPairs | None = None) -> Phases:
         a = csr_matrix((r.weight, (r.lane, r.flow)), shape=(net.lanes, n))
         return Phases(
             net,
@@ -72,6 +73,7 @@ def _run(timeout_us: float, seed: int = 0, nodes=(0, 1, 2, 3), to=(4, 5, 6, 7)):
             np.ones(n, bool),
             FC,
             6.0,
+            pairs,
         )
 
     def reroute(f, at, levels):
@@ -209,3 +211,34 @@ def test_batching_moves_does_not_quicken_them(monkeypatch):
         monkeypatch.setattr(flowlet, "MOVE_MERGE", window)
         tails.append(P.compare(incast, "flowlet", seeds=2).predicted["p99"])
     assert tails[1] == pytest.approx(tails[0], rel=0.08)
+
+
+def test_moves_rejoin_only_the_moved_flows_port_pairs(monkeypatch):
+    # after a batch of moves the port pairs are the old ones of the flows that stayed
+    # (renumbered) and the moved flows' joined again: the same pairs as joining every flow's
+    from fabricplan.congestion import flowcontrol
+    from fabricplan.congestion.ports import port_pairs
+    from fabricplan.validation import packet_level as P
+
+    original = flowcontrol.Phases.__init__
+    checked = []
+
+    def init(self, *args):
+        given = args[11] if len(args) > 11 else None
+        if given is not None:
+            full = port_pairs(args[0], args[1])
+
+            def rows(pp):
+                order = np.lexsort((pp.e_in, pp.e_out))
+                return [np.asarray(x)[order] for x in (pp.out, pp.into, pp.flow, pp.weight)]
+
+            assert len(given) == len(full)
+            for a, b in zip(rows(given), rows(full), strict=True):
+                assert np.allclose(a, b, rtol=1e-12, atol=0)
+            checked.append(len(given))
+        original(self, *args)
+
+    monkeypatch.setattr(flowcontrol.Phases, "__init__", init)
+    incast = next(c for c in P.CASES if c.name == "incast16")
+    P.compare(incast, "flowlet", seeds=2)
+    assert len(checked) >= 5  # every batch of moves of two seeds

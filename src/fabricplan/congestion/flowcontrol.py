@@ -152,7 +152,8 @@ class Phases:
     ``push``: what each column's senders push before congestion control reacts (its NIC
     share; background at its load); ``demand_cap``: a column's own rate limit (background);
     ``self_clocked``: windowed columns (ring and tree channels); ``a_t``: ``a``'s transpose,
-    for the compiled fill (None: built where needed)."""
+    for the compiled fill (None: built where needed); ``pairs``: ``port_pairs(net, routed)``,
+    when the caller has them."""
 
     def __init__(
         self,
@@ -167,6 +168,7 @@ class Phases:
         job: np.ndarray,
         fc: FlowControl,
         rtt_us: float,
+        pairs: PortPairs | None = None,
     ) -> None:
         self.net, self.a, self.a_t, self.fc = net, a, a_t, fc
         # each entry's lane, for small runs: a weighted bincount makes the sparse product's
@@ -180,7 +182,8 @@ class Phases:
         # what the fluid model's horizon divides by, every event of a DCQCN run
         self._pushing, self._bytes_per_us = push > 0, push * 1e3
         self.rtt_us = rtt_us
-        pp = port_pairs(net, routed) if fc.acts else None
+        # the pairs of these paths: the caller may have them (flowlet moves keep most)
+        pp = (pairs if pairs is not None else port_pairs(net, routed)) if fc.acts else None
         self.pairs: PortPairs | None = pp  # which ingress port feeds which egress, per hop flow
         if pp is not None:
             self.p_out, self.p_in, self.p_w = pp.out, pp.into, pp.weight

@@ -42,7 +42,7 @@ from fabricplan.collectives.system import CommSystem
 from fabricplan.congestion.case import Case
 from fabricplan.congestion.flowcontrol import FlowControl, Phases, RunRecord
 from fabricplan.congestion.network import Network, Routed
-from fabricplan.congestion.ports import port_pairs
+from fabricplan.congestion.ports import PortPairs, port_pairs
 from fabricplan.topology.graph import LEAF
 
 # Queue levels a switch tells its ports apart by, as shares of a port's buffer: htsim's
@@ -138,7 +138,7 @@ class FlowletMoves:
         routed: Routed,
         col_of: np.ndarray,
         movable: np.ndarray,
-        build: Callable[[Routed], Phases],
+        build: Callable[[Routed, PortPairs | None], Phases],
         reroute: Callable[[np.ndarray, np.ndarray, np.ndarray], Routed],
         policy: FlowletPolicy,
         rng: np.random.Generator,
@@ -165,7 +165,7 @@ class FlowletMoves:
         # the last event's rates and running columns, which the moves are judged on
         columns = int(col_of.max(initial=-1)) + 1
         self.last_rates, self.last_running = np.zeros(columns), np.zeros(columns, bool)
-        self._use(routed, build(routed))
+        self._use(routed, build(routed, None))
 
     def _use(self, routed: Routed, phases: Phases) -> None:
         self.routed, self.phases = routed, phases
@@ -359,7 +359,7 @@ class FlowletMoves:
             np.concatenate([r.weight[~leave], fresh.weight]),
         )
         record = self.phases.record
-        phases = self.build(routed)
+        phases = self.build(routed, self._pairs_after(leave, routed, went))
         phases.record = record
         self._use(routed, phases)
         self.moves += len(went)
@@ -370,6 +370,28 @@ class FlowletMoves:
         per_move = pol.resend_kb(self.share[went], push, worst[went] > 0) * 1024
         np.add.at(resend, self.col_of[went], per_move)
         return resend
+
+    def _pairs_after(self, leave: np.ndarray, routed: Routed, went: np.ndarray) -> PortPairs | None:
+        """The port pairs of ``routed``, the paths after the flows ``went`` moved (their entries
+        ``leave`` gone, the new ones at the end): the pairs of the flows that stayed are kept,
+        their entries renumbered, and only the moved flows' are joined again (a pair joins
+        entries of one flow), instead of every flow's at each batch of moves."""
+        old = self.phases.pairs
+        if old is None:
+            return None
+        moved = _flags(went, len(self.due))
+        keep = ~moved[old.flow]
+        renumber = np.cumsum(~leave) - 1  # an old entry's place among the kept ones
+        sub = np.flatnonzero(moved[routed.flow])
+        pp = port_pairs(self.net, Routed(routed.lane[sub], routed.flow[sub], routed.weight[sub]))
+        return PortPairs(
+            np.concatenate([old.out[keep], pp.out]),
+            np.concatenate([old.into[keep], pp.into]),
+            np.concatenate([old.flow[keep], pp.flow]),
+            np.concatenate([old.weight[keep], pp.weight]),
+            np.concatenate([renumber[old.e_out[keep]], sub[pp.e_out]]),
+            np.concatenate([renumber[old.e_in[keep]], sub[pp.e_in]]),
+        )
 
 
 def _flags(items: np.ndarray, n: int) -> np.ndarray:

@@ -140,7 +140,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     routed = route_flows(Where(net, st.routing, case, st.nodes), tr, demand, rng)
     cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
 
-    def phases_of(r: Routed) -> Phases:
+    def phases_of(r: Routed, pairs: PortPairs | None = None) -> Phases:
         a = _columns(net, r, tr)
         return Phases(
             net,
@@ -156,6 +156,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
             job_col,
             st.fc,
             2 * st.sys.p2p_latency_us,
+            pairs,
         )
 
     rates: Phases | FlowletMoves

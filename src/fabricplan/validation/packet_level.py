@@ -45,6 +45,10 @@ class Setting:
     pfc_xoff_packets: float
     pfc_xon_packets: float
     seeds: int
+    # the simulators whose senders send every packet full, the last one too (htsim_roce's
+    # RoceSrc::send_packet sends whole -mtu packets; htsim_eqds's last packet is partial): a
+    # flow there carries its bytes rounded up to whole packets
+    whole_packet_simulators: tuple[str, ...]
 
     def flow(self) -> FlowSettings:
         kb = self.packet_bytes / 1024
@@ -69,7 +73,15 @@ def reference_catalog() -> Catalog:
 
 def setting() -> Setting:
     s = meta()["setting"]
-    return Setting(**{k: s[k] for k in Setting.__dataclass_fields__})
+    given = {k: s[k] for k in Setting.__dataclass_fields__}
+    given["whole_packet_simulators"] = tuple(given["whole_packet_simulators"])
+    return Setting(**given)
+
+
+def whole_packets(flows: FlowList, packet_bytes: float) -> FlowList:
+    """The flows as a sender that sends only whole packets puts them on the wire."""
+    size = np.ceil(flows.size_bytes / packet_bytes) * packet_bytes
+    return FlowList(flows.src, flows.dst, size, flows.start_us, flows.name)
 
 
 def _perm(hosts: int, shift: int, size: float) -> FlowList:
@@ -124,10 +136,21 @@ ROUTINGS = ("ecmp", "flowlet", "spray")
 
 
 @cache
+def _runs() -> list[dict[str, str]]:
+    return list(csv.DictReader((DATA / "htsim_runs.csv").read_text().splitlines()))
+
+
+@cache
+def simulator_of() -> dict[tuple[str, str], str]:
+    """Per (case, routing): the simulator binary that ran it."""
+    return {(r["case"], r["routing"]): r["simulator"] for r in _runs()}
+
+
+@cache
 def measured() -> dict[tuple[str, str], dict[str, float]]:
     """Per (case, routing): the median over the simulator's seeds of each metric, its seeds
     and the wall time of one run on its own (s)."""
-    rows = list(csv.DictReader((DATA / "htsim_runs.csv").read_text().splitlines()))
+    rows = _runs()
     out: dict[tuple[str, str], dict[str, float]] = {}
     for key in {(r["case"], r["routing"]) for r in rows}:
         mine = [r for r in rows if (r["case"], r["routing"]) == key]
@@ -181,6 +204,9 @@ def compare(case: RefCase, routing: str, seeds: int | None = None, repeats: int 
     """Run one reference case here and set it beside the recorded figures; ``repeats`` runs
     time it, and the seconds per seed are their median (every run gives the same figures)."""
     s = setting()
+    flows = case.flows()
+    if simulator_of()[(case.name, routing)] in s.whole_packet_simulators:
+        flows = whole_packets(flows, s.packet_bytes)
     c = Case(
         gpu=s.gpu,
         gpus=case.hosts,
@@ -188,7 +214,7 @@ def compare(case: RefCase, routing: str, seeds: int | None = None, repeats: int 
         design="fat-tree",
         routing=routing,
         pattern="flows",
-        flows=case.flows(),
+        flows=flows,
         seeds=seeds or s.seeds,
         jitter_us=0.0,
         gpus_per_node=1,
