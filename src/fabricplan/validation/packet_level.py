@@ -3,9 +3,10 @@
 Each case is a flow list on the reference simulator's own fabric (a fat-tree of 16-port,
 400 Gb/s switches, one NIC per host, lossless with PFC and no end-to-end congestion control),
 run here through the same router, flow control and max-min solver as every other congestion
-case. The figures compared are each seed's flow-completion-time percentiles (p50, p99, max
-over its flows), as a median over seeds in both tools; ECMP results move from seed to seed,
-so neither side is one run. The simulator's figures are data (``data/packet-level``), with
+case, with the bytes the reference's senders put on the wire (its RoCE sender sends whole
+packets only). The figures compared are each seed's flow-completion-time percentiles (p50,
+p99, max over its flows), as a median over seeds in both tools; ECMP results move from seed
+to seed, so neither side is one run. The simulator's figures are data (``data/packet-level``), with
 its commit, command lines and settings; no code of it is in this project.
 """
 
