@@ -632,4 +632,6 @@ def test_precompile_compiles_every_kernel_of_the_simulator():
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.strip() == "compiled kernels: fill, brought, dcqcn_fluid"
+    assert out.stdout.strip() == (
+        "compiled kernels: fill, brought, dcqcn_fluid, pfc_rates, move_groups, due_moves"
+    )

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 
-from fabricplan.congestion import groupfill
+from fabricplan.congestion import groupfill, kernels
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.case import Case, CaseError
 from fabricplan.congestion.dcqcn import quality
@@ -130,6 +130,37 @@ def test_an_incast_ends_at_the_receivers_rate(fc):
     assert done.finish_us.max() == pytest.approx(len(src) * 1e6 / (nic * 1e3), rel=1e-6)
     # local senders finish first: they hold a whole port's share
     assert done.finish_us[:3].max() < done.finish_us[3:].min()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(2, 15),
+    st.sampled_from(["pfc", "credit"]),
+    st.floats(0.0, 1.0),
+)
+def test_the_compiled_pfc_event_gives_the_array_codes_rates_bit_for_bit(seed, n, fc, windowed):
+    # one event of credit or PFC-only flow control is compiled for small problems
+    # (pfc_kernel); the array code it stands for must give the same floats, pauses and queues
+    kernels.fill()  # the compiled path runs once the process has the kernels
+    g, net = _fabric()
+    rng = np.random.default_rng(seed)
+    src = np.array([g.nic(int(i), 0) for i in rng.integers(0, 16, n)])
+    dst = np.array([g.nic(int(i), 0) for i in rng.integers(0, 16, n)])
+    clocked = rng.random(n) < windowed
+    push = rng.uniform(5.0, 50.0, n)
+    control = {"pfc": PFC_ONLY, "credit": CREDIT}[fc]
+    running = rng.random(n) < 0.8
+    got = []
+    for compiled in (True, False):
+        ph, *_ = _phases(net, src, dst, control, seed=seed, push=push, clocked=clocked)
+        assert ph._compiled
+        ph._compiled = compiled
+        rates = ph(running, np.full(n, 1e6))
+        got.append((rates, ph.last_pause, ph.last_queues, ph.record.victims))
+    (r1, p1, q1, v1), (r2, p2, q2, v2) = got
+    assert np.array_equal(r1, r2) and np.array_equal(p1, p2) and q1 == q2
+    assert (v1 is None and v2 is None) or np.array_equal(v1, v2)
 
 
 def test_a_victims_rate_comes_back_when_the_incast_ends():
@@ -603,6 +634,7 @@ def test_deeper_spreading_pauses_the_remote_senders_too(monkeypatch):
     for levels in (1, 2):
         monkeypatch.setattr(flowcontrol, "SPREAD_LEVELS", levels)
         ph, *_ = _phases(net, src, dst, PFC_ONLY)
+        ph._compiled = False  # the array code, where the spreading is (the kernel has level 1)
         ph(np.ones(len(src), bool), np.full(len(src), 1e6))
     # the second level only adds pauses, and adds them at the remote senders' NICs
     assert (seen[2] >= seen[1]).all()
@@ -638,13 +670,12 @@ def test_a_flow_list_has_no_bus_bandwidth(tmp_path):
         ("spray", {}),
         ("adaptive", {"load": True}),
         ("flowlet", {"load": True}),  # a flowlet switch weighs the standing load
-        ("flowlet", {"load": True, "start": True}),  # a flow moving at its leaf
     ],
 )
 def test_small_fabrics_route_from_their_closer_port_table_as_by_search(mode, kw):
     """A small fabric keeps each switch's closer ports per target in a table; routing from it
     gives the routes (and draws the random numbers) a hop-by-hop search gives, load-aware
-    routing and flows moving mid-path included."""
+    routing included."""
     from fabricplan.congestion import network
 
     g = _fabric(nodes=32)[0]
@@ -654,8 +685,6 @@ def test_small_fabrics_route_from_their_closer_port_table_as_by_search(mode, kw)
     plain = Network(g, 1.0)
     uneven = np.random.default_rng(5).random(plain.lanes) * 40
     preload = uneven if kw.pop("load", False) else None
-    if kw.pop("start", False):
-        kw["start"] = plain.leaf_of(src)
     routes = []
     for cells in (network.CLOSER_TABLE_CELLS, -1):
         with patch.object(network, "CLOSER_TABLE_CELLS", cells):
@@ -669,9 +698,10 @@ def test_small_fabrics_route_from_their_closer_port_table_as_by_search(mode, kw)
 
 
 def test_distances_to_a_second_set_of_targets_come_from_the_whole_table():
-    """Once a network is asked about a second set of target switches (flowlet moves, a few
-    flows at a time), it keeps the distances to every switch: each answer equals the search
-    for those targets alone, and a fabric too large for the whole table searches as before."""
+    """Once a network is asked about a second set of target switches (other tenants' flows,
+    routed apart from the job's), it keeps the distances to every switch: each answer equals
+    the search for those targets alone, and a fabric too large for the whole table searches as
+    before."""
     from fabricplan.congestion import network
     from fabricplan.topology.bfs import hop_distances
 

@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 
+from fabricplan.congestion import move_kernel
+from fabricplan.congestion.adaptive import TIE_JITTER_GBPS
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases
 from fabricplan.congestion.flowlet import MAX_MOVES_PER_FLOW, FlowletMoves, FlowletPolicy
@@ -76,11 +78,8 @@ def _run(timeout_us: float, seed: int = 0, nodes=(0, 1, 2, 3), to=(4, 5, 6, 7)):
             pairs,
         )
 
-    def reroute(f, at, levels):
-        return net.route(src[f], dst[f], "flowlet", rng, preload=levels, start=at)
-
     moves = FlowletMoves(
-        net, routed, np.arange(n), np.ones(n, bool), build, reroute, _policy(timeout_us), rng
+        net, routed, np.arange(n), np.ones(n, bool), build, dst, _policy(timeout_us), rng
     )
     a = moves.phases.a
     done = complete(a, net.capacity, np.full(n, BYTES), rates=moves)
@@ -242,3 +241,33 @@ def test_moves_rejoin_only_the_moved_flows_port_pairs(monkeypatch):
     incast = next(c for c in P.CASES if c.name == "incast16")
     P.compare(incast, "flowlet", seeds=2)
     assert len(checked) >= 5  # every batch of moves of two seeds
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_a_moved_flow_is_routed_on_as_the_router_routes_flowlets(seed):
+    # the compiled moves choose each hop as Network.route does for flowlet routing (the least
+    # standing load among the closer ports, equal ones split by the same draws): from a flow's
+    # own leaf both give the same path, lane for lane
+    g, net = _fabric()
+    rng = np.random.default_rng(seed)
+    n = 12
+    src = np.array([g.nic(int(i), 0) for i in rng.integers(0, 16, n)])
+    dst = np.array([g.nic(int(i), 0) for i in rng.integers(0, 16, n)])
+    levels = rng.integers(0, 4, net.lanes).astype(float)
+    whole = net.route(src, dst, "flowlet", np.random.default_rng(seed), preload=levels)
+    # queues whose levels are those (whole numbers of KB over thresholds at 0.5, 1.5, 2.5)
+    standing = (levels, np.array([0.5, 1.5, 2.5]), np.zeros(net.lanes))
+    tw = net.towards(dst)
+    lanes, flows = move_kernel._route(
+        np.arange(n),
+        net.leaf_of(src) - tw.sw0,
+        tw.row,
+        standing,
+        tw.tables,
+        TIE_JITTER_GBPS,
+        np.random.default_rng(seed),
+    )
+    # the router's entries: uplinks, downlinks, then the switch hops; the moves' start at the
+    # downlinks, since the lanes up to the switch a flow moves at are already its own
+    assert np.array_equal(lanes, whole.lane[n:]) and np.array_equal(flows, whole.flow[n:])

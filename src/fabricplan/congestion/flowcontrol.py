@@ -39,6 +39,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
+from fabricplan.congestion import kernels
 from fabricplan.congestion.dcqcn import Quality, fluid_keys, fluids_of
 from fabricplan.congestion.groupfill import group_fill
 from fabricplan.congestion.groups import runs, unique_inverse
@@ -200,6 +201,16 @@ class Phases:
         if pp is not None:  # per pair: an open-loop sender's, or the window it may queue
             self.p_open = ~np.isfinite(self.window_kb[self.p_col])
             self.p_window_kb = np.where(self.p_open, 0.0, self.window_kb[self.p_col] * self.p_w)
+        # credit or PFC-only flow control on a small problem: one compiled call an event, once
+        # the process has the compiled kernels (pfc_kernel; the same rates as the array code)
+        self._compiled = (
+            pp is not None
+            and not fc.dcqcn
+            and fc.pauses
+            and SPREAD_LEVELS < 2
+            and max(a.nnz, len(routed.lane)) < kernels.COMPILED_MIN_SIZE
+        )
+        self._kernel_args: tuple | None = None
         self.record = RunRecord()
         # the last event's pauses (share of time, per lane) and queues (KB samples, per hot
         # lane): what flowlet switching reacts to
@@ -212,6 +223,8 @@ class Phases:
             rates = max_min_rates(a, net.capacity, running, self.cap, self.a_t)
             self._note(running, rates, np.zeros(net.lanes), {})
             return rates
+        if self._compiled and kernels.loaded():
+            return self._compiled_call(running)
         push = np.where(running, self.push, 0.0)
         lanes = net.lanes
         cap = net.capacity
@@ -272,6 +285,68 @@ class Phases:
             self.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
         self._note(running, rates, pause, queues, eff)
         return rates
+
+    def _compiled_call(self, running: np.ndarray) -> np.ndarray:
+        """:meth:`__call__` for credit or PFC-only flow control, in one compiled call."""
+        from fabricplan.congestion.pfc_kernel import pfc_rates  # imports Numba: only here
+
+        if self._kernel_args is None:
+            self._kernel_args = self._kernel_arrays()
+        pairs, ports, entries, passes, matrix = self._kernel_args
+        rates, pause, eff, hot_lanes, n_over, unpaused = pfc_rates(
+            running,
+            np.asarray(self.push, float),
+            np.asarray(self.cap, float),
+            np.asarray(self.net.capacity, float),
+            pairs,
+            ports,
+            entries,
+            passes,
+            matrix,
+            float(self.fc.threshold_kb),
+            OVERLOAD_TOLERANCE,
+            ARBITER_LEVELS,
+            self.record.victims is None,
+        )
+        queues = self._held_queues(hot_lanes, n_over)
+        if self.record.victims is None and np.count_nonzero(pause):
+            self.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
+        self._note(running, rates, pause, queues, eff)
+        return rates
+
+    def _kernel_arrays(self) -> tuple:
+        """What the compiled event reads, in the types it was compiled for (indices int64)."""
+        pp, arr, a = self.pairs, self.arrivals, self.a
+        assert pp is not None
+
+        def i64(x: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(x, np.int64)
+
+        pairs = (
+            i64(self.p_out),
+            i64(self.p_in),
+            i64(self.p_col),
+            np.asarray(self.p_w, float),
+            i64(pp.e_in),
+            i64(pp.e_out),
+            i64(self._upstream_pairs()),
+            i64(self.p_port),
+        )
+        ports = (i64(self.port_keys), self.p_open, np.asarray(self.p_window_kb, float))
+        entries = (i64(arr.lane), arr.first, i64(arr.col), np.asarray(arr.weight, float))
+        matrix = (i64(a.indptr), i64(a.indices), np.asarray(a.data, float))
+        return pairs, ports, entries, arr.passes, matrix
+
+    def _held_queues(self, hot_lanes: np.ndarray, n_over: np.ndarray) -> dict:
+        """Each hot port's queue without DCQCN: PFC (or credits) hold each ingress port that
+        brings more than its share at the pause band (between XON and XOFF), or at the
+        threshold."""
+        q = self.fc.quality
+        held = self.fc.threshold_kb if q is None else (q.pfc_xoff_kb + q.pfc_xon_kb) / 2
+        return {
+            lane: (held * max(n, 1.0),)
+            for lane, n in zip(hot_lanes.tolist(), n_over.tolist(), strict=True)
+        }
 
     def _hot_ports(
         self,
@@ -345,10 +420,8 @@ class Phases:
                 eff = eff * (1 - d) / (1 + (np.maximum(window, 1.0) - 1) * d)
             mult[hot_lanes[acted]] = np.maximum(eff[acted], MIN_GOODPUT_SHARE)
         else:
-            held = fc.threshold_kb if q is None else (q.pfc_xoff_kb + q.pfc_xon_kb) / 2
             n_over = np.bincount(dense, weights=over, minlength=len(hot_lanes))
-            for lane, n in zip(hot_lanes.tolist(), n_over.tolist(), strict=True):
-                queues[lane] = (held * max(n, 1.0),)
+            queues.update(self._held_queues(hot_lanes, n_over))
         if fc.pauses:
             np.maximum.at(pause, p_from, phi)
         return share, pause, mult, queues

@@ -31,7 +31,6 @@ queue pair per connection; elsewhere flowlet routing keeps each flow's first pat
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ import numpy as np
 
 from fabricplan.catalog import Fabric
 from fabricplan.collectives.system import CommSystem
+from fabricplan.congestion.adaptive import TIE_JITTER_GBPS
 from fabricplan.congestion.case import Case
 from fabricplan.congestion.flowcontrol import FlowControl, Phases, RunRecord
 from fabricplan.congestion.network import Network, Routed
@@ -139,12 +139,13 @@ class FlowletMoves:
         col_of: np.ndarray,
         movable: np.ndarray,
         build: Callable[[Routed, PortPairs | None], Phases],
-        reroute: Callable[[np.ndarray, np.ndarray, np.ndarray], Routed],
+        dst: np.ndarray,
         policy: FlowletPolicy,
         rng: np.random.Generator,
     ) -> None:
         self.net, self.col_of, self.movable = net, col_of, movable
-        self.build, self.reroute, self.policy, self.rng = build, reroute, policy, rng
+        self.build, self.policy, self.rng = build, policy, rng
+        self.towards = net.towards(dst)  # where a moved flow goes on to, hop by hop
         kind = net.graph.vertex_kind
         self.tier = np.where(kind >= LEAF, kind, LEAF - 1)  # NICs and below: under the leaves
         self.up_lane = self.tier[net.head] > self.tier[net.tail]
@@ -185,100 +186,61 @@ class FlowletMoves:
         self.last_rates, self.last_running = np.where(running, rates, 0.0), running
         return rates
 
-    def _state(self) -> tuple[np.ndarray, ...]:
-        """Per hop flow: held back by a queue a move could avoid (it gets less than its
-        senders push, so PFC stops its sender a share of the time). Per lane: its share of
-        time paused; the queue a switch sees on it (a hot port's own; on a port its next
-        switch pauses, the band PFC holds that switch's ingress queue in, between XON and
-        XOFF, since the port can send only as that queue drains; else none); and the deepest
-        queue on the paths of the held flows it carries (where a flow moved onto it would be
-        held too); and what it carries (GB/s)."""
-        net, r, ph = self.net, self.routed, self.phases
-        rate = self.last_rates[self.col_of]
-        held = self.last_running[self.col_of] & (rate < ph.push[self.col_of] * (1 - HELD))
-        load = np.bincount(r.lane, weights=r.weight * rate[r.flow], minlength=net.lanes)
-        on = held[r.flow]
-        n_held = np.bincount(r.lane[on], minlength=net.lanes)
-        # a lane that carries a held flow is paused for the share of time it does not send
-        # (paced senders: only for the share PFC pauses it)
-        cap = net.capacity
-        phi = np.where(
-            (n_held > 0) & (cap > 0), np.clip(1 - load / np.maximum(cap, 1e-300), 0, 1), 0
-        )
-        if self.policy.paced:
-            phi = np.minimum(phi, ph.last_pause)
-        paused = ph.last_pause > 0
-        queue = np.where(paused, (self.policy.xoff_kb + self.policy.xon_kb) / 2, 0.0)
-        hot = np.zeros(net.lanes, bool)
+    def next_change_us(self, now_us: float) -> float:
+        """When the flows held back by a queue they could avoid next find a better port
+        (:func:`.due_kernel.due_moves`). A lane carrying a held flow is paused for the share of
+        time it does not send (paced senders: only for the share PFC pauses it). The queue a
+        switch sees on a lane is a hot port's own, or on a port its next switch pauses the band
+        PFC holds that switch's ingress queue in (between XON and XOFF: the port sends only as
+        that queue drains). A move frees a flow only from a queue on the part of its path it
+        changes, not from its receiver's own port, which every path ends in (an incast's
+        receiving link).
+
+        A flow gets a chance at each gap: a PFC pause cycle, where the paused ingress drains
+        its queue above XON at its share of the port; or every packet, where its NIC
+        interleaves so many flows that they are further apart than the timeout. On the way down
+        (parallel links) a moved flow's path weighs the ports' use beside their queue levels: a
+        full port has no queue until a moved flow joins it, and moves are made on the way up
+        only, so this stands for what that switch's own moves would then do; on the way up a
+        switch picks among its emptiest ports at random, as htsim's does."""
+        from fabricplan.congestion.due_kernel import due_moves  # compiled: imported late
+
+        pol, net, r, ph = self.policy, self.net, self.routed, self.phases
         if ph.last_queues:
             # a hot port's queue: the mean of its samples (one sample, PFC without DCQCN: that
             # sample, as np.mean gives it, without its cost at each of hundreds of ports)
-            lanes = np.fromiter(ph.last_queues, np.int64, len(ph.last_queues))
-            queue[lanes] = [
-                s[0] if len(s) == 1 else float(np.mean(s)) for s in ph.last_queues.values()
-            ]
-            hot[lanes] = True
-        level = self._level(queue)
-        # a move can free a flow only from a queue on the part of its path it changes: not from
-        # its receiver's own port, which every path ends in (an incast's receiving link)
-        avoidable = np.zeros(len(held), bool)
-        fixed = self.into_nic[r.lane]
-        queued = hot | paused
-        avoidable[r.flow[queued[r.lane] & ~fixed & (level[r.lane] > 0)]] = True
-        held &= avoidable
-        worst = np.zeros(len(held))
-        np.maximum.at(worst, r.flow, level[r.lane])
-        behind = np.zeros(net.lanes)
-        np.maximum.at(behind, r.lane[on], worst[r.flow[on]])
-        return held, phi, queue, behind, load
-
-    def _level(self, queue_kb: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.level_kb, queue_kb, side="left").astype(float)
-
-    def next_change_us(self, now_us: float) -> float:
-        pol, net = self.policy, self.net
-        held, pause, queue, behind, load = self._state()
-        self.queue, self.behind = queue, behind
-        # on the way down (parallel links), among ports on one queue level the least used: a
-        # full port has no queue until a moved flow joins it, and moves are made on the way up
-        # only, so this stands for what that switch's own moves would then do; on the way up
-        # a switch picks among its emptiest ports at random, as htsim's does
-        used = np.clip(load / np.maximum(net.capacity, 1e-300), 0.0, 1.0)
-        self.used = np.where(self.up_lane, 0.0, used * LOAD_TIE)
-        level = self._level(queue)
-        rate = self.last_rates[self.col_of]
-        on = held[self.p_flow]
-        phi = np.where(on, pause[self.p_in], 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # a PFC pause: the ingress drains its queue above XON at its share of the port
-            pause_gap = pol.headroom_kb * 1024 / (net.capacity[self.p_in] * 1e3 * (1 - phi))
-            # a NIC that interleaves many flows sends each one packet at a time, this far apart
-            spacing = pol.mtu_bytes / (rate[self.p_flow] * 1e3)
-            share = np.clip(rate[self.p_flow] / load[self.p_in], 0.0, 1.0)
-        by_pause = (phi > 0) & (pause_gap > pol.timeout_us)
-        by_packet = on & (spacing > pol.timeout_us)
-        # the time between chances to move: a pause cycle, or every packet
-        cycle = np.where(by_pause, pause_gap / np.maximum(phi, 1e-300), spacing)
-        best = np.full(net.graph.vertices, np.inf)
-        np.minimum.at(best, net.tail[self.switch_ups], level[self.switch_ups])
-        can = (by_pause | by_packet) & (best[self.p_switch] < level[self.p_out])
-        eligible = np.zeros(len(self.due), bool)
-        eligible[self.p_flow[can]] = True
-        new = can & (self.due[self.p_flow] == np.inf)  # already waiting: keep its draw
-        new &= self.moved[self.p_flow] < MAX_MOVES_PER_FLOW
-        if new.any():
-            # the lowest switch first: a flow waits at one switch at a time
-            order = np.lexsort((self.tier[self.p_switch[new]], self.p_flow[new]))
-            f = self.p_flow[new][order]
-            first = np.r_[True, f[1:] != f[:-1]]
-            idx = np.flatnonzero(new)[order][first]
-            cycles = self.rng.geometric(pol.move_share, len(idx))
-            since = np.maximum(now_us, self.moved_due[self.p_flow[idx]])
-            self.due[self.p_flow[idx]] = since + cycles * cycle[idx]
-            self.at[self.p_flow[idx]] = self.p_switch[idx]
-            self.share[self.p_flow[idx]] = share[idx]
-        self.due[~eligible] = np.inf  # its collision ended before the gap came
-        return float(self.due.min(initial=np.inf))
+            hot = (
+                np.fromiter(ph.last_queues, np.int64, len(ph.last_queues)),
+                np.array(
+                    [s[0] if len(s) == 1 else float(np.mean(s)) for s in ph.last_queues.values()]
+                ),
+            )
+        else:
+            hot = (np.zeros(0, np.int64), np.zeros(0))
+        soonest, self.queue, self.behind, self.used = due_moves(
+            (self.last_rates, self.last_running, np.asarray(ph.push, float)),
+            self.col_of,
+            (r.lane, r.flow, np.asarray(r.weight, float)),
+            (net.capacity, ph.last_pause, self.into_nic, self.up_lane),
+            hot,
+            (self.p_flow, self.p_out, self.p_in, self.p_switch),
+            (self.switch_ups, net.tail, self.tier),
+            (self.due, self.moved, self.moved_due, self.at, self.share),
+            (
+                self.level_kb,
+                (pol.xoff_kb + pol.xon_kb) / 2,
+                float(pol.headroom_kb),
+                float(pol.timeout_us),
+                float(pol.mtu_bytes),
+                float(pol.move_share),
+                LOAD_TIE,
+                pol.paced,
+            ),
+            (HELD, MAX_MOVES_PER_FLOW),
+            float(now_us),
+            self.rng,
+        )
+        return soonest
 
     def change(self, now_us: float) -> np.ndarray:
         """Move the flows due by ``now_us`` (and those due soon after: ``MOVE_MERGE``)."""
@@ -300,57 +262,44 @@ class FlowletMoves:
         # in groups, each seeing what the groups before it left and took: a switch compares
         # its ports afresh at every flowlet, so the moves do not all pile onto one empty port,
         # and a flow whose port has emptied meanwhile stays
-        queue = self.queue.copy()
-        ups = self.switch_ups
         n = len(self.due)
-        # the routed entries of the due flows (the groups below look at these only), and which
-        # of them lie past the flow's switch (what a move replaces)
+        # the routed entries of the due flows (the groups look at these only), and which of
+        # them lie past the flow's switch (what a move replaces)
         cand = np.flatnonzero(_flags(due, n)[r.flow])
         c_flow, c_lane = r.flow[cand], r.lane[cand]
         c_beyond = ~(
             self.up_lane[c_lane]
             & (self.tier[net.head[c_lane]] <= self.tier[np.maximum(at_of[c_flow], 0)])
         )
-        parts: list[Routed] = []
-        moved: list[np.ndarray] = []
-        c_leave = np.zeros(len(cand), bool)  # entries of moved flows past their switch
-        bounds = np.linspace(0, len(due), min(len(due), MOVE_GROUPS) + 1).astype(int)
-        for g0, g1 in itertools.pairwise(bounds.tolist()):
-            group = due[g0:g1]
-            level = self._level(queue)
-            best = np.full(net.graph.vertices, np.inf)
-            np.minimum.at(best, net.tail[ups], level[ups])
-            go = group[best[at_of[group]] < level[np.maximum(current[group], 0)]]
-            go = go[current[go] >= 0]
-            if not len(go):
-                continue
-            past = _flags(go, n)[c_flow] & c_beyond
-            np.subtract.at(queue, c_lane[past], pol.xon_kb)
-            queue = np.maximum(queue, 0.0)
-            part = self.reroute(go, at_of[go], self._level(queue) + self.used)
-            # a flow whose best port is still its own stays where it is
-            first = self.is_switch_up[part.lane] & (net.tail[part.lane] == at_of[go][part.flow])
-            same = np.zeros(len(go), bool)
-            same[part.flow[first]] = part.lane[first] == current[go][part.flow[first]]
-            stay = same[part.flow]
-            part = Routed(part.lane[~stay], part.flow[~stay], part.weight[~stay])
-            np.add.at(queue, part.lane, pol.xon_kb)
-            np.add.at(queue, c_lane[past & _flags(go[same], n)[c_flow]], pol.xon_kb)
-            keep_idx = np.flatnonzero(~same)
-            remap = np.full(len(go), -1)
-            remap[keep_idx] = np.arange(len(keep_idx))
-            go = go[keep_idx]
-            c_leave |= past & _flags(go, n)[c_flow]
-            parts.append(Routed(part.lane, go[remap[part.flow]], part.weight))
-            moved.append(go)
-        if not moved:
-            return resend
-        fresh = Routed(
-            np.concatenate([p.lane for p in parts]),
-            np.concatenate([p.flow for p in parts]),
-            np.concatenate([p.weight for p in parts]),
+        bounds = np.linspace(0, len(due), min(len(due), MOVE_GROUPS) + 1).astype(np.int64)
+        tw = self.towards
+        from fabricplan.congestion.move_kernel import move_groups  # compiled: imported late
+
+        lane, flow, went, c_leave = move_groups(
+            due,
+            bounds,
+            at_of,
+            current,
+            net.graph.vertices,
+            self.queue,
+            self.level_kb,
+            self.used,
+            self.switch_ups,
+            net.tail,
+            self.is_switch_up,
+            c_flow,
+            c_lane,
+            c_beyond,
+            float(pol.xon_kb),
+            tw.sw0,
+            tw.row,
+            tw.tables,
+            TIE_JITTER_GBPS,
+            self.rng,
         )
-        went = np.concatenate(moved)
+        if not len(went):
+            return resend
+        fresh = Routed(lane, flow, np.ones(len(lane)))
         leave = np.zeros(len(r.lane), bool)
         leave[cand[c_leave]] = True
         routed = Routed(

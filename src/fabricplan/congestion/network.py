@@ -16,9 +16,10 @@ Routing modes:
   peers' first packets invisible and the ports tied: each takes a port at random, steered
   only by load that was already there (other tenants), and keeps it while it sends back to
   back. Per flow, like ECMP, at the start; a flow that a PFC pause stops for longer than the
-  timeout moves later (:mod:`fabricplan.congestion.flowlet`, routed on from its switch with
-  ``start``), and a flow whose NIC interleaves it with so many others that every packet is a
-  new flowlet is routed as ``adaptive`` (``job_routes._route_job``);
+  timeout moves later (:mod:`fabricplan.congestion.flowlet`, routed on from its switch by the
+  same rule, :mod:`fabricplan.congestion.move_kernel`), and a flow whose NIC interleaves it
+  with so many others that every packet is a new flowlet is routed as ``adaptive``
+  (``job_routes._route_job``);
 - ``adaptive``: load-aware choice per packet with reordering at the NIC (InfiniBand adaptive
   routing, Spectrum-X): each flow is cut into pieces routed in rounds, each piece taking the
   least-loaded candidate given the pieces before it;
@@ -91,6 +92,25 @@ class Routed:
 
     def matrix(self, lanes: int, flows: int) -> csr_matrix:
         return csr_matrix((self.weight, (self.lane, self.flow)), shape=(lanes, flows))
+
+
+@dataclass(frozen=True)
+class Towards:
+    """Per switch (local number: vertex - ``sw0``) its outgoing switch lanes ``out`` (padded with
+    -1) and the switches they lead to ``heads`` (0 for padding); per flow its row of ``dist``
+    (hops from each switch to the flow's leaf) and its receiver's downlink."""
+
+    sw0: int
+    out: np.ndarray
+    heads: np.ndarray
+    row: np.ndarray
+    dist: np.ndarray
+    downlink: np.ndarray
+
+    @property
+    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What a compiled router reads: ``dist``, ``out``, ``heads``, ``downlink``."""
+        return self.dist, self.out, self.heads, self.downlink
 
 
 @dataclass(frozen=True, eq=False)
@@ -232,9 +252,10 @@ class Network:
         """Switch hops from every switch to each target switch (local numbers), (T, S).
 
         The last answer is kept by its targets. A network asked about a second set of targets
-        (flowlet moves route a few flows at a time, each group to its own destinations) keeps
+        (other tenants' flows are routed apart from the job's, and flowlet moves look up every
+        flow's receiver) keeps
         the distances to every switch instead, when they fit ``ALL_DISTANCES_CELLS``, and
-        answers from them: the same numbers, one search instead of one per group."""
+        answers from them: the same numbers, one search instead of one per set."""
         key = np.asarray(targets, np.int64).tobytes()
         last, whole = self._last_distances, self._whole_distances
         if key not in last:
@@ -247,6 +268,15 @@ class Network:
             else:
                 last[key] = hop_distances(*self._switch_neighbours, targets)
         return last[key]
+
+    def towards(self, dst: np.ndarray) -> Towards:
+        """What a switch needs to send flows on towards NICs ``dst`` (vertices) hop by hop, as
+        :meth:`route` does: the switch tables, and for each flow its receiver's downlink and its
+        row of the hop counts from every switch to the receivers' leaves."""
+        sw0, out, _ = self.switch_table
+        targets, row = unique_inverse(self.leaf_of(dst) - sw0)
+        dist = np.ascontiguousarray(self._distances(targets), np.int64)
+        return Towards(sw0, out, self._heads_or_zero, row, dist, self.downlink(dst))
 
     @cached_property
     def _last_closer(self) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -284,7 +314,6 @@ class Network:
         max_entries: int | None = None,
         polarized: bool = False,
         dragonfly: str = "minimal",
-        start: np.ndarray | None = None,
     ) -> Routed:
         """Lanes of NIC-to-NIC flows ``src[i] -> dst[i]`` (NIC vertices), with weights.
 
@@ -293,16 +322,13 @@ class Network:
         splits a flow over every closer port at every hop, so its pieces multiply with the
         fabric's fan-out: past ``max_entries`` (lane, flow) pairs it raises
         :class:`RouteTooLarge`.
-
-        ``start`` (switch vertices): route each flow on from there instead of from its NIC, for
-        a flow that moves mid-path; the lanes up to that switch are the caller's.
         """
         if mode not in ROUTINGS:
             raise ValueError(f"unknown routing '{mode}'; known: {', '.join(ROUTINGS)}")
         src, dst = np.asarray(src), np.asarray(dst)
         n = len(src)
         sw0, out, _ = self.switch_table
-        s_leaf = (self.leaf_of(src) if start is None else np.asarray(start)) - sw0
+        s_leaf = self.leaf_of(src) - sw0
         d_leaf = self.leaf_of(dst) - sw0
         via = self.dragonfly_routes.via(s_leaf, d_leaf, dragonfly, rng, demand)
         targets, t_idx = unique_inverse(np.concatenate([d_leaf, via[via >= 0]]))
@@ -320,7 +346,7 @@ class Network:
         # a detour (Valiant) heads for its intermediate router first, then for the destination
         tgt = np.where(t_via[flow] >= 0, t_via[flow], t_idx[flow])
         then = np.where(t_via[flow] >= 0, t_idx[flow], -1)
-        ends = [self.uplink(src), self.downlink(dst)] if start is None else [self.downlink(dst)]
+        ends = [self.uplink(src), self.downlink(dst)]
         lanes_out = ends
         flows_out = [np.arange(n)] * len(ends)
         weights_out = [np.ones(n)] * len(ends)

@@ -163,11 +163,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     if st.flowlet is None:
         rates = phases_of(routed)
     else:
-
-        def reroute(f: np.ndarray, at: np.ndarray, levels: np.ndarray) -> Routed:
-            return net.route(tr.src[f], tr.dst[f], "flowlet", rng, preload=levels, start=at)
-
-        rates = FlowletMoves(net, routed, tr.column, hop_job, phases_of, reroute, st.flowlet, rng)
+        rates = FlowletMoves(net, routed, tr.column, hop_job, phases_of, tr.dst, st.flowlet, rng)
     starts = np.zeros(tr.columns)
     if case.jitter_us > 0:
         ready = rng.exponential(case.jitter_us, graph.nodes)

@@ -1,0 +1,171 @@
+"""When flowlet-routed flows next find a better port, compiled: the state and the draws of
+:meth:`.flowlet.FlowletMoves.next_change_us`, once per event of a run that moves flows.
+
+The same float operations in the same order as the array code it stands for, and the same
+draws from the run's generator (Numba's ``Generator.geometric`` gives NumPy's values and
+advances the generator it is given), so a run does not depend on which of the two ran.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabricplan.congestion.jitted import by_group, clip01, jit, levels
+
+
+@jit
+def _state(
+    rate: np.ndarray,
+    held: np.ndarray,
+    routed: tuple[np.ndarray, np.ndarray, np.ndarray],
+    lanes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    hot_lanes: np.ndarray,
+    hot_kb: np.ndarray,
+    level_kb: np.ndarray,
+    band_kb: float,
+    paced: bool,
+) -> tuple[np.ndarray, ...]:
+    """``FlowletMoves._state``: per lane its share of time paused, the queue a switch sees
+    on it, the deepest queue level on the paths of the held flows it carries, and its load;
+    and ``held`` (per hop flow) cut to the flows a move could free (in place)."""
+    lane, flow, weight = routed
+    capacity, last_pause, into_nic, _ = lanes
+    n_lanes, n = len(capacity), len(held)
+    load = np.zeros(n_lanes)
+    n_held = np.zeros(n_lanes, np.int64)
+    for k in range(len(lane)):
+        load[lane[k]] += weight[k] * rate[flow[k]]
+        if held[flow[k]]:
+            n_held[lane[k]] += 1
+    phi = np.zeros(n_lanes)
+    queue = np.zeros(n_lanes)
+    queued = np.zeros(n_lanes, np.bool_)
+    for j in range(n_lanes):
+        if n_held[j] > 0 and capacity[j] > 0:
+            phi[j] = clip01(1 - load[j] / max(capacity[j], 1e-300))
+        if paced:
+            phi[j] = min(phi[j], last_pause[j])
+        if last_pause[j] > 0:
+            queue[j] = band_kb
+            queued[j] = True
+    for i in range(len(hot_lanes)):
+        queue[hot_lanes[i]] = hot_kb[i]
+        queued[hot_lanes[i]] = True
+    level = levels(queue, level_kb)
+    avoidable = np.zeros(n, np.bool_)
+    worst = np.zeros(n)
+    for k in range(len(lane)):
+        j = lane[k]
+        if queued[j] and not into_nic[j] and level[j] > 0:
+            avoidable[flow[k]] = True
+        worst[flow[k]] = max(worst[flow[k]], level[j])
+    behind = np.zeros(n_lanes)
+    for k in range(len(lane)):
+        if held[flow[k]]:  # held before the cut: the lanes its collision is on
+            behind[lane[k]] = max(behind[lane[k]], worst[flow[k]])
+    for f in range(n):
+        held[f] = held[f] and avoidable[f]
+    return phi, queue, behind, load
+
+
+@jit
+def due_moves(
+    rates: tuple[np.ndarray, np.ndarray, np.ndarray],
+    col_of: np.ndarray,
+    routed: tuple[np.ndarray, np.ndarray, np.ndarray],
+    lanes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    hot: tuple[np.ndarray, np.ndarray],
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    switches: tuple[np.ndarray, np.ndarray, np.ndarray],
+    flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    policy: tuple[np.ndarray, float, float, float, float, float, float, bool],
+    limits: tuple[float, int],
+    now_us: float,
+    rng: np.random.Generator,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """``FlowletMoves.next_change_us``: draw when the flows held back by a queue they could
+    avoid next find a better port (a geometric number of chances, one per pause cycle or per
+    packet), at the lowest switch on their way up; a flow already waiting keeps its draw, one
+    whose collision has ended waits no more. Updates ``flows``' due times, switches and shares
+    in place.
+
+    ``rates``: per column the last event's rates, running flags and pushes; ``routed``: lane,
+    flow, weight of each routed entry; ``lanes``: capacity, last pause share, whether the lane
+    enters a NIC, whether it goes up; ``hot``: the hot lanes and their queues (KB); ``pairs``:
+    per hop flow leaving a switch upwards, its flow, egress and ingress lanes, switch;
+    ``switches``: the switches' up lanes, each lane's tail, each vertex's tier; ``flows``: per
+    hop flow its due time, moves made, when its last move was due, switch, share; ``policy``:
+    queue levels, XOFF + XON over 2, headroom, timeout, MTU, move share, load tie weight,
+    paced; ``limits``: the share below its push at which a flow is held, the most moves a flow
+    makes.
+
+    Returns the next due time, and per lane the queue, the deepest level behind it and the
+    weight a moved flow's new path gives its use."""
+    last_rates, last_running, push = rates
+    capacity, _, _, up_lane = lanes
+    p_flow, p_out, p_in, p_switch = pairs
+    switch_ups, tail, tier = switches
+    due, moved, moved_due, at, share_of = flows
+    level_kb, band_kb, headroom_kb, timeout_us, mtu, move_share, load_tie, paced = policy
+    held_share, max_moves = limits
+    n = len(col_of)
+    rate = np.empty(n)
+    held = np.empty(n, np.bool_)
+    for f in range(n):
+        c = col_of[f]
+        rate[f] = last_rates[c]
+        held[f] = last_running[c] and rate[f] < push[c] * (1 - held_share)
+    pause, queue, behind, load = _state(
+        rate, held, routed, lanes, hot[0], hot[1], level_kb, band_kb, paced
+    )
+    used = np.zeros(len(capacity))
+    for j in range(len(capacity)):
+        if not up_lane[j]:
+            used[j] = clip01(load[j] / max(capacity[j], 1e-300)) * load_tie
+    level = levels(queue, level_kb)
+    best = np.full(len(tier), np.inf)
+    for u in switch_ups:
+        best[tail[u]] = min(best[tail[u]], level[u])
+    m = len(p_flow)
+    can = np.zeros(m, np.bool_)
+    cycle = np.zeros(m)
+    share = np.zeros(m)
+    eligible = np.zeros(n, np.bool_)
+    for i in range(m):
+        f = p_flow[i]
+        phi = pause[p_in[i]] if held[f] else 0.0
+        pause_gap = headroom_kb * 1024 / (capacity[p_in[i]] * 1e3 * (1 - phi))
+        spacing = mtu / (rate[f] * 1e3)
+        share[i] = clip01(rate[f] / load[p_in[i]])
+        by_pause = phi > 0 and pause_gap > timeout_us
+        by_packet = held[f] and spacing > timeout_us
+        cycle[i] = pause_gap / max(phi, 1e-300) if by_pause else spacing
+        can[i] = (by_pause or by_packet) and best[p_switch[i]] < level[p_out[i]]
+        if can[i]:
+            eligible[f] = True
+    # the new waits: per flow its lowest switch (by flow, then tier, then place)
+    new = np.zeros(m, np.bool_)
+    for i in range(m):
+        f = p_flow[i]
+        new[i] = can[i] and due[f] == np.inf and moved[f] < max_moves
+    idx = np.flatnonzero(new)
+    if len(idx):
+        idx = by_group(by_group(idx, tier[p_switch], len(tier)), p_flow, n)
+        first = np.ones(len(idx), np.bool_)
+        for k in range(1, len(idx)):
+            first[k] = p_flow[idx[k]] != p_flow[idx[k - 1]]
+        idx = idx[first]
+        cycles = rng.geometric(move_share, len(idx))
+        for k in range(len(idx)):
+            i = idx[k]
+            f = p_flow[i]
+            since = max(now_us, moved_due[f])
+            due[f] = since + cycles[k] * cycle[i]
+            at[f] = p_switch[i]
+            share_of[f] = share[i]
+    soonest = np.inf
+    for f in range(n):
+        if not eligible[f]:
+            due[f] = np.inf
+        soonest = min(soonest, due[f])
+    return soonest, queue, behind, used
