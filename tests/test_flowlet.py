@@ -238,6 +238,8 @@ def test_moves_rejoin_only_the_moved_flows_port_pairs(monkeypatch):
         original(self, *args)
 
     monkeypatch.setattr(flowcontrol.Phases, "__init__", init)
+    # the array rebuild (runs whose events are not compiled; compiled ones: the next tests)
+    monkeypatch.setattr(flowcontrol.Phases, "moved", lambda *a: None)
     incast = next(c for c in P.CASES if c.name == "incast16")
     P.compare(incast, "flowlet", seeds=2)
     assert len(checked) >= 5  # every batch of moves of two seeds
@@ -271,3 +273,49 @@ def test_a_moved_flow_is_routed_on_as_the_router_routes_flowlets(seed):
     # the router's entries: uplinks, downlinks, then the switch hops; the moves' start at the
     # downlinks, since the lanes up to the switch a flow moves at are already its own
     assert np.array_equal(lanes, whole.lane[n:]) and np.array_equal(flows, whole.flow[n:])
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000))
+def test_the_compiled_rebuild_after_moves_gives_the_tables_the_array_code_builds(seed):
+    # after a batch of moves a small PFC-only run rebuilds its port tables in one compiled call
+    # (rebuild_kernel); they must be the arrays, in their order, that the array code builds
+    from fabricplan.congestion import flowcontrol, flowlet, kernels
+
+    kernels.fill()  # the events (and so the rebuild) run compiled in a process that has them
+    seen, holder = [], {}
+    moved, change = flowcontrol.Phases.moved, flowlet.FlowletMoves.change
+
+    def keep(self, now_us):
+        holder["moves"] = self
+        return change(self, now_us)
+
+    def both(self, routed, leave, fresh, went):
+        out = moved(self, routed, leave, fresh, went)
+        assert out is not None
+        r, new = out
+        m = holder["moves"]
+        lane = np.concatenate([routed.lane[~leave], fresh.lane])
+        flow = np.concatenate([routed.flow[~leave], fresh.flow])
+        weight = np.concatenate([routed.weight[~leave], fresh.weight])
+        ref_r = Routed(lane, flow, weight)
+        ref = m.build(ref_r, m._pairs_after(leave, ref_r, np.flatnonzero(went)))
+        assert all(np.array_equal(getattr(r, k), getattr(ref_r, k)) for k in ref_r.__dict__)
+        for k in ("out", "into", "flow", "weight", "e_out", "e_in"):
+            assert np.array_equal(getattr(new.pairs, k), getattr(ref.pairs, k)), k
+        for k in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(new.a, k), getattr(ref.a, k)), k
+        assert np.array_equal(new.port_keys, ref.port_keys)
+        assert np.array_equal(new.p_port, ref.p_port)
+        assert new.arrivals.passes == ref.arrivals.passes
+        assert np.array_equal(new.arrivals.first, ref.arrivals.first)
+        assert np.array_equal(new._upstream, ref._upstream_pairs())
+        assert np.array_equal(new.p_window_kb, ref.p_window_kb)
+        seen.append(len(fresh.lane))
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(flowlet.FlowletMoves, "change", keep)
+        mp.setattr(flowcontrol.Phases, "moved", both)
+        _run(timeout_us=10.0, seed=seed)
+    assert seen  # the four-way collision breaks up: moves were made

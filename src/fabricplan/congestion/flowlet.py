@@ -302,13 +302,17 @@ class FlowletMoves:
         fresh = Routed(lane, flow, np.ones(len(lane)))
         leave = np.zeros(len(r.lane), bool)
         leave[cand[c_leave]] = True
-        routed = Routed(
-            np.concatenate([r.lane[~leave], fresh.lane]),
-            np.concatenate([r.flow[~leave], fresh.flow]),
-            np.concatenate([r.weight[~leave], fresh.weight]),
-        )
         record = self.phases.record
-        phases = self.build(routed, self._pairs_after(leave, routed, went))
+        rebuilt = self.phases.moved(r, leave, fresh, _flags(went, n))
+        if rebuilt is None:
+            routed = Routed(
+                np.concatenate([r.lane[~leave], fresh.lane]),
+                np.concatenate([r.flow[~leave], fresh.flow]),
+                np.concatenate([r.weight[~leave], fresh.weight]),
+            )
+            phases = self.build(routed, self._pairs_after(leave, routed, went))
+        else:
+            routed, phases = rebuilt
         phases.record = record
         self._use(routed, phases)
         self.moves += len(went)

@@ -1,5 +1,6 @@
 """What the compiled event code shares (:mod:`~fabricplan.congestion.pfc_kernel`,
-:mod:`~fabricplan.congestion.move_kernel`, :mod:`~fabricplan.congestion.due_kernel`): the
+:mod:`~fabricplan.congestion.move_kernel`, :mod:`~fabricplan.congestion.due_kernel`,
+:mod:`~fabricplan.congestion.rebuild_kernel`): the
 decorator, sums made in NumPy's order and a stable sort by small integers.
 
 Numba is imported here, at module level: only those modules import this one, and only a run

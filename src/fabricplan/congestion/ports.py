@@ -10,6 +10,7 @@ every event of the run selects from them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -91,6 +92,7 @@ class PathArrivals:
         """``ports``: the distinct (egress, ingress) lanes of ``pp`` as ``out * lanes + into``
         (:func:`port_ids`), when the caller has them."""
         self.cap = np.asarray(net.capacity, float)
+        self.col_of = col_of
         self.lane, self.weight = routed.lane, routed.weight
         self.col = col_of[routed.flow]
         # entries that leave a NIC: where a flow's pushes enter the fabric
@@ -111,14 +113,23 @@ class PathArrivals:
                     np.argsort(pair_level, kind="stable"),
                     np.r_[0, np.cumsum(np.bincount(pair_level, minlength=bins - 1))],
                 )
-        if len(self.lane) < kernels.COMPILED_MIN_SIZE:
-            # small runs sum loads over the lanes their entries cross only, not every lane
-            lanes, self.lane_at = unique_inverse(self.lane)
-            self.cap_at = self.cap[lanes]
         # pass by pass (small runs, or lanes in loops): as many passes as port pairs on a path
         self.passes = (
             0 if self.levels is not None else _depth(len(self.lane), pp.e_out, pp.e_in) + 1
         )
+
+    @classmethod
+    def of(
+        cls, like: PathArrivals, routed: Routed, pp: PortPairs, first: np.ndarray, passes: int
+    ) -> PathArrivals:
+        """Arrivals on new paths of ``like``'s run, from what a compiled rebuild already has
+        (which entries leave a NIC, the passes): small runs only, which take no lane levels."""
+        new = cls.__new__(cls)
+        new.cap, new.col_of = like.cap, like.col_of
+        new.lane, new.weight = routed.lane, routed.weight
+        new.col = like.col_of[routed.flow]
+        new.first, new.pp, new.levels, new.passes = first, pp, None, int(passes)
+        return new
 
     def brought(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:
         """GB/s each selected pair brings, for columns pushing ``push``."""
@@ -134,13 +145,22 @@ class PathArrivals:
         per_in = pp.weight[sel] / np.maximum(self.weight[e_in], 1e-300)  # pair's part
         arr = start
         bring = np.zeros(len(sel))
-        lane_in, n_lanes = self.lane_at[e_in], len(self.cap_at)
+        lane_at, cap_at = self._compact
+        lane_in, n_lanes = lane_at[e_in], len(cap_at)
         for _ in range(self.passes):
-            load = np.bincount(self.lane_at, weights=arr, minlength=n_lanes)
-            fifo = np.minimum(1.0, self.cap_at / np.maximum(load, 1e-300))
+            load = np.bincount(lane_at, weights=arr, minlength=n_lanes)
+            fifo = np.minimum(1.0, cap_at / np.maximum(load, 1e-300))
             bring = arr[e_in] * fifo[lane_in] * per_in
             arr = start + np.bincount(e_out, weights=bring, minlength=len(arr))
         return bring
+
+    @cached_property
+    def _compact(self) -> tuple[np.ndarray, np.ndarray]:
+        """Small runs sum loads over the lanes their entries cross only, not every lane: each
+        entry's place among those lanes, and their capacities (built when the array code first
+        needs them: the compiled event reads every lane)."""
+        lanes, lane_at = unique_inverse(self.lane)
+        return lane_at, self.cap[lanes]
 
 
 def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:

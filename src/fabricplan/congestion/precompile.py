@@ -3,8 +3,8 @@ that the first large run does not pay for it.
 
 Numba compiles each kernel of :mod:`fabricplan.congestion.kernels` (and the compiled event of
 PFC-only flow control, :mod:`~fabricplan.congestion.pfc_kernel`, and the flowlet moves,
-:mod:`~fabricplan.congestion.move_kernel` and :mod:`~fabricplan.congestion.due_kernel`) the
-first time a process calls it, about 7 s for the
+:mod:`~fabricplan.congestion.move_kernel`, :mod:`~fabricplan.congestion.due_kernel` and
+:mod:`~fabricplan.congestion.rebuild_kernel`) the first time a process calls it, about 7 s for the
 first three on this project's 2-core machine, and keeps the machine code
 beside the module for later processes (loaded in about 0.2 s). Without this, the first
 ``congestion --pattern alltoall --gpus 1024`` after an install spends that compile in each of its
@@ -46,20 +46,21 @@ FLOWLET_CASE = Case(
 # Every compiled kernel of the simulator, by the name of its accessor in kernels, and the
 # compiled functions of the modules that import Numba themselves.
 KERNELS = ("fill", "brought", "dcqcn_fluid")
-MODULE_KERNELS = ("pfc_rates", "move_groups", "due_moves")
+MODULE_KERNELS = ("pfc_rates", "move_groups", "due_moves", "rebuild")
 
 
 def main() -> list[str]:
     """Run the warm-up cases; the kernels they left compiled (or loaded from the cache)."""
     run_case(WARM_CASE, probes=False, workers=1)
     run_case(FLOWLET_CASE, probes=False, workers=1)
-    from fabricplan.congestion import due_kernel, move_kernel, pfc_kernel
+    from fabricplan.congestion import due_kernel, move_kernel, pfc_kernel, rebuild_kernel
 
     done = [name for name in KERNELS if getattr(kernels, name)().signatures]
     compiled = {
         "pfc_rates": pfc_kernel.pfc_rates,
         "move_groups": move_kernel.move_groups,
         "due_moves": due_kernel.due_moves,
+        "rebuild": rebuild_kernel.rebuild,
     }
     return done + [name for name in MODULE_KERNELS if compiled[name].signatures]
 
