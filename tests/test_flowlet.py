@@ -215,7 +215,7 @@ def test_batching_moves_does_not_quicken_them(monkeypatch):
 def test_moves_rejoin_only_the_moved_flows_port_pairs(monkeypatch):
     # after a batch of moves the port pairs are the old ones of the flows that stayed
     # (renumbered) and the moved flows' joined again: the same pairs as joining every flow's
-    from fabricplan.congestion import flowcontrol
+    from fabricplan.congestion import compiled_phases, flowcontrol
     from fabricplan.congestion.ports import port_pairs
     from fabricplan.validation import packet_level as P
 
@@ -239,7 +239,7 @@ def test_moves_rejoin_only_the_moved_flows_port_pairs(monkeypatch):
 
     monkeypatch.setattr(flowcontrol.Phases, "__init__", init)
     # the array rebuild (runs whose events are not compiled; compiled ones: the next tests)
-    monkeypatch.setattr(flowcontrol.Phases, "moved", lambda *a: None)
+    monkeypatch.setattr(compiled_phases, "moved", lambda *a: None)
     incast = next(c for c in P.CASES if c.name == "incast16")
     P.compare(incast, "flowlet", seeds=2)
     assert len(checked) >= 5  # every batch of moves of two seeds
@@ -280,18 +280,18 @@ def test_a_moved_flow_is_routed_on_as_the_router_routes_flowlets(seed):
 def test_the_compiled_rebuild_after_moves_gives_the_tables_the_array_code_builds(seed):
     # after a batch of moves a small PFC-only run rebuilds its port tables in one compiled call
     # (rebuild_kernel); they must be the arrays, in their order, that the array code builds
-    from fabricplan.congestion import flowcontrol, flowlet, kernels
+    from fabricplan.congestion import compiled_phases, flowlet, kernels
 
-    kernels.fill()  # the events (and so the rebuild) run compiled in a process that has them
+    kernels.fill()  # the events run compiled too in a process that has the kernels
     seen, holder = [], {}
-    moved, change = flowcontrol.Phases.moved, flowlet.FlowletMoves.change
+    moved, change = compiled_phases.moved, flowlet.FlowletMoves.change
 
     def keep(self, now_us):
         holder["moves"] = self
         return change(self, now_us)
 
-    def both(self, routed, leave, fresh, went):
-        out = moved(self, routed, leave, fresh, went)
+    def both(ph, routed, leave, fresh, went):
+        out = moved(ph, routed, leave, fresh, went)
         assert out is not None
         r, new = out
         m = holder["moves"]
@@ -316,6 +316,19 @@ def test_the_compiled_rebuild_after_moves_gives_the_tables_the_array_code_builds
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(flowlet.FlowletMoves, "change", keep)
-        mp.setattr(flowcontrol.Phases, "moved", both)
+        mp.setattr(compiled_phases, "moved", both)
         _run(timeout_us=10.0, seed=seed)
     assert seen  # the four-way collision breaks up: moves were made
+
+
+def test_a_one_off_run_rebuilds_compiled_and_keeps_the_array_events(monkeypatch):
+    # a process without the compiled fill (a one-off run) takes the array code for its events;
+    # its rebuilds after moves are compiled all the same, and must give the array rebuild's run
+    from fabricplan.congestion import compiled_phases, kernels
+
+    monkeypatch.setattr(kernels, "loaded", lambda: False)
+    finish, moves, *_ = _run(timeout_us=10.0, seed=3)
+    monkeypatch.setattr(compiled_phases, "moved", lambda *a: None)
+    finish2, moves2, *_ = _run(timeout_us=10.0, seed=3)
+    assert moves.moves == moves2.moves > 0
+    assert np.array_equal(finish, finish2)

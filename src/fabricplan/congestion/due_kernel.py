@@ -1,9 +1,10 @@
 """When flowlet-routed flows next find a better port, compiled: the state and the draws of
 :meth:`.flowlet.FlowletMoves.next_change_us`, once per event of a run that moves flows.
 
-The same float operations in the same order as the array code it stands for, and the same
+The same float operations in the same order as the array code it replaced, and the same
 draws from the run's generator (Numba's ``Generator.geometric`` gives NumPy's values and
-advances the generator it is given), so a run does not depend on which of the two ran.
+advances the generator it is given), so runs give, bit for bit, what they gave with the array
+code.
 """
 
 from __future__ import annotations
@@ -134,16 +135,20 @@ def due_moves(
     for i in range(m):
         f = p_flow[i]
         phi = pause[p_in[i]] if held[f] else 0.0
+        # a PFC pause: the ingress drains its queue above XON at its share of the port
         pause_gap = headroom_kb * 1024 / (capacity[p_in[i]] * 1e3 * (1 - phi))
+        # a NIC that interleaves many flows sends each one packet at a time, this far apart
         spacing = mtu / (rate[f] * 1e3)
         share[i] = clip01(rate[f] / load[p_in[i]])
         by_pause = phi > 0 and pause_gap > timeout_us
         by_packet = held[f] and spacing > timeout_us
+        # the time between chances to move: a pause cycle, or every packet
         cycle[i] = pause_gap / max(phi, 1e-300) if by_pause else spacing
         can[i] = (by_pause or by_packet) and best[p_switch[i]] < level[p_out[i]]
         if can[i]:
             eligible[f] = True
-    # the new waits: per flow its lowest switch (by flow, then tier, then place)
+    # the new waits (a flow already waiting keeps its draw), each at the flow's lowest switch:
+    # a flow waits at one switch at a time (by flow, then tier, then place)
     new = np.zeros(m, np.bool_)
     for i in range(m):
         f = p_flow[i]
@@ -165,7 +170,7 @@ def due_moves(
             share_of[f] = share[i]
     soonest = np.inf
     for f in range(n):
-        if not eligible[f]:
+        if not eligible[f]:  # its collision ended before the gap came
             due[f] = np.inf
         soonest = min(soonest, due[f])
     return soonest, queue, behind, used

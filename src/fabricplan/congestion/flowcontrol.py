@@ -33,7 +33,6 @@ link's rate.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,13 +46,7 @@ from fabricplan.congestion.groups import runs, unique_inverse
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.congestion.ports import PathArrivals, PortPairs, port_ids, port_pairs
 from fabricplan.congestion.settings import FlowSettings
-from fabricplan.congestion.waterfill import (
-    BINCOUNT_MAX_SIZE,
-    Matrix,
-    Rows,
-    max_min_rates,
-    with_rows,
-)
+from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Matrix, max_min_rates, with_rows
 from fabricplan.topology.graph import LEAF
 
 # Congestion spreads hop by hop: the hot port pauses the ports feeding it (level 1), and a
@@ -224,55 +217,6 @@ class Phases:
         self.last_pause = np.zeros(net.lanes)
         self.last_queues: dict[int, tuple[float, ...]] = {}
 
-    def moved(
-        self, routed: Routed, leave: np.ndarray, fresh: Routed, moved: np.ndarray
-    ) -> tuple[Routed, Phases] | None:
-        """The paths after a batch of flowlet moves (the entries ``leave`` gone, one queue
-        pair's ``fresh`` ones after them; ``moved``: per hop flow, whether it moved) and these
-        phases on them, built by one compiled call (:mod:`.rebuild_kernel`); None where the
-        events do not run compiled (large, or other flow control): the caller builds them."""
-        entries = len(routed.lane) - int(np.count_nonzero(leave)) + len(fresh.lane)
-        if not (self._compiled and max(self.a.nnz, entries) < kernels.COMPILED_MIN_SIZE):
-            return None
-        from fabricplan.congestion.rebuild_kernel import rebuild  # compiled: imported late
-
-        pp, net = self.pairs, self.net
-        assert pp is not None
-        col_of = self.arrivals.col_of
-        (lane, flow, weight), pairs, matrix, ports, entry, upstream, windows = rebuild(
-            (routed.lane, routed.flow, np.asarray(routed.weight, float)),
-            leave,
-            (fresh.lane, fresh.flow),
-            (pp.out, pp.into, pp.flow, np.asarray(pp.weight, float), pp.e_out, pp.e_in),
-            moved,
-            (net.tail, net.head, net.graph.vertex_kind),
-            LEAF,
-            col_of,
-            self.window_kb,
-            (net.lanes, self.a.shape[1], self._one_flow_per_column),
-        )
-        new = copy.copy(self)
-        new.pairs = PortPairs(*pairs)
-        new.p_out, new.p_in, new.p_w = new.pairs.out, new.pairs.into, new.pairs.weight
-        new.p_col = col_of[new.pairs.flow]
-        new.a = Rows(*matrix, self.a.shape)
-        if new.a.nnz >= BINCOUNT_MAX_SIZE:  # as Phases keeps it: a scipy matrix, ``a @ x``
-            new.a = new.a.csr()
-        new._a_lane = (
-            np.repeat(np.arange(new.a.shape[0]), np.diff(new.a.indptr))
-            if new.a.nnz < BINCOUNT_MAX_SIZE
-            else None
-        )
-        new.a_t = None
-        new.port_keys, new.p_port = ports
-        new.arrivals = PathArrivals.of(self.arrivals, Routed(lane, flow, weight), new.pairs, *entry)
-        new._upstream = upstream
-        new.p_open, new.p_window_kb = windows
-        new._kernel_args = None
-        new.last_pause = np.zeros(net.lanes)
-        new.last_queues = {}
-        return Routed(lane, flow, weight), new
-
     def __call__(self, running: np.ndarray, left: np.ndarray) -> np.ndarray:
         net, a = self.net, self.a
         if not self.fc.acts:
@@ -280,7 +224,9 @@ class Phases:
             self._note(running, rates, np.zeros(net.lanes), {})
             return rates
         if self._compiled and kernels.loaded():
-            return self._compiled_call(running)
+            from fabricplan.congestion.compiled_phases import compiled_rates  # imports Numba
+
+            return compiled_rates(self, running)
         push = np.where(running, self.push, 0.0)
         lanes = net.lanes
         cap = net.capacity
@@ -341,57 +287,6 @@ class Phases:
             self.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
         self._note(running, rates, pause, queues, eff)
         return rates
-
-    def _compiled_call(self, running: np.ndarray) -> np.ndarray:
-        """:meth:`__call__` for credit or PFC-only flow control, in one compiled call."""
-        from fabricplan.congestion.pfc_kernel import pfc_rates  # imports Numba: only here
-
-        if self._kernel_args is None:
-            self._kernel_args = self._kernel_arrays()
-        pairs, ports, entries, passes, matrix = self._kernel_args
-        rates, pause, eff, hot_lanes, n_over, unpaused = pfc_rates(
-            running,
-            np.asarray(self.push, float),
-            np.asarray(self.cap, float),
-            np.asarray(self.net.capacity, float),
-            pairs,
-            ports,
-            entries,
-            passes,
-            matrix,
-            float(self.fc.threshold_kb),
-            OVERLOAD_TOLERANCE,
-            ARBITER_LEVELS,
-            self.record.victims is None,
-        )
-        queues = self._held_queues(hot_lanes, n_over)
-        if self.record.victims is None and np.count_nonzero(pause):
-            self.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
-        self._note(running, rates, pause, queues, eff)
-        return rates
-
-    def _kernel_arrays(self) -> tuple:
-        """What the compiled event reads, in the types it was compiled for (indices int64)."""
-        pp, arr, a = self.pairs, self.arrivals, self.a
-        assert pp is not None
-
-        def i64(x: np.ndarray) -> np.ndarray:
-            return np.ascontiguousarray(x, np.int64)
-
-        pairs = (
-            i64(self.p_out),
-            i64(self.p_in),
-            i64(self.p_col),
-            np.asarray(self.p_w, float),
-            i64(pp.e_in),
-            i64(pp.e_out),
-            i64(self._upstream_pairs()),
-            i64(self.p_port),
-        )
-        ports = (i64(self.port_keys), self.p_open, np.asarray(self.p_window_kb, float))
-        entries = (i64(arr.lane), arr.first, i64(arr.col), np.asarray(arr.weight, float))
-        matrix = (i64(a.indptr), i64(a.indices), np.asarray(a.data, float))
-        return pairs, ports, entries, arr.passes, matrix
 
     def _held_queues(self, hot_lanes: np.ndarray, n_over: np.ndarray) -> dict:
         """Each hot port's queue without DCQCN: PFC (or credits) hold each ingress port that

@@ -273,7 +273,9 @@ class FlowletMoves:
         )
         bounds = np.linspace(0, len(due), min(len(due), MOVE_GROUPS) + 1).astype(np.int64)
         tw = self.towards
-        from fabricplan.congestion.move_kernel import move_groups  # compiled: imported late
+        # compiled: imported late
+        from fabricplan.congestion import compiled_phases
+        from fabricplan.congestion.move_kernel import move_groups
 
         lane, flow, went, c_leave = move_groups(
             due,
@@ -303,7 +305,7 @@ class FlowletMoves:
         leave = np.zeros(len(r.lane), bool)
         leave[cand[c_leave]] = True
         record = self.phases.record
-        rebuilt = self.phases.moved(r, leave, fresh, _flags(went, n))
+        rebuilt = compiled_phases.moved(self.phases, r, leave, fresh, _flags(went, n))
         if rebuilt is None:
             routed = Routed(
                 np.concatenate([r.lane[~leave], fresh.lane]),
