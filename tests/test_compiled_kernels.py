@@ -1,0 +1,95 @@
+"""The compiled rebuild's pieces against the array code they stand for: the same arrays, in the
+same order (the events that read them sum in that order)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabricplan.congestion import rebuild_kernel as R
+from fabricplan.congestion.flowcontrol import Phases
+from fabricplan.congestion.network import Network
+from fabricplan.congestion.ports import port_pairs
+from fabricplan.congestion.waterfill import matrix_of
+from fabricplan.topology.clos import size_clos
+from fabricplan.topology.graph import LEAF, build_graph
+
+_G = build_graph(size_clos("fat-tree", 32, 1, 1, 8, 400.0), 450.0, 64.0)
+_NET = Network(_G, 1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([("ecmp", 1), ("ecmp", 3), ("spray", 1), ("adaptive", 1)]),
+)
+def test_port_pairs_compiled_are_the_array_codes(seed, how):
+    # split flows (queue pairs on different paths, sprayed or adaptive pieces) enter and leave
+    # a switch on several lanes: the pairs are every (leaving, entering) entry of one flow
+    mode, qps = how
+    rng = np.random.default_rng(seed)
+    n = 24
+    src = np.array([_G.nic(int(i), 0) for i in rng.integers(0, 32, n)])
+    dst = np.array([_G.nic(int(i), 0) for i in rng.integers(0, 32, n)])
+    r = _NET.route(src, dst, mode, rng, qps=qps, demand=np.full(n, 10.0))
+    ref = port_pairs(_NET, r)
+    got = R.port_pairs(
+        r.lane,
+        r.flow,
+        np.asarray(r.weight, float),
+        (_NET.tail, _NET.head, _G.vertex_kind),
+        LEAF,
+    )
+    for name, x in zip(("out", "into", "flow", "weight", "e_out", "e_in"), got, strict=True):
+        assert np.array_equal(getattr(ref, name), x), name
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3000), st.booleans())
+def test_the_compiled_matrix_is_matrix_of(seed, n, repeats):
+    # entries by lane, then column; cells that meet are summed (scipy's matrix), in entry order
+    rng = np.random.default_rng(seed)
+    lanes, columns = 40, 30
+    if repeats:
+        lane, col = rng.integers(0, lanes, n), rng.integers(0, columns, n)
+    else:  # distinct cells: the array code keeps the entries as they are
+        cells = rng.choice(lanes * columns, min(n, lanes * columns), replace=False)
+        lane, col = cells // columns, cells % columns
+    weight = rng.uniform(0.1, 2.0, len(lane))
+    ref = matrix_of(lane, col, weight, (lanes, columns))
+    indptr, indices, data = R._matrix(lane, col, weight, lanes, columns)
+    assert np.array_equal(indptr, ref.indptr) and np.array_equal(indices, ref.indices)
+    if repeats:
+        assert data == pytest.approx(np.asarray(ref.data), rel=1e-12)
+    else:
+        assert np.array_equal(data, ref.data)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_the_compiled_upstream_pairs_are_the_array_codes(seed, one_flow):
+    # per pair, the pair that brought its flow into the switch before: by entry when each
+    # column is one hop flow, by (column, lane) when columns couple several (ring channels)
+    rng = np.random.default_rng(seed)
+    n = 8
+    src = np.array([_G.nic(int(i), 0) for i in rng.integers(0, 32, n)])
+    dst = np.array([_G.nic(int(i), 0) for i in rng.integers(0, 32, n)])
+    r = _NET.route(src, dst, "ecmp", rng)
+    pp = port_pairs(_NET, r)
+    col_of = np.arange(n) if one_flow else rng.integers(0, 3, n)
+    ph = SimpleNamespace(
+        _upstream=None,
+        _one_flow_per_column=one_flow,
+        pairs=pp,
+        p_col=col_of[pp.flow],
+        p_out=pp.out,
+        p_in=pp.into,
+        net=_NET,
+    )
+    ref = Phases._upstream_pairs(ph)
+    got = R._upstream(col_of[pp.flow], pp.out, pp.into, pp.e_out, pp.e_in, _NET.lanes, one_flow)
+    assert np.array_equal(ref, got)
