@@ -33,12 +33,10 @@ def compiled_rates(ph: Phases, running: np.ndarray) -> np.ndarray:
 
     if ph._kernel_args is None:
         ph._kernel_args = _kernel_arrays(ph)
-    pairs, ports, entries, passes, matrix = ph._kernel_args
+    columns, pairs, ports, entries, passes, matrix = ph._kernel_args
     rates, pause, eff, hot_lanes, n_over, unpaused = pfc_rates(
         running,
-        np.asarray(ph.push, float),
-        np.asarray(ph.cap, float),
-        np.asarray(ph.net.capacity, float),
+        *columns,
         pairs,
         ports,
         entries,
@@ -77,7 +75,9 @@ def _kernel_arrays(ph: Phases) -> tuple:
     ports = (i64(ph.port_keys), ph.p_open, np.asarray(ph.p_window_kb, float))
     entries = (i64(arr.lane), arr.first, i64(arr.col), np.asarray(arr.weight, float))
     matrix = (i64(a.indptr), i64(a.indices), np.asarray(a.data, float))
-    return pairs, ports, entries, arr.passes, matrix
+    # per column its push and own cap, per lane its capacity
+    columns = (np.asarray(ph.push, float), np.asarray(ph.cap, float), arr.cap)
+    return columns, pairs, ports, entries, arr.passes, matrix
 
 
 def moved(

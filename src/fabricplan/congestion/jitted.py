@@ -1,7 +1,8 @@
 """What the compiled event code shares (:mod:`~fabricplan.congestion.pfc_kernel`,
 :mod:`~fabricplan.congestion.move_kernel`, :mod:`~fabricplan.congestion.due_kernel`,
 :mod:`~fabricplan.congestion.rebuild_kernel`): the
-decorator, sums made in NumPy's order and a stable sort by small integers.
+decorator, sums made in NumPy's order, a stable sort by small integers, grouping of equal keys and
+NumPy's reading of negative indices.
 
 Numba is imported here, at module level: only those modules import this one, and only a run
 that reaches them imports those, never the CLI's start-up.
@@ -66,3 +67,43 @@ def levels(queue: np.ndarray, level_kb: np.ndarray) -> np.ndarray:
 def clip01(x: float) -> float:
     """``np.clip(x, 0, 1)`` (nan stays nan)."""
     return 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
+
+
+@jit
+def runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`.groups.runs`: where each run of equal sorted keys starts, each item's run."""
+    n = len(keys)
+    member = np.empty(n, np.int64)
+    starts = np.empty(n, np.int64)
+    k = -1
+    for i in range(n):
+        if i == 0 or keys[i] != keys[i - 1]:
+            k += 1
+            starts[k] = i
+        member[i] = k
+    return starts[: k + 1], member
+
+
+@jit
+def unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`.groups.unique_inverse`: the sorted distinct keys, each key's index among them."""
+    order = np.argsort(keys)  # equal keys in any order: the same runs
+    starts, member = runs(keys[order])
+    inverse = np.empty(len(keys), np.int64)
+    inverse[order] = member
+    return keys[order][starts], inverse
+
+
+@jit
+def wrap(i: int, n: int) -> int:
+    """Index ``i`` of an array of ``n`` as NumPy reads it (-1: the last)."""
+    return i + n if i < 0 else i
+
+
+@jit
+def take(a: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``a[index]`` with NumPy's reading of -1 (the last item)."""
+    out = np.empty(len(index), a.dtype)
+    for i in range(len(index)):
+        out[i] = a[wrap(index[i], len(a))]
+    return out

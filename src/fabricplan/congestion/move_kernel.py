@@ -15,13 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricplan.congestion.jitted import jit, level_of
-
-
-@jit
-def _wrap(i: int, n: int) -> int:
-    """Index ``i`` of an array of ``n`` as NumPy reads it (-1: the last)."""
-    return i + n if i < 0 else i
+from fabricplan.congestion.jitted import jit, level_of, wrap
 
 
 @jit
@@ -122,7 +116,7 @@ def move_groups(
     which of the entries ``c_*`` they left."""
     n_lanes = len(queue_kb)
     queue = queue_kb.copy()
-    in_go = np.zeros(len(at_of), np.bool_)  # per flow: a member of the set at hand
+    in_go = np.zeros(len(at_of), np.bool_)  # per flow: in the group at hand (then: moving)
     c_leave = np.zeros(len(c_flow), np.bool_)
     past = np.zeros(len(c_flow), np.bool_)
     best = np.empty(vertices)  # per switch: its emptiest up port's level
@@ -140,7 +134,7 @@ def move_groups(
         n_go = 0
         for f in group:
             own = level_of(queue[max(current[f], 0)], level_kb)
-            if best[_wrap(at_of[f], vertices)] < own and current[f] >= 0:
+            if best[wrap(at_of[f], vertices)] < own and current[f] >= 0:
                 go[n_go] = f
                 n_go += 1
         go = go[:n_go]
@@ -174,24 +168,18 @@ def move_groups(
         for k in range(len(lanes)):
             if not same[flows[k]]:
                 queue[lanes[k]] += xon_kb
-        for f in go:
-            in_go[f] = False
+        # what the group's flows left past their switch: a flow that stays gets its XON back,
+        # a flow that moves leaves those entries
         for i in range(n_go):
-            if same[i]:
-                in_go[go[i]] = True
+            in_go[go[i]] = not same[i]  # now: moves
         for k in range(len(c_flow)):
-            if past[k] and in_go[c_flow[k]]:
+            if past[k] and not in_go[c_flow[k]]:
                 queue[c_lane[k]] += xon_kb
+            elif past[k]:
+                c_leave[k] = True
         for f in go:
             in_go[f] = False
         kept = go[~same]
-        for f in kept:
-            in_go[f] = True
-        for k in range(len(c_flow)):
-            if past[k] and in_go[c_flow[k]]:
-                c_leave[k] = True
-        for f in kept:
-            in_go[f] = False
         stay = same[flows]
         fresh_lane = np.concatenate((fresh_lane, lanes[~stay]))
         fresh_flow = np.concatenate((fresh_flow, go[flows[~stay]]))

@@ -15,35 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from fabricplan.congestion import kernels
-from fabricplan.congestion.jitted import bincount, by_group, jit
+from fabricplan.congestion.jitted import bincount, by_group, jit, runs, take, unique_inverse
 
 _fill = kernels.fill()
 _brought = kernels.brought()
-
-
-@jit
-def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`.groups.runs`: where each run of equal sorted keys starts, each item's run."""
-    n = len(keys)
-    member = np.empty(n, np.int64)
-    starts = np.empty(n, np.int64)
-    k = -1
-    for i in range(n):
-        if i == 0 or keys[i] != keys[i - 1]:
-            k += 1
-            starts[k] = i
-        member[i] = k
-    return starts[: k + 1], member
-
-
-@jit
-def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`.groups.unique_inverse`: the sorted distinct keys, each key's index among them."""
-    order = np.argsort(keys)  # equal keys in any order: the same runs
-    starts, member = _runs(keys[order])
-    inverse = np.empty(len(keys), np.int64)
-    inverse[order] = member
-    return keys[order][starts], inverse
 
 
 @jit
@@ -162,16 +137,6 @@ def _with_rows(
 
 
 @jit
-def _take(a: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``a[index]`` with NumPy's reading of -1 (the last item)."""
-    out = np.empty(len(index), a.dtype)
-    for i in range(len(index)):
-        j = index[i]
-        out[i] = a[j + len(a) if j < 0 else j]
-    return out
-
-
-@jit
 def pfc_rates(
     running: np.ndarray,
     push_col: np.ndarray,
@@ -260,7 +225,7 @@ def pfc_rates(
         p_lane, p_from, p_bring = p_lane[keep], p_from[keep], p_bring[keep]
         if len(p_lane):
             # each hot port's round-robin share per ingress port, and the pauses it sends
-            starts, dense = _runs(p_lane)
+            starts, dense = runs(p_lane)
             hot_lanes = p_lane[starts]
             share = _group_fill(dense, p_bring, capacity[hot_lanes])
             over = p_bring > share * (1 + tolerance)
@@ -281,13 +246,13 @@ def pfc_rates(
                 up = upstream[sel[member]]
                 go = up >= 0
                 member, group = member[go], group[go]
-                prev = _take(at, up[go])
+                prev = take(at, up[go])
                 if not len(member):
                     break
-                subs, sub = _unique_inverse(group * lanes + _take(into, prev))
-                starts, dense = _runs(subs // lanes)
+                subs, sub = unique_inverse(group * lanes + take(into, prev))
+                starts, dense = runs(subs // lanes)
                 above = subs[starts] // lanes
-                demand = bincount(sub, _take(bring, prev), len(subs))
+                demand = bincount(sub, take(bring, prev), len(subs))
                 if len(starts) == len(subs):
                     sub_share = np.minimum(demand, cap_of[above])
                 else:
