@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+KERNELS := $(VENV)/.kernels
 
 .PHONY: demo test lint unit fuzz install browser clean
 
@@ -13,10 +14,15 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -m fabricplan.congestion.precompile
 	touch $(STAMP)
 
-install: $(STAMP)
+# The flow simulator's compiled kernels: again after any change to its modules (a kept kernel
+# is checked against its own module only; precompile drops them all when the package changed).
+$(KERNELS): $(STAMP) $(wildcard src/fabricplan/congestion/*.py)
+	$(BIN)/python -m fabricplan.congestion.precompile
+	touch $(KERNELS)
+
+install: $(KERNELS)
 
 # Headless Chromium prints `fabricplan report --pdf` (and drives the web planner's tests): Debian's
 # chromium and chromium-driver, installed once, as root or with sudo; otherwise a warning, and the
@@ -36,7 +42,7 @@ browser:
 			"(apt-get install $(BROWSER_PKGS)): PDF reports and their tests are skipped" >&2; \
 	fi
 
-demo: $(STAMP) browser
+demo: $(KERNELS) browser
 	$(BIN)/fabricplan scenario show examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan topology --scenario examples/llama3-70b-512-h100.yaml
 	$(BIN)/fabricplan step examples/llama3-70b-512-h100.yaml
@@ -48,12 +54,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
-unit: $(STAMP)
+unit: $(KERNELS)
 	$(BIN)/pytest
 
 test: browser lint unit
 
-fuzz: $(STAMP)
+fuzz: $(KERNELS)
 	$(BIN)/python tests/fuzz --cases $(FUZZ_CASES)
 
 clean:

@@ -13,17 +13,21 @@ import copy
 
 import numpy as np
 
-from fabricplan.congestion import kernels
+from fabricplan.congestion import flowcontrol, flowlet, kernels, waterfill
+from fabricplan.congestion.adaptive import TIE_JITTER_GBPS
 from fabricplan.congestion.flowcontrol import (
     ARBITER_LEVELS,
     OVERLOAD_TOLERANCE,
     VICTIM_LOSS,
+    FlowControl,
     Phases,
+    window_kb,
 )
+from fabricplan.congestion.flowlet import FlowletMoves
 from fabricplan.congestion.network import Routed
 from fabricplan.congestion.ports import PathArrivals, PortPairs
 from fabricplan.congestion.rebuild_kernel import rebuild
-from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Rows
+from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Completion, Rows
 from fabricplan.topology.graph import LEAF
 
 
@@ -126,3 +130,119 @@ def moved(
     new.last_pause = np.zeros(net.lanes)
     new.last_queues = {}
     return Routed(lane, flow, weight), new
+
+
+def compiled_run(
+    moves: FlowletMoves,
+    fc: FlowControl,
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> Completion | None:
+    """:func:`.waterfill.complete` of a flowlet run in one compiled call (:mod:`.seed_kernel`),
+    giving bit for bit what the Python loop over ``moves`` gives: finish times, events and
+    their durations, the record, the paths at the end. ``columns``: per column its bytes,
+    start, own cap, push, whether it is the job's, whether it is self-clocked (what
+    :class:`.flowcontrol.Phases` takes).
+
+    None where the events would not run compiled (other flow control, a large problem, a
+    process without the compiled kernels): the caller runs the loop. Also None, with the
+    generator as it was, when a batch of moves leaves a problem too large for the compiled
+    event (up-down paths keep their length, so a fat-tree's never does). The model's constants
+    are read from their modules at each call, as the loop reads them."""
+    r = moves.routed
+    compiled = not fc.dcqcn and fc.pauses and flowcontrol.SPREAD_LEVELS < 2
+    if not (compiled and len(r.lane) < kernels.COMPILED_MIN_SIZE and kernels.loaded()):
+        return None
+    from fabricplan.congestion.seed_kernel import run_seed  # it loads the compiled kernels
+
+    net, pol = moves.net, moves.policy
+    size_bytes, start_us, cap, push, job, self_clocked = columns
+    col_of = _i64(moves.col_of)
+    q = fc.quality
+    held_kb = fc.threshold_kb if q is None else (q.pfc_xoff_kb + q.pfc_xon_kb) / 2
+    tw = moves.towards
+    # the lanes a flow can ever be on: its first path's, and the switch ports a move chooses
+    # from; renumbered in order, so every sort and tie by lane goes as over all the lanes
+    # (an incast over 128 NICs reads 386 of the fabric's 1,024 lanes)
+    used = np.zeros(net.lanes + 1, bool)  # the last one: the ports tables' padding (-1)
+    used[r.lane] = True
+    used[tw.out] = True
+    lane_of = np.flatnonzero(used[:-1])
+    index = np.cumsum(used) - 1
+    index[-1] = -1
+    state = moves.rng.bit_generator.state
+    out = run_seed(
+        (
+            np.asarray(size_bytes, float),
+            np.asarray(start_us, float),
+            np.asarray(cap, float),
+            np.asarray(push, float),
+            np.asarray(job, bool),
+            window_kb(self_clocked),
+        ),
+        (col_of, np.asarray(moves.movable, bool)),
+        (index[r.lane], _i64(r.flow), np.asarray(r.weight, float)),
+        (
+            np.asarray(net.capacity, float)[lane_of],
+            _i64(net.tail[lane_of]),
+            _i64(net.head[lane_of]),
+            _i64(net.graph.vertex_kind),
+            LEAF,
+            net.graph.vertices,
+            moves.into_nic[lane_of],
+            moves.up_lane[lane_of],
+            index[moves.switch_ups],
+            moves.is_switch_up[lane_of],
+            _i64(moves.tier),
+            not len(col_of) or int(np.bincount(col_of).max()) <= 1,
+        ),
+        (
+            tw.sw0,
+            tw.row,
+            (tw.dist, index[tw.out], tw.heads, index[tw.downlink]),
+            TIE_JITTER_GBPS,
+        ),
+        moves.due_policy,
+        (
+            float(pol.xon_kb),
+            float(pol.xoff_kb),
+            float(pol.rtt_us),
+            pol.go_back_n,
+            float(held_kb),
+            flowlet.MOVE_MERGE,
+            flowlet.MOVE_GROUPS,
+        ),
+        (
+            float(fc.threshold_kb),
+            flowcontrol.OVERLOAD_TOLERANCE,
+            flowcontrol.ARBITER_LEVELS,
+            flowcontrol.VICTIM_LOSS,
+            flowlet.HELD,
+            flowlet.MAX_MOVES_PER_FLOW,
+            waterfill.FINISH_MERGE,
+            waterfill.START_MERGE,
+            waterfill.TIME_ROUNDOFF,
+            waterfill.BYTES_ROUNDOFF,
+            kernels.COMPILED_MIN_SIZE,
+        ),
+        moves.rng,
+    )
+    ran, finish, events, durations, paused, victims, any_victims, busiest = out[:8]
+    busy_lanes, busy_kb, utilisation, (lane, flow, weight), n_moves = out[8:]
+    if not ran:
+        moves.rng.bit_generator.state = state
+        return None
+    record = moves.record
+    record.paused = paused.tolist()
+    record.victims = victims if any_victims else None
+    record.busiest = int(busiest)
+    record.utilisation = np.zeros(net.lanes)
+    record.utilisation[lane_of] = utilisation
+    hot = lane_of[busy_lanes].tolist()
+    record.queue_kb = {j: (kb,) for j, kb in zip(hot, busy_kb.tolist(), strict=True)}
+    moves.routed = Routed(lane_of[lane], flow, weight)
+    moves.moves += int(n_moves)
+    return Completion(finish, int(events), durations.tolist())
+
+
+def _i64(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x, np.int64)

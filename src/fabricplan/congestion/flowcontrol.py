@@ -134,6 +134,12 @@ class FlowControl:
         return self.quality.pfc_xoff_kb if self.quality.pfc else self.quality.buffer_kb
 
 
+def window_kb(self_clocked: np.ndarray) -> np.ndarray:
+    """Per column, the queue (KB) its senders may build: NCCL's window for self-clocked ring
+    and tree channels, unbounded (inf) for open-loop senders."""
+    return np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
+
+
 @dataclass
 class RunRecord:
     """What flow control did over one run: per event, the share of the job's links paused;
@@ -197,7 +203,7 @@ class Phases:
             # each column one hop flow (no coupled channels): a pair's upstream pair is the one
             # leaving the switch before by the very entry this pair enters by
             self._one_flow_per_column = not len(col_of) or int(np.bincount(col_of).max()) <= 1
-        self.window_kb = np.where(self_clocked, NCCL_WINDOW_BYTES / 1024, np.inf)
+        self.window_kb = window_kb(self_clocked)
         if pp is not None:  # per pair: an open-loop sender's, or the window it may queue
             self.p_open = ~np.isfinite(self.window_kb[self.p_col])
             self.p_window_kb = np.where(self.p_open, 0.0, self.window_kb[self.p_col] * self.p_w)

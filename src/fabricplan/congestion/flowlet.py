@@ -166,10 +166,23 @@ class FlowletMoves:
         # the last event's rates and running columns, which the moves are judged on
         columns = int(col_of.max(initial=-1)) + 1
         self.last_rates, self.last_running = np.zeros(columns), np.zeros(columns, bool)
-        self._use(routed, build(routed, None))
+        self.routed = routed
+        # the run's record, which every rebuilt Phases adds to
+        self.record = RunRecord()
+        # built on first use: a run in one compiled call never needs them
+        self._phases: Phases | None = None
+
+    @property
+    def phases(self) -> Phases:
+        """The :class:`Phases` of the current paths."""
+        if self._phases is None:
+            self._use(self.routed, self.build(self.routed, None))
+        assert self._phases is not None
+        return self._phases
 
     def _use(self, routed: Routed, phases: Phases) -> None:
-        self.routed, self.phases = routed, phases
+        phases.record = self.record
+        self.routed, self._phases = routed, phases
         pp = phases.pairs if phases.pairs is not None else port_pairs(self.net, routed)
         lane = routed.lane
         up = self.up_lane[lane[pp.e_out]] & self.movable[pp.flow]
@@ -178,8 +191,20 @@ class FlowletMoves:
         self.p_switch = self.net.tail[self.p_out]
 
     @property
-    def record(self) -> RunRecord:  # the Phases' own, carried over every rebuild
-        return self.phases.record
+    def due_policy(self) -> tuple:
+        """What :func:`.due_kernel.due_moves` reads of the policy: queue levels, XOFF + XON
+        over 2, headroom, timeout, MTU, move share, the load tie weight, paced."""
+        pol = self.policy
+        return (
+            self.level_kb,
+            (pol.xoff_kb + pol.xon_kb) / 2,
+            float(pol.headroom_kb),
+            float(pol.timeout_us),
+            float(pol.mtu_bytes),
+            float(pol.move_share),
+            LOAD_TIE,
+            pol.paced,
+        )
 
     def __call__(self, running: np.ndarray, left: np.ndarray) -> np.ndarray:
         rates = self.phases(running, left)
@@ -205,7 +230,7 @@ class FlowletMoves:
         switch picks among its emptiest ports at random, as htsim's does."""
         from fabricplan.congestion.due_kernel import due_moves  # compiled: imported late
 
-        pol, net, r, ph = self.policy, self.net, self.routed, self.phases
+        net, r, ph = self.net, self.routed, self.phases
         if ph.last_queues:
             # a hot port's queue: the mean of its samples (one sample, PFC without DCQCN: that
             # sample, as np.mean gives it, without its cost at each of hundreds of ports)
@@ -226,16 +251,7 @@ class FlowletMoves:
             (self.p_flow, self.p_out, self.p_in, self.p_switch),
             (self.switch_ups, net.tail, self.tier),
             (self.due, self.moved, self.moved_due, self.at, self.share),
-            (
-                self.level_kb,
-                (pol.xoff_kb + pol.xon_kb) / 2,
-                float(pol.headroom_kb),
-                float(pol.timeout_us),
-                float(pol.mtu_bytes),
-                float(pol.move_share),
-                LOAD_TIE,
-                pol.paced,
-            ),
+            self.due_policy,
             (HELD, MAX_MOVES_PER_FLOW),
             float(now_us),
             self.rng,
@@ -304,7 +320,6 @@ class FlowletMoves:
         fresh = Routed(lane, flow, np.ones(len(lane)))
         leave = np.zeros(len(r.lane), bool)
         leave[cand[c_leave]] = True
-        record = self.phases.record
         rebuilt = compiled_phases.moved(self.phases, r, leave, fresh, _flags(went, n))
         if rebuilt is None:
             routed = Routed(
@@ -315,7 +330,6 @@ class FlowletMoves:
             phases = self.build(routed, self._pairs_after(leave, routed, went))
         else:
             routed, phases = rebuilt
-        phases.record = record
         self._use(routed, phases)
         self.moves += len(went)
         self.moved[went] += 1

@@ -6,7 +6,8 @@ link whose fair share (residual capacity / weight of its unsettled flows) is lea
 first and settles its flows at that share. Taken link by link from a heap, each flow settles
 once and each settlement updates only the links on its own path, so the whole fill costs
 O(non-zeros x log links), against a round of sparse products per bottleneck level in array
-code (an all-to-all over 1,024 GPUs has about 80 such levels per event).
+code (an all-to-all over 1,024 GPUs has about 80 such levels per event): in
+:mod:`~fabricplan.congestion.fill_kernel`.
 
 What each ingress port brings to the egress port after it, settled pass by pass along the
 paths (:class:`fabricplan.congestion.ports.PathArrivals`).
@@ -17,7 +18,6 @@ processes load it.
 
 from __future__ import annotations
 
-import heapq
 from functools import cache
 
 import numpy as np
@@ -28,83 +28,6 @@ import numpy as np
 # congestion cases all fall (at most ~10k non-zeros on 16k GPUs); an all-to-all over 128 hosts
 # (65k) is above it.
 COMPILED_MIN_SIZE = 20_000
-# A link whose unsettled weight is below this (in flow weights) carries no unsettled flow: only
-# float round-off is left of it.
-EMPTY_WEIGHT = 1e-12
-
-
-def _fill(
-    l_ptr: np.ndarray,
-    l_flow: np.ndarray,
-    f_ptr: np.ndarray,
-    f_link: np.ndarray,
-    f_w: np.ndarray,
-    capacity: np.ndarray,
-    active: np.ndarray,
-    cap: np.ndarray,
-) -> np.ndarray:
-    """Max-min rates. ``l_*``: each link's flows (CSR of the link x flow matrix); ``f_*``:
-    each flow's links and weights (CSR of its transpose). A heap item is (share, item): links
-    are 0..L-1, a flow's own cap is L + flow. A link has one item in the heap at a time.
-
-    A link's share (residual / unsettled weight) is worked out when its item comes out of the
-    heap, not at each settlement that changes it: shares only grow as flows settle at the least
-    of them (round-off aside), so an item is never above its link's share, and one that comes
-    out below it goes back in at the share then. Settling a flow is two subtractions per link
-    on its path (an all-to-all settles a few hundred thousand flows per event), a division only
-    per heap item."""
-    n_links = len(l_ptr) - 1
-    n_flows = len(f_ptr) - 1
-    rate = np.zeros(n_flows)
-    settled = ~active
-    residual = capacity.astype(np.float64).copy()
-    slope = np.zeros(n_links)
-    live = np.zeros(n_links, np.bool_)  # a link whose item is in the heap: it may yet bind
-    for f in range(n_flows):
-        if active[f]:
-            for k in range(f_ptr[f], f_ptr[f + 1]):
-                slope[f_link[k]] += f_w[k]
-    heap = [(np.inf, np.int64(0))]
-    heap.pop()
-    for f in range(n_flows):
-        if active[f] and f_ptr[f] == f_ptr[f + 1]:  # crosses no link: only its cap binds
-            rate[f] = cap[f] if np.isfinite(cap[f]) else 0.0
-            settled[f] = True
-        elif active[f] and np.isfinite(cap[f]):
-            heap.append((cap[f], np.int64(n_links + f)))
-    for lane in range(n_links):
-        if slope[lane] > EMPTY_WEIGHT:
-            share = max(residual[lane], 0.0) / slope[lane]
-            if np.isfinite(share):  # a link of infinite capacity never binds
-                live[lane] = True
-                heap.append((share, np.int64(lane)))
-    heapq.heapify(heap)
-    while len(heap) > 0:
-        level, item = heapq.heappop(heap)
-        if item >= n_links:  # a flow's own cap
-            lo, hi, single = 0, 1, item - n_links
-        elif not live[item]:
-            continue
-        elif slope[item] <= EMPTY_WEIGHT:  # its flows all settled elsewhere
-            live[item] = False
-            continue
-        else:
-            share = max(max(residual[item], 0.0) / slope[item], level)
-            if share > level:  # its share has grown since: back in, in its place
-                heapq.heappush(heap, (share, item))
-                continue
-            lo, hi, single = l_ptr[item], l_ptr[item + 1], np.int64(-1)
-            live[item] = False
-        for k in range(lo, hi):
-            f = single if single >= 0 else np.int64(l_flow[k])
-            if settled[f]:
-                continue
-            settled[f] = True
-            rate[f] = level
-            for j in range(f_ptr[f], f_ptr[f + 1]):
-                residual[f_link[j]] -= f_w[j] * level
-                slope[f_link[j]] -= f_w[j]
-    return rate
 
 
 def _brought(
@@ -283,8 +206,10 @@ def _jit(fn):
 
 @cache
 def fill():
-    """:func:`_fill`, compiled."""
-    return _jit(_fill)
+    """The max-min fill, compiled (:func:`.fill_kernel.fill`)."""
+    from fabricplan.congestion.fill_kernel import fill as compiled  # imports Numba
+
+    return compiled
 
 
 def loaded() -> bool:

@@ -137,6 +137,57 @@ def _with_rows(
 
 
 @jit
+def _tightest_alone(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    n_links: int,
+    caps: np.ndarray,
+    n_cols: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The matrix without the arbiter rows that bind one column alone less tightly than
+    another such row of it: most arbiter rows hold a single flow (an incast's sender alone at
+    its ingress, level after level), and only the least of a column's shares (cap / weight;
+    the first of equal ones) can settle it, the others come out of the fill's heap with the
+    column settled already. The rows kept keep their order, so the fill takes the same steps
+    and gives the same rates, with a heap a fraction of the size."""
+    n_rows = len(caps)
+    keep = np.ones(n_rows, np.bool_)
+    best = np.full(n_cols, -1, np.int64)
+    for r in range(n_rows):
+        lo = indptr[n_links + r]
+        if indptr[n_links + r + 1] - lo != 1 or data[lo] == 0:
+            continue
+        c = indices[lo]
+        b = best[c]
+        if b < 0:
+            best[c] = r
+        elif caps[r] / data[lo] < caps[b] / data[indptr[n_links + b]]:
+            keep[b] = False
+            best[c] = r
+        else:
+            keep[r] = False
+    if keep.all():
+        return indptr, indices, data, caps
+    ptr = np.empty(n_links + 1 + np.count_nonzero(keep), np.int64)
+    ptr[: n_links + 1] = indptr[: n_links + 1]
+    size = indptr[n_links] + indptr[n_links + n_rows] - indptr[n_links]
+    idx = np.empty(size, np.int64)
+    dat = np.empty(size)
+    idx[: indptr[n_links]] = indices[: indptr[n_links]]
+    dat[: indptr[n_links]] = data[: indptr[n_links]]
+    k, row = indptr[n_links], n_links
+    for r in range(n_rows):
+        if keep[r]:
+            for j in range(indptr[n_links + r], indptr[n_links + r + 1]):
+                idx[k], dat[k] = indices[j], data[j]
+                k += 1
+            row += 1
+            ptr[row] = k
+    return ptr, idx[:k].copy(), dat[:k].copy(), caps[keep]
+
+
+@jit
 def pfc_rates(
     running: np.ndarray,
     push_col: np.ndarray,
@@ -266,9 +317,11 @@ def pfc_rates(
                 caps = np.concatenate((caps, np.where(held, sub_share, np.inf)))
                 n_rows += len(subs)
                 member, group, cap_of = member[held[sub]], sub[held[sub]], sub_share
-            extra_cap = caps
             m_ptr, m_idx, m_data = _with_rows(
-                indptr, indices, data, n_cols, rows, cols, weights, len(extra_cap)
+                indptr, indices, data, n_cols, rows, cols, weights, len(caps)
+            )
+            m_ptr, m_idx, m_data, extra_cap = _tightest_alone(
+                m_ptr, m_idx, m_data, lanes, caps, n_cols
             )
     eff = capacity * 1.0 * (1 - pause)
     rates = _fill_matrix(

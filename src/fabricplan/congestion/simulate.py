@@ -170,8 +170,15 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
         starts[:n_job] = _latest(ready, tr.column_nodes[:n_job])
     if case.flows is not None:
         starts[:n_job] += case.flows.start_us
-    ph = rates.phases if isinstance(rates, FlowletMoves) else rates
-    done = complete(ph.a, net.capacity, tr.column_bytes, starts, cap, rates=rates)
+    done = None
+    if isinstance(rates, FlowletMoves) and kernels.loaded():  # one compiled call, where it can
+        from fabricplan.congestion.compiled_phases import compiled_run  # imports Numba
+
+        columns = (tr.column_bytes, starts, cap, demand, job_col, tr.self_clocked)
+        done = compiled_run(rates, st.fc, columns)
+    if done is None:
+        ph = rates.phases if isinstance(rates, FlowletMoves) else rates
+        done = complete(ph.a, net.capacity, tr.column_bytes, starts, cap, rates=rates)
     if isinstance(rates, FlowletMoves):
         routed = rates.routed
     rec = rates.record
@@ -194,7 +201,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     paused = float(spans @ shares / spans.sum()) if spans.sum() > 0 else 0.0
     victims = 0 if rec.victims is None else int(np.count_nonzero(rec.victims))
     # the port pairs flow control built for these paths (spraying never reroutes)
-    pairs = ph.pairs if st.flowlet is None else None
+    pairs = rates.pairs if isinstance(rates, Phases) else None
     drain = _spray_drain_us(st, routed, tr, done.finish_us, starts, rng, pairs)
     finish = done.finish_us[:n_job] + drain
     fct = finish - starts[:n_job] + _path_latency_us(st, routed, tr)[:n_job]

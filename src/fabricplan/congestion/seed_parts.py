@@ -1,0 +1,226 @@
+"""The small compiled pieces of a flowlet seed's run (:mod:`.seed_kernel`): NumPy's pairwise
+sum, sums per lane, the tables of a set of paths, the loops over a run's columns and the steps
+of a batch of moves, each making the float operations of the Python it stands for in its order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabricplan.congestion.jitted import jit
+
+# NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src, ``pairwise_sum``):
+# below this many items a plain loop, up to the block size eight running sums, above it halves.
+_PAIRWISE_UNROLL = 8
+_PAIRWISE_BLOCK = 128
+
+
+@jit
+def _block(a: np.ndarray, lo: int, n: int) -> float:
+    """NumPy's pairwise sum of at most a block: a plain loop, or eight running sums."""
+    if n < _PAIRWISE_UNROLL:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r = a[lo : lo + _PAIRWISE_UNROLL].copy()
+    end = lo + n - n % _PAIRWISE_UNROLL
+    for i in range(lo + _PAIRWISE_UNROLL, end, _PAIRWISE_UNROLL):
+        for j in range(_PAIRWISE_UNROLL):
+            r[j] += a[i + j]
+    res = (r[0] + r[1]) + (r[2] + r[3]) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for i in range(end, lo + n):
+        res += a[i]
+    return res
+
+
+@jit
+def _pairwise(a: np.ndarray, lo: int, n: int) -> float:
+    """NumPy's pairwise sum of ``a[lo:lo + n]``: above a block, the sum of its halves (the first
+    a multiple of eight), with a stack instead of recursion (which Numba's cache mishandles)."""
+    depth = 128
+    t_lo = np.empty(depth, np.int64)
+    t_n = np.empty(depth, np.int64)  # -1: add the last two sums
+    sums = np.empty(depth)
+    tasks, n_sums = 1, 0
+    t_lo[0], t_n[0] = lo, n
+    while tasks:
+        tasks -= 1
+        k_lo, k_n = t_lo[tasks], t_n[tasks]
+        if k_n < 0:
+            n_sums -= 1
+            sums[n_sums - 1] = sums[n_sums - 1] + sums[n_sums]
+        elif k_n <= _PAIRWISE_BLOCK:
+            sums[n_sums] = _block(a, k_lo, k_n)
+            n_sums += 1
+        else:
+            half = k_n // 2
+            half -= half % _PAIRWISE_UNROLL
+            t_lo[tasks], t_n[tasks] = 0, -1
+            t_lo[tasks + 1], t_n[tasks + 1] = k_lo + half, k_n - half
+            t_lo[tasks + 2], t_n[tasks + 2] = k_lo, half
+            tasks += 3
+    return sums[0]
+
+
+@jit
+def add_reduce(a: np.ndarray) -> float:
+    """``np.add.reduce`` of a 1-D float array, bit for bit (tested)."""
+    return _pairwise(a, 0, len(a)) if len(a) else 0.0
+
+
+@jit
+def per_lane(matrix: tuple, x: np.ndarray) -> np.ndarray:
+    """``a @ x`` of the lane x column CSR arrays, each lane summed in entry order."""
+    indptr, indices, data = matrix
+    out = np.zeros(len(indptr) - 1)
+    for j in range(len(indptr) - 1):
+        for k in range(indptr[j], indptr[j + 1]):
+            out[j] += data[k] * x[indices[k]]
+    return out
+
+
+@jit
+def up_pairs(lane, pp_flow, e_out, e_in, up_lane, movable, tail) -> tuple:
+    """``FlowletMoves._use``: per hop flow leaving a switch upwards, the flow, the lanes it
+    leaves by and came in on, and that switch."""
+    up = np.empty(len(pp_flow), np.bool_)
+    for i in range(len(pp_flow)):
+        up[i] = up_lane[lane[e_out[i]]] and movable[pp_flow[i]]
+    p_out = lane[e_out[up]]
+    return pp_flow[up], p_out, lane[e_in[up]], tail[p_out]
+
+
+@jit
+def tables_of(built: tuple, col_of: np.ndarray) -> tuple:
+    """What the events read of :func:`.rebuild_kernel.rebuild`'s tables: the paths, the port
+    pairs as :func:`.pfc_kernel.pfc_rates` takes them (egress, ingress, column, weight, entries
+    in and out, upstream pair, port id), each pair's hop flow, the ports (keys, open-loop,
+    window), the routed entries (lane, leaves a NIC, column, weight), the passes, the matrix."""
+    routed, new, matrix, keys, arr, upstream, win = built
+    r_lane, r_flow, r_weight = routed
+    pairs = (new[0], new[1], col_of[new[2]], new[3], new[5], new[4], upstream, keys[1])
+    ports = (keys[0], win[0], win[1])
+    entries = (r_lane, arr[0], col_of[r_flow], r_weight)
+    return routed, pairs, new[2], ports, entries, arr[1], matrix
+
+
+# The loops over a run's columns and entries sit in functions of their own: inline in the long
+# seed_kernel.run_seed, the compiled run of an all-to-all's 4,032 columns took a third more time
+# (measured: 137-184 against 87-105 ms a seed; Numba's code for one long function, not the sums).
+
+
+@jit
+def add_resend(
+    left: np.ndarray, resend: np.ndarray, running: np.ndarray, finite: np.ndarray
+) -> None:
+    """What moved flows send again joins what they have left."""
+    for c in range(len(left)):
+        if running[c] and finite[c]:
+            left[c] = left[c] + resend[c]
+
+
+@jit
+def time_to_end(left: np.ndarray, rates: np.ndarray, moving: np.ndarray) -> np.ndarray:
+    """Each moving column's time to its last byte at its rate (us; inf for the others)."""
+    out = np.full(len(left), np.inf)
+    for c in range(len(left)):
+        if moving[c]:
+            out[c] = left[c] / (rates[c] * 1e3)
+    return out
+
+
+@jit
+def advance(
+    left: np.ndarray, rates: np.ndarray, running: np.ndarray, finite: np.ndarray, dt: float
+) -> None:
+    """The bytes the running columns send in ``dt`` us."""
+    for c in range(len(left)):
+        if running[c] and finite[c]:
+            left[c] = left[c] - rates[c] * 1e3 * dt
+
+
+@jit
+def drained(
+    ending: np.ndarray,
+    left: np.ndarray,
+    size_bytes: np.ndarray,
+    running: np.ndarray,
+    finite: np.ndarray,
+    roundoff: float,
+) -> None:
+    """Marks the running columns left with round-off of their bytes only as ending."""
+    for c in range(len(left)):
+        if running[c] and finite[c] and left[c] <= roundoff * max(size_bytes[c], 1):
+            ending[c] = True
+
+
+@jit
+def current_ports(
+    at_of: np.ndarray, p_flow: np.ndarray, p_out: np.ndarray, p_switch: np.ndarray
+) -> np.ndarray:
+    """Per hop flow, the port it leaves the switch of its due move by (-1: none due)."""
+    current = np.full(len(at_of), -1, np.int64)
+    for i in range(len(p_flow)):
+        if at_of[p_flow[i]] == p_switch[i]:
+            current[p_flow[i]] = p_out[i]
+    return current
+
+
+@jit
+def beyond_switch(
+    c_flow: np.ndarray,
+    c_lane: np.ndarray,
+    at_of: np.ndarray,
+    tier: np.ndarray,
+    head: np.ndarray,
+    up_lane: np.ndarray,
+) -> np.ndarray:
+    """Per routed entry of a due flow, whether it lies past the switch of the move (what a
+    move replaces)."""
+    out = np.empty(len(c_flow), np.bool_)
+    for k in range(len(c_flow)):
+        j = c_lane[k]
+        below = tier[head[j]] <= tier[max(at_of[c_flow[k]], 0)]
+        out[k] = not (up_lane[j] and below)
+    return out
+
+
+@jit
+def resend_bytes(
+    resend: np.ndarray,
+    went: np.ndarray,
+    fresh: tuple[np.ndarray, np.ndarray],
+    behind: np.ndarray,
+    col_of: np.ndarray,
+    share_of: np.ndarray,
+    push: np.ndarray,
+    kb: tuple[float, float, float],
+) -> None:
+    """``FlowletPolicy.resend_kb`` of the flows that moved (``went``, on their ``fresh``
+    entries), added to their columns' ``resend`` bytes."""
+    f_lane, f_flow = fresh
+    xon_kb, xoff_kb, rtt_us = kb
+    worst = np.zeros(len(col_of))
+    for k in range(len(f_flow)):
+        worst[f_flow[k]] = max(worst[f_flow[k]], behind[f_lane[k]])
+    for f in went:
+        c = col_of[f]
+        s = share_of[f]
+        sent = push[c] * 1e3 / 1024 * rtt_us
+        if worst[f] > 0:
+            sent = min(sent, xoff_kb * s)
+        resend[c] += (xon_kb * s + sent) * 1024
+
+
+@jit
+def group_bounds(n_due: int, groups: int) -> np.ndarray:
+    """``np.linspace(0, n_due, min(n_due, groups) + 1).astype(np.int64)``, as NumPy computes it
+    (``i * step``, the last one the end itself)."""
+    k = min(n_due, groups)
+    step = n_due / k
+    out = np.empty(k + 1, np.int64)
+    for i in range(k):
+        out[i] = np.int64(i * step)
+    out[k] = n_due
+    return out

@@ -1,0 +1,173 @@
+"""A flowlet run in one compiled call (seed_kernel) against the Python loop it stands for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabricplan.congestion import compiled_phases, kernels
+from fabricplan.congestion.case import Case
+from fabricplan.congestion.dcqcn import quality
+from fabricplan.congestion.flowcontrol import FlowControl
+from fabricplan.congestion.flowlet import FlowletMoves
+from fabricplan.congestion.network import Routed
+from fabricplan.congestion.pfc_kernel import _fill_matrix, _tightest_alone
+from fabricplan.congestion.seed_parts import add_reduce
+from fabricplan.congestion.settings import FlowSettings
+from fabricplan.congestion.simulate import run_case
+from fabricplan.congestion.waterfill import complete
+from fabricplan.topology.graph import LEAF
+from test_flowlet import BYTES, FC, MTU, _fabric, _policy
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 1200), st.integers(0, 2**31))
+def test_the_compiled_sum_is_numpys_pairwise_sum_bit_for_bit(n, seed):
+    # the paused share of each event is a mean NumPy sums pairwise: the compiled run must make
+    # the same additions in the same order, whatever the length (blocks of 8 and 128, halves)
+    x = np.random.default_rng(seed).random(n) * np.random.default_rng(seed + 1).random(n)
+    assert add_reduce(x) == np.add.reduce(x)
+
+
+def _moves(seed: int, timeout_us: float = 10.0):
+    """Four flows from leaf 0 to leaf 1, started on one uplink (the collision flowlet moves
+    break up), as the flowlet tests build them; the moves and the columns' arrays."""
+    g, net = _fabric()
+    src = np.array([g.nic(i, 0) for i in range(4)])
+    dst = np.array([g.nic(i, 0) for i in range(4, 8)])
+    leaf = net.leaf_of(src[:1])[0]
+    ups = np.flatnonzero((net.tail == leaf) & (g.vertex_kind[net.head] >= LEAF))
+    pre = np.full(net.lanes, 10.0)
+    pre[ups[0]] = 0.0
+    rng = np.random.default_rng(seed)
+    routed = net.route(src, dst, "flowlet", rng, preload=pre)
+    n = len(src)
+    nic = float(net.capacity[net.uplink(src[:1])][0])
+    push, cap, job, clocked = (
+        np.full(n, nic),
+        np.full(n, np.inf),
+        np.ones(n, bool),
+        np.zeros(n, bool),
+    )
+
+    def build(r: Routed, pairs=None):
+        from scipy.sparse import csr_matrix
+
+        from fabricplan.congestion.flowcontrol import Phases
+
+        a = csr_matrix((r.weight, (r.lane, r.flow)), shape=(net.lanes, n))
+        return Phases(net, r, np.arange(n), a, a.T.tocsr(), push, cap, clocked, job, FC, 6.0, pairs)
+
+    moves = FlowletMoves(
+        net, routed, np.arange(n), np.ones(n, bool), build, dst, _policy(timeout_us), rng
+    )
+    starts = np.random.default_rng(seed).uniform(0, 20, n) * (seed % 2)  # staggered, or not
+    return moves, net, (np.full(n, BYTES), starts, cap, push, job, clocked)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 10_000))
+def test_a_compiled_run_is_the_python_loop_bit_for_bit(seed):
+    kernels.fill()  # a process that holds the compiled kernels
+    moves, net, columns = _moves(seed)
+    done = compiled_phases.compiled_run(moves, FC, columns)
+    assert done is not None
+    ref, _, _ = _moves(seed)
+    size, starts, cap = columns[:3]
+    want = complete(ref.phases.a, net.capacity, size, starts, cap, rates=ref)
+    assert np.array_equal(done.finish_us, want.finish_us)
+    assert done.events == want.events and done.durations_us == want.durations_us
+    assert moves.moves == ref.moves
+    for k in ("lane", "flow", "weight"):
+        assert np.array_equal(getattr(moves.routed, k), getattr(ref.routed, k)), k
+    got, rec = moves.record, ref.record
+    assert got.paused == rec.paused and got.busiest == rec.busiest
+    assert got.queue_kb == rec.queue_kb
+    assert np.array_equal(got.utilisation, rec.utilisation)
+    assert (got.victims is None) == (rec.victims is None)
+    if rec.victims is not None:
+        assert np.array_equal(got.victims, rec.victims)
+    # and the same draws: both generators end in the same state
+    assert moves.rng.random() == ref.rng.random()
+
+
+def test_the_collision_breaks_up_in_the_compiled_run_as_in_the_loop():
+    # the four-way collision of the flowlet tests: moves are made, and the run ends far sooner
+    # than four flows sharing one uplink would
+    kernels.fill()
+    moves, _, columns = _moves(0)  # all starting at once
+    done = compiled_phases.compiled_run(moves, FC, columns)
+    assert done is not None and moves.moves >= 3
+    alone_us = BYTES / (float(columns[3][0]) * 1e3)
+    assert alone_us < done.finish_us.max() < 2 * alone_us  # not 4x: the collision ended
+
+
+def test_runs_without_the_compiled_kernels_or_with_dcqcn_take_the_loop(monkeypatch):
+    moves, _, columns = _moves(0)
+    monkeypatch.setattr(kernels, "loaded", lambda: False)
+    assert compiled_phases.compiled_run(moves, FC, columns) is None
+    monkeypatch.undo()
+    dcqcn = FlowControl.of("pfc", True, quality("tuned"), MTU)  # the preset's DCQCN on
+    assert dcqcn.dcqcn
+    kernels.fill()
+    assert compiled_phases.compiled_run(moves, dcqcn, columns) is None
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"pattern": "incast"},
+        {"pattern": "alltoall", "jitter_us": 5.0},
+        {"pattern": "incast", "background": 0.3},
+    ],
+)
+def test_a_case_gives_the_same_figures_run_compiled_or_in_the_loop(extra, monkeypatch):
+    # end to end, probes included (they read the record's queues and the paths at the end)
+    kernels.fill()
+    case = Case(
+        gpus=64,
+        fabric="roce-400g",
+        routing="flowlet",
+        size_bytes=2**22,
+        seeds=3,
+        qps=1,
+        flow=FlowSettings(congestion_control="none"),
+        **extra,
+    )
+    fast = run_case(case, workers=1)
+    monkeypatch.setattr(compiled_phases, "compiled_run", lambda *a: None)
+    slow = run_case(case, workers=1)
+    assert np.array_equal(fast.times_us, slow.times_us)
+    assert fast.fct_us == slow.fct_us and fast.latency_us == slow.latency_us
+    assert fast.paused_fraction == slow.paused_fraction
+    assert fast.victim_flows == slow.victim_flows and fast.hottest_links == slow.hottest_links
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31))
+def test_dropping_the_looser_rows_of_a_lone_flow_leaves_the_rates_as_they_were(seed):
+    # arbiter rows that hold one flow: only its tightest can bind; the fill without the others
+    # must give the very same rates (the rows kept keep their order)
+    rng = np.random.default_rng(seed)
+    n_links, n_cols = 6, 5
+    lane_rows = [
+        list(rng.choice(n_cols, rng.integers(1, 4), replace=False)) for _ in range(n_links)
+    ]
+    extra = [[int(rng.integers(n_cols))] for _ in range(rng.integers(1, 12))]
+    extra += [list(rng.choice(n_cols, 2, replace=False)) for _ in range(rng.integers(0, 3))]
+    rows = lane_rows + extra
+    indptr = np.r_[0, np.cumsum([len(r) for r in rows])].astype(np.int64)
+    indices = np.array([c for r in rows for c in sorted(r)], np.int64)
+    data = rng.choice([1.0, 0.5, 2.0], len(indices))
+    caps = rng.choice([1.0, 2.0, 3.0, 4.0, np.inf], len(extra))  # equal shares: ties too
+    capacity = rng.uniform(1, 10, n_links)
+    running = rng.random(n_cols) < 0.8
+    uncapped = np.full(n_cols, np.inf)
+    every = np.concatenate([capacity, caps])
+    full = _fill_matrix(indptr, indices, data, n_cols, every, running, uncapped)
+    p, i, d, c = _tightest_alone(indptr, indices, data, n_links, caps, n_cols)
+    assert len(c) <= len(caps)
+    pruned = _fill_matrix(p, i, d, n_cols, np.concatenate([capacity, c]), running, uncapped)
+    assert np.array_equal(full, pruned)
