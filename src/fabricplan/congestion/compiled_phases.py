@@ -1,10 +1,12 @@
 """:class:`~fabricplan.congestion.flowcontrol.Phases` through the compiled kernels, for small
 runs of credit or PFC-only flow control in a process that holds them: an event's rates in one
 call (:mod:`~fabricplan.congestion.pfc_kernel`), and the phases after a batch of flowlet moves
-in one call (:mod:`~fabricplan.congestion.rebuild_kernel`). Each gives, bit for bit, what the
-array code of :mod:`~fabricplan.congestion.flowcontrol` gives; imported only where they run
-(they import Numba). The rebuild also serves a run whose events take the array code (a
-one-off run, which has not loaded the compiled fill): importing this module does not load it.
+in one call (:mod:`~fabricplan.congestion.rebuild_kernel`), and a flowlet seed's whole run in
+one call (:mod:`~fabricplan.congestion.seed_kernel`). Each gives, bit for bit, what the array
+code of :mod:`~fabricplan.congestion.flowcontrol` (and the loop of
+:func:`~fabricplan.congestion.waterfill.complete`) gives; imported only where they run (they
+import Numba). The rebuild also serves a run whose events take the array code (a one-off run,
+which has not loaded the compiled fill): importing this module does not load it.
 """
 
 from __future__ import annotations
@@ -171,6 +173,7 @@ def compiled_run(
     index[-1] = -1
     state = moves.rng.bit_generator.state
     out = run_seed(
+        # per column: bytes, start, own cap, push, the job's, window (KB)
         (
             np.asarray(size_bytes, float),
             np.asarray(start_us, float),
@@ -179,8 +182,11 @@ def compiled_run(
             np.asarray(job, bool),
             window_kb(self_clocked),
         ),
+        # per hop flow: column, whether it may move; the first paths (lane, hop flow, weight)
         (col_of, np.asarray(moves.movable, bool)),
         (index[r.lane], _i64(r.flow), np.asarray(r.weight, float)),
+        # per lane (renumbered): capacity, tail, head; per vertex its kind; the switches' up
+        # ports; whether each column is one hop flow
         (
             np.asarray(net.capacity, float)[lane_of],
             _i64(net.tail[lane_of]),
@@ -195,6 +201,7 @@ def compiled_run(
             _i64(moves.tier),
             not len(col_of) or int(np.bincount(col_of).max()) <= 1,
         ),
+        # where a moved flow goes on to (Network.towards), the router's tie jitter
         (
             tw.sw0,
             tw.row,
@@ -202,6 +209,7 @@ def compiled_run(
             TIE_JITTER_GBPS,
         ),
         moves.due_policy,
+        # the moves: XON, XOFF, round trip, go-back-N, the queue a held port shows, batching
         (
             float(pol.xon_kb),
             float(pol.xoff_kb),
@@ -211,6 +219,7 @@ def compiled_run(
             flowlet.MOVE_MERGE,
             flowlet.MOVE_GROUPS,
         ),
+        # flow control's and the event loop's constants, the compiled event's size limit
         (
             float(fc.threshold_kb),
             flowcontrol.OVERLOAD_TOLERANCE,

@@ -199,10 +199,7 @@ def run_seed(
                     (r_lane, r_flow, r_weight), pairs, pp_flow, ports, entries, passes, matrix = (
                         tables_of(built, col_of)
                     )
-                    changed = True
-                    last_pause = np.zeros(lanes)
-                    hot_lanes = np.zeros(0, np.int64)
-                    hot_kb = np.zeros(0)
+                    changed = True  # the next rates (and pauses, queues) are the new paths'
                     p_flow, p_out, p_in, p_switch = up_pairs(
                         r_lane, pp_flow, pairs[5], pairs[4], up_lane, movable, tail
                     )
