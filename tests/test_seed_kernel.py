@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabricplan.congestion import compiled_phases, kernels
-from fabricplan.congestion.case import Case
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.flowlet import FlowletMoves
 from fabricplan.congestion.network import Routed
 from fabricplan.congestion.pfc_kernel import _fill_matrix, _tightest_alone
+from fabricplan.congestion.precompile import FLOWLET_CASE
 from fabricplan.congestion.seed_parts import add_reduce
-from fabricplan.congestion.settings import FlowSettings
 from fabricplan.congestion.simulate import run_case
 from fabricplan.congestion.waterfill import complete
 from fabricplan.topology.graph import LEAF
@@ -126,16 +127,8 @@ def test_runs_without_the_compiled_kernels_or_with_dcqcn_take_the_loop(monkeypat
 def test_a_case_gives_the_same_figures_run_compiled_or_in_the_loop(extra, monkeypatch):
     # end to end, probes included (they read the record's queues and the paths at the end)
     kernels.fill()
-    case = Case(
-        gpus=64,
-        fabric="roce-400g",
-        routing="flowlet",
-        size_bytes=2**22,
-        seeds=3,
-        qps=1,
-        flow=FlowSettings(congestion_control="none"),
-        **extra,
-    )
+    # the flowlet incast the install compiles the kernels with, smaller and over three seeds
+    case = replace(FLOWLET_CASE, gpus=64, size_bytes=2**22, seeds=3, **extra)
     fast = run_case(case, workers=1)
     monkeypatch.setattr(compiled_phases, "compiled_run", lambda *a: None)
     slow = run_case(case, workers=1)
