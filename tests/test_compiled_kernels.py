@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fabricplan.congestion import kernels, route_kernel
 from fabricplan.congestion import rebuild_kernel as R
 from fabricplan.congestion.flowcontrol import Phases
 from fabricplan.congestion.network import Network
@@ -93,3 +94,42 @@ def test_the_compiled_upstream_pairs_are_the_array_codes(seed, one_flow):
     ref = Phases._upstream_pairs(ph)
     got = R._upstream(col_of[pp.flow], pp.out, pp.into, pp.e_out, pp.e_in, _NET.lanes, one_flow)
     assert np.array_equal(ref, got)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(
+        [("ecmp", 1, False), ("ecmp", 4, False), ("ecmp", 2, True), ("flowlet", 1, False)]
+    ),
+    st.sampled_from([16, 32]),
+)
+def test_hashed_routing_compiled_takes_the_array_codes_paths(seed, how, nodes):
+    # the same draws in the same order: the same lanes, pieces and weights, and the generator
+    # left where the array code leaves it (the seed's later draws depend on it)
+    mode, qps, polarized = how
+    # radix 8: two tiers at 16 nodes, three at 32
+    g = build_graph(size_clos("fat-tree", nodes, 1, 1, 8, 400.0), 450.0, 64.0)
+    rng = np.random.default_rng(seed)
+    n = 3 * nodes
+    src = np.array([g.nic(int(i), 0) for i in rng.integers(0, nodes, n)])
+    dst = np.array([g.nic(int(i), 0) for i in rng.integers(0, nodes, n)])
+    routed, walks, walk = {}, [], route_kernel.hashed_hops
+
+    def spy(*args):
+        walks.append(args)
+        return walk(*args)
+
+    for compiled in (False, True):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(kernels, "loaded", lambda c=compiled: c)
+            mp.setattr(route_kernel, "hashed_hops", spy)
+            draws = np.random.default_rng(seed + 1)
+            r = Network(g, 1.0).route(src, dst, mode, draws, qps=qps, polarized=polarized)
+        routed[compiled] = (r, draws.random())
+    assert len(walks) == 1  # the compiled walk, only when the kernels are loaded
+    (a, after_a), (b, after_b) = routed[False], routed[True]
+    assert np.array_equal(a.lane, b.lane) and a.lane.dtype == b.lane.dtype
+    assert np.array_equal(a.flow, b.flow) and np.array_equal(a.weight, b.weight)
+    assert after_a == after_b
+    assert len(np.unique(a.flow)) == n

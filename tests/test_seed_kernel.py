@@ -8,17 +8,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.sparse import csr_matrix
 
 from fabricplan.congestion import compiled_phases, kernels
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.flowlet import FlowletMoves
 from fabricplan.congestion.network import Routed
-from fabricplan.congestion.pfc_kernel import _fill_matrix, _tightest_alone
+from fabricplan.congestion.pfc_kernel import _fill_problem
 from fabricplan.congestion.precompile import FLOWLET_CASE
 from fabricplan.congestion.seed_parts import add_reduce
 from fabricplan.congestion.simulate import run_case
-from fabricplan.congestion.waterfill import complete
+from fabricplan.congestion.waterfill import LEVEL_MERGE, complete, max_min_rates
 from fabricplan.topology.graph import LEAF
 from test_flowlet import BYTES, FC, MTU, _fabric, _policy
 
@@ -138,29 +139,42 @@ def test_a_case_gives_the_same_figures_run_compiled_or_in_the_loop(extra, monkey
     assert fast.victim_flows == slow.victim_flows and fast.hottest_links == slow.hottest_links
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**31))
 def test_dropping_the_looser_rows_of_a_lone_flow_leaves_the_rates_as_they_were(seed):
     # arbiter rows that hold one flow: only its tightest can bind; the fill without the others
-    # must give the very same rates (the rows kept keep their order)
+    # must give the very same rates (the rows kept keep their order), and the same as the
+    # array code's max-min fill of the whole matrix (entries of one cell summed)
     rng = np.random.default_rng(seed)
     n_links, n_cols = 6, 5
     lane_rows = [
-        list(rng.choice(n_cols, rng.integers(1, 4), replace=False)) for _ in range(n_links)
+        sorted(rng.choice(n_cols, rng.integers(1, 4), replace=False)) for _ in range(n_links)
     ]
+    indptr = np.r_[0, np.cumsum([len(r) for r in lane_rows])].astype(np.int64)
+    indices = np.array([c for r in lane_rows for c in r], np.int64)
+    data = rng.choice([1.0, 0.5, 2.0, 0.0], len(indices))
     extra = [[int(rng.integers(n_cols))] for _ in range(rng.integers(1, 12))]
-    extra += [list(rng.choice(n_cols, 2, replace=False)) for _ in range(rng.integers(0, 3))]
-    rows = lane_rows + extra
-    indptr = np.r_[0, np.cumsum([len(r) for r in rows])].astype(np.int64)
-    indices = np.array([c for r in rows for c in sorted(r)], np.int64)
-    data = rng.choice([1.0, 0.5, 2.0], len(indices))
+    extra += [list(rng.choice(n_cols, 2)) for _ in range(rng.integers(0, 3))]  # a cell twice
+    rows = np.array([r for r, e in enumerate(extra) for _ in e], np.int64)
+    cols = np.array([c for e in extra for c in e], np.int64)
+    weights = rng.choice([1.0, 0.5, 2.0], len(rows))
     caps = rng.choice([1.0, 2.0, 3.0, 4.0, np.inf], len(extra))  # equal shares: ties too
     capacity = rng.uniform(1, 10, n_links)
     running = rng.random(n_cols) < 0.8
     uncapped = np.full(n_cols, np.inf)
-    every = np.concatenate([capacity, caps])
-    full = _fill_matrix(indptr, indices, data, n_cols, every, running, uncapped)
-    p, i, d, c = _tightest_alone(indptr, indices, data, n_links, caps, n_cols)
-    assert len(c) <= len(caps)
-    pruned = _fill_matrix(p, i, d, n_cols, np.concatenate([capacity, c]), running, uncapped)
-    assert np.array_equal(full, pruned)
+    rates = {}
+    for prune in (False, True):
+        *fill, extra_cap = _fill_problem(
+            (indptr, indices, data), n_cols, (rows, cols, weights, caps), prune
+        )
+        assert len(extra_cap) == len(caps) or prune
+        rates[prune] = kernels.fill()(
+            *fill, np.concatenate([capacity, extra_cap]), running, uncapped
+        )
+    assert np.array_equal(rates[False], rates[True])
+    whole = csr_matrix((data, indices, indptr), shape=(n_links, n_cols)).toarray()
+    below = np.zeros((len(extra), n_cols))
+    np.add.at(below, (rows, cols), weights)
+    a = csr_matrix(np.vstack([whole, below]))
+    expected = max_min_rates(a, np.concatenate([capacity, caps]), running)
+    assert np.allclose(rates[True], expected, rtol=LEVEL_MERGE, atol=1e-12)

@@ -12,6 +12,7 @@ which has not loaded the compiled fill): importing this module does not load it.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from fabricplan.congestion.flowcontrol import (
     window_kb,
 )
 from fabricplan.congestion.flowlet import FlowletMoves
-from fabricplan.congestion.network import Routed
+from fabricplan.congestion.network import Network, Routed, Towards, UpDown
 from fabricplan.congestion.ports import PathArrivals, PortPairs
 from fabricplan.congestion.rebuild_kernel import rebuild
 from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Completion, Rows
@@ -162,15 +163,14 @@ def compiled_run(
     q = fc.quality
     held_kb = fc.threshold_kb if q is None else (q.pfc_xoff_kb + q.pfc_xon_kb) / 2
     tw = moves.towards
-    # the lanes a flow can ever be on: its first path's, and the switch ports a move chooses
-    # from; renumbered in order, so every sort and tie by lane goes as over all the lanes
-    # (an incast over 128 NICs reads 386 of the fabric's 1,024 lanes)
+    # the lanes a flow can ever be on or a move compares: its first path's and the ports
+    # _reachable_ports finds; renumbered in order, so every sort and tie by lane goes as over
+    # all the lanes, the others -1 (a 64 -> 1 incast over 128 NICs reads 145 of 1,024 lanes)
     used = np.zeros(net.lanes + 1, bool)  # the last one: the ports tables' padding (-1)
     used[r.lane] = True
-    used[tw.out] = True
-    lane_of = np.flatnonzero(used[:-1])
-    index = np.cumsum(used) - 1
-    index[-1] = -1
+    used[_reachable_ports(tw, net.tail[r.lane], net.graph.vertex_kind, net.up_down)] = True
+    used[-1] = False
+    lane_of, index, per_lane, route_tables = _lane_tables(net, tw, used)
     state = moves.rng.bit_generator.state
     out = run_seed(
         # per column: bytes, start, own cap, push, the job's, window (KB)
@@ -187,27 +187,9 @@ def compiled_run(
         (index[r.lane], _i64(r.flow), np.asarray(r.weight, float)),
         # per lane (renumbered): capacity, tail, head; per vertex its kind; the switches' up
         # ports; whether each column is one hop flow
-        (
-            np.asarray(net.capacity, float)[lane_of],
-            _i64(net.tail[lane_of]),
-            _i64(net.head[lane_of]),
-            _i64(net.graph.vertex_kind),
-            LEAF,
-            net.graph.vertices,
-            moves.into_nic[lane_of],
-            moves.up_lane[lane_of],
-            index[moves.switch_ups],
-            moves.is_switch_up[lane_of],
-            _i64(moves.tier),
-            not len(col_of) or int(np.bincount(col_of).max()) <= 1,
-        ),
+        (*per_lane, not len(col_of) or int(np.bincount(col_of).max()) <= 1),
         # where a moved flow goes on to (Network.towards), the router's tie jitter
-        (
-            tw.sw0,
-            tw.row,
-            (tw.dist, index[tw.out], tw.heads, index[tw.downlink]),
-            TIE_JITTER_GBPS,
-        ),
+        (tw.sw0, tw.row, route_tables, TIE_JITTER_GBPS),
         moves.due_policy,
         # the moves: XON, XOFF, round trip, go-back-N, the queue a held port shows, batching
         (
@@ -251,6 +233,79 @@ def compiled_run(
     moves.routed = Routed(lane_of[lane], flow, weight)
     moves.moves += int(n_moves)
     return Completion(finish, int(events), durations.tolist())
+
+
+# The last answers of _reachable_ports and _lane_tables, by what they were asked: every seed of
+# a case routes the same flows between the same leaves.
+_LAST: dict[str, tuple] = {}
+
+
+def _last(name: str, key: tuple, make: Callable[[], tuple]) -> tuple:
+    """``make()``, or its last answer when asked the same (objects by identity, bytes by
+    value)."""
+    last = _LAST.get(name)
+    if last is None or not all(
+        a is b or (isinstance(a, bytes) and a == b) for a, b in zip(last[0], key, strict=True)
+    ):
+        last = (key, make())
+        _LAST[name] = last
+    return last[1]
+
+
+def _lane_tables(net: Network, tw: Towards, used: np.ndarray) -> tuple:
+    """The lanes ``used`` (a mask, the padding's place last) renumbered in order, each lane's
+    new number (-1: left out), what the compiled run reads per lane (capacity, tail, head;
+    per vertex its kind; the switches' up ports; per lane whether it enters a NIC, climbs,
+    leaves a switch upwards; per vertex its tier) and the routing tables in new numbers."""
+
+    def make() -> tuple:
+        lane_of = np.flatnonzero(used)
+        index = np.where(used, np.cumsum(used) - 1, -1)
+        ud = net.up_down
+        ups = index[ud.switch_ups]
+        per_lane = (
+            np.asarray(net.capacity, float)[lane_of],
+            _i64(net.tail[lane_of]),
+            _i64(net.head[lane_of]),
+            _i64(net.graph.vertex_kind),
+            LEAF,
+            net.graph.vertices,
+            ud.into_nic[lane_of],
+            ud.up_lane[lane_of],
+            ups[ups >= 0],
+            ud.is_switch_up[lane_of],
+            _i64(ud.tier),
+        )
+        return lane_of, index, per_lane, (tw.dist, index[tw.out], tw.heads, index[tw.downlink])
+
+    return _last("lanes", (net, tw, used.tobytes()), make)
+
+
+def _reachable_ports(tw: Towards, tails: np.ndarray, kind: np.ndarray, ud: UpDown) -> np.ndarray:
+    """The switch lanes a flow on these paths (lanes leaving ``tails``) can ever take, or whose
+    queue a move there compares: the up ports and the ports one hop closer to a flow's leaf of
+    each switch on the paths, and of the switches reached from them by closer ports (a move,
+    then the routing on from the port it took). No other port is ever a candidate."""
+    start = np.unique(tails[kind[tails] >= LEAF]) - tw.sw0
+    return _last("ports", (tw, start.tobytes()), lambda: _ports_from(tw, start, ud.is_switch_up))
+
+
+def _ports_from(tw: Towards, start: np.ndarray, is_up: np.ndarray) -> np.ndarray:
+    """:func:`_reachable_ports` from the switches ``start`` (local numbers)."""
+    n_sw = len(tw.out)
+    reach = np.zeros(n_sw, bool)
+    reach[start] = True
+    dist = tw.dist[np.unique(tw.row)]
+    ok = tw.out >= 0
+    closer = (ok & (dist[:, tw.heads] == dist[:, :, None] - 1)).any(0)
+    while True:
+        grown = reach.copy()
+        grown[tw.heads[reach[:, None] & closer]] = True
+        if np.array_equal(grown, reach):
+            break
+        reach = grown
+    take = reach[:, None] & (closer | (ok & is_up[np.maximum(tw.out, 0)]))
+    return tw.out[take]
 
 
 def _i64(x: np.ndarray) -> np.ndarray:

@@ -67,7 +67,10 @@ def fill(
                 size += 1
     for start in range(size // 2 - 1, -1, -1):
         _sift_down(key, item, size, start)
-    while size > 0:
+    # once every flow is settled the items left settle nothing: most of an incast's lanes come
+    # out of the heap after its few binding ones have settled all the flows
+    unsettled = np.count_nonzero(~settled)
+    while size > 0 and unsettled > 0:
         level, it = key[0], item[0]
         size -= 1
         key[0], item[0] = key[size], item[size]
@@ -93,6 +96,7 @@ def fill(
             if settled[f]:
                 continue
             settled[f] = True
+            unsettled -= 1
             rate[f] = level
             for j in range(f_ptr[f], f_ptr[f + 1]):
                 residual[f_link[j]] -= f_w[j] * level

@@ -43,7 +43,6 @@ from fabricplan.congestion.case import Case
 from fabricplan.congestion.flowcontrol import FlowControl, Phases, RunRecord
 from fabricplan.congestion.network import Network, Routed
 from fabricplan.congestion.ports import PortPairs, port_pairs
-from fabricplan.topology.graph import LEAF
 
 # Queue levels a switch tells its ports apart by, as shares of a port's buffer: htsim's
 # compare_queuesize quantises at 5, 10 and 20 % of the queue; Broadcom DLB likewise bins port
@@ -146,12 +145,9 @@ class FlowletMoves:
         self.net, self.col_of, self.movable = net, col_of, movable
         self.build, self.policy, self.rng = build, policy, rng
         self.towards = net.towards(dst)  # where a moved flow goes on to, hop by hop
-        kind = net.graph.vertex_kind
-        self.tier = np.where(kind >= LEAF, kind, LEAF - 1)  # NICs and below: under the leaves
-        self.up_lane = self.tier[net.head] > self.tier[net.tail]
-        self.switch_ups = np.flatnonzero(self.up_lane & (self.tier[net.tail] >= LEAF))
-        self.is_switch_up = _flags(self.switch_ups, net.lanes)
-        self.into_nic = kind[net.head] < LEAF
+        ud = net.up_down  # the network's: read only
+        self.tier, self.up_lane, self.into_nic = ud.tier, ud.up_lane, ud.into_nic
+        self.switch_ups, self.is_switch_up = ud.switch_ups, ud.is_switch_up
         self.level_kb = np.array(QUEUE_LEVELS) * policy.buffer_kb  # where the levels start
         self.due = np.full(len(movable), np.inf)
         self.moved = np.zeros(len(movable), np.int64)  # moves per hop flow

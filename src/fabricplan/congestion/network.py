@@ -39,6 +39,7 @@ from functools import cached_property
 import numpy as np
 from scipy.sparse import csr_matrix
 
+from fabricplan.congestion import kernels
 from fabricplan.congestion.adaptive import TIE_JITTER_GBPS, adaptive_pick
 from fabricplan.congestion.dragonfly_routes import DragonflyRoutes
 from fabricplan.congestion.groups import first_inverse, runs, unique_inverse
@@ -111,6 +112,18 @@ class Towards:
     def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """What a compiled router reads: ``dist``, ``out``, ``heads``, ``downlink``."""
         return self.dist, self.out, self.heads, self.downlink
+
+
+@dataclass(frozen=True)
+class UpDown:
+    """Per vertex its tier (NICs and below under the leaves); per lane whether it climbs a
+    tier, whether it leaves a switch upwards (and those lanes), whether it enters a NIC."""
+
+    tier: np.ndarray
+    up_lane: np.ndarray
+    switch_ups: np.ndarray
+    is_switch_up: np.ndarray
+    into_nic: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,14 +282,34 @@ class Network:
                 last[key] = hop_distances(*self._switch_neighbours, targets)
         return last[key]
 
+    @cached_property
+    def _last_towards(self) -> dict[bytes, Towards]:
+        return {}  # the last answer, by its receivers: every seed of a case asks the same
+
     def towards(self, dst: np.ndarray) -> Towards:
         """What a switch needs to send flows on towards NICs ``dst`` (vertices) hop by hop, as
         :meth:`route` does: the switch tables, and for each flow its receiver's downlink and its
-        row of the hop counts from every switch to the receivers' leaves."""
-        sw0, out, _ = self.switch_table
-        targets, row = unique_inverse(self.leaf_of(dst) - sw0)
-        dist = np.ascontiguousarray(self._distances(targets), np.int64)
-        return Towards(sw0, out, self._heads_or_zero, row, dist, self.downlink(dst))
+        row of the hop counts from every switch to the receivers' leaves (shared: read only)."""
+        key = np.asarray(dst, np.int64).tobytes()
+        last = self._last_towards
+        if key not in last:
+            last.clear()
+            sw0, out, _ = self.switch_table
+            targets, row = unique_inverse(self.leaf_of(dst) - sw0)
+            dist = np.ascontiguousarray(self._distances(targets), np.int64)
+            last[key] = Towards(sw0, out, self._heads_or_zero, row, dist, self.downlink(dst))
+        return last[key]
+
+    @cached_property
+    def up_down(self) -> UpDown:
+        """The tiers lanes climb and descend (:class:`UpDown`; shared: read only)."""
+        kind = self.graph.vertex_kind
+        tier = np.where(kind >= LEAF, kind, LEAF - 1)  # NICs and below: under the leaves
+        up_lane = tier[self.head] > tier[self.tail]
+        switch_ups = np.flatnonzero(up_lane & (tier[self.tail] >= LEAF))
+        is_switch_up = np.zeros(self.lanes, bool)
+        is_switch_up[switch_ups] = True
+        return UpDown(tier, up_lane, switch_ups, is_switch_up, kind[self.head] < LEAF)
 
     @cached_property
     def _last_closer(self) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -366,6 +399,24 @@ class Network:
             bounds = np.searchsorted(rounds[by_round], np.arange(int(rounds.max(initial=0)) + 2))
         # a polarized hash: one draw per piece, used at every tier
         u_hash = rng.random(len(flow)) if polarized else np.zeros(len(flow))
+        if self._hashed_compiled(mode, standing, table, len(flow), then):
+            from fabricplan.congestion.route_kernel import hashed_hops  # imports Numba
+
+            assert table is not None, "checked by _hashed_compiled"
+            lane, f, w = hashed_hops(
+                (flow, here, mass, tgt, u_hash),
+                hops_to,
+                n_sw,
+                (table[2], table[1]),
+                (out, self._heads_or_zero),
+                polarized,
+                rng,
+            )
+            return Routed(
+                np.concatenate([*lanes_out, lane.astype(out.dtype)]),
+                np.concatenate([*flows_out, f]),
+                np.concatenate([*weights_out, w]),
+            )
         for a, b in itertools.pairwise(bounds.tolist()):
             f, v, w, t, u = flow[a:b], here[a:b], mass[a:b], tgt[a:b], u_hash[a:b]
             nx = then[a:b]
@@ -439,6 +490,26 @@ class Network:
                 weights_out.append(w)
         return Routed(
             np.concatenate(lanes_out), np.concatenate(flows_out), np.concatenate(weights_out)
+        )
+
+    def _hashed_compiled(
+        self,
+        mode: str,
+        standing: np.ndarray | None,
+        table: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+        pieces: int,
+        then: np.ndarray,
+    ) -> bool:
+        """Whether :meth:`route` walks the hops compiled (:mod:`.route_kernel`): hashed pieces,
+        none of them detouring, the closer-port table at hand and every hop taking the table's
+        path, in a process that holds the compiled kernels already."""
+        hashed = mode == "ecmp" or (mode == "flowlet" and standing is None)
+        return (
+            hashed
+            and table is not None
+            and pieces * self.switch_table[1].shape[1] <= ROUTE_BLOCK_CELLS
+            and not (then >= 0).any()
+            and kernels.loaded()
         )
 
     @cached_property

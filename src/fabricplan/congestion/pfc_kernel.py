@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabricplan.congestion import kernels
-from fabricplan.congestion.jitted import bincount, by_group, jit, runs, take, unique_inverse
+from fabricplan.congestion.jitted import bincount, by_group, jit, runs, unique_pairs, wrap
 
 _fill = kernels.fill()
 _brought = kernels.brought()
@@ -59,132 +59,227 @@ def _group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> 
 
 
 @jit
-def _fill_matrix(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    n_flows: int,
-    capacity: np.ndarray,
-    active: np.ndarray,
-    cap: np.ndarray,
-) -> np.ndarray:
-    """``waterfill._fill_small``: the exact max-min fill of a link x flow CSR matrix, its stored
-    zeros left out."""
-    n_links = len(indptr) - 1
+def _fill_problem(
+    matrix: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n_cols: int,
+    extra: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    prune: bool,
+) -> tuple:
+    """The max-min fill's links (the lane x column CSR ``matrix``, then the arbiters' rows
+    ``extra``: entries row, column, weight, and each row's cap) as the fill takes them: per
+    link its columns, per column its links and weights (in link order), stored zeros left
+    out; and the caps of the rows kept.
+
+    The rows' entries of one cell are summed in the order given (``waterfill.with_rows``).
+    ``prune``: rows that hold a single column less tightly than another such row of it (cap /
+    weight; the first of equal ones) are dropped: most arbiter rows hold a single flow (an
+    incast's sender alone at its ingress, level after level), and only the least of a
+    column's shares can settle it, the others come out of the fill's heap with the column
+    settled already. The rows kept keep their order, so the fill takes the same steps and
+    gives the same rates (tested), with a heap a fraction of the size. One pass builds what
+    three (the matrix with its rows, the pruning, the fill's own copy) did."""
+    indptr, indices, data = matrix
+    rows, cols, weights, caps = extra
+    n_lanes = len(indptr) - 1
+    n_rows, n = len(caps), len(rows)
+    # the rows' cells: by row, then column, then place
+    order = by_group(by_group(np.arange(n), cols, n_cols), rows, n_rows)
+    cell_col = np.empty(n, np.int64)
+    cell_w = np.zeros(n)
+    row_start = np.zeros(n_rows + 1, np.int64)
+    c = -1
+    for i in range(n):
+        e = order[i]
+        if c < 0 or rows[e] != rows[order[i - 1]] or cols[e] != cell_col[c]:
+            c += 1
+            cell_col[c] = cols[e]
+            row_start[rows[e] + 1] += 1
+        cell_w[c] += weights[e]
+    for r in range(n_rows):
+        row_start[r + 1] += row_start[r]
+    keep = np.ones(n_rows, np.bool_)
+    if prune:
+        best = np.full(n_cols, -1, np.int64)
+        for r in range(n_rows):
+            lo = row_start[r]
+            if row_start[r + 1] - lo != 1 or cell_w[lo] == 0:
+                continue
+            b = best[cell_col[lo]]
+            if b < 0:
+                best[cell_col[lo]] = r
+            elif caps[r] / cell_w[lo] < caps[b] / cell_w[row_start[b]]:
+                keep[b] = False
+                best[cell_col[lo]] = r
+            else:
+                keep[r] = False
+    n_kept = np.count_nonzero(keep)
     nnz = 0
     for k in range(len(data)):
         if data[k] != 0:
             nnz += 1
-    l_ptr = np.zeros(n_links + 1, np.int32)
+    for r in range(n_rows):
+        if keep[r]:
+            for k in range(row_start[r], row_start[r + 1]):
+                if cell_w[k] != 0:
+                    nnz += 1
+    l_ptr = np.zeros(n_lanes + n_kept + 1, np.int32)
     flows = np.empty(nnz, np.int32)
     link_of = np.empty(nnz, np.int32)
     weight = np.empty(nnz)
+    extra_cap = np.empty(n_kept)
     j = 0
-    for lane in range(n_links):
+    for lane in range(n_lanes):
         for k in range(indptr[lane], indptr[lane + 1]):
             if data[k] != 0:
                 flows[j], link_of[j], weight[j] = indices[k], lane, data[k]
                 j += 1
         l_ptr[lane + 1] = j
-    f_ptr = np.zeros(n_flows + 1, np.int32)
-    for k in range(nnz):
-        f_ptr[flows[k] + 1] += 1
-    for f in range(n_flows):
-        f_ptr[f + 1] += f_ptr[f]
-    order = by_group(np.arange(nnz), flows, n_flows)
-    return _fill(l_ptr, flows, f_ptr, link_of[order], weight[order], capacity, active, cap)
-
-
-@jit
-def _with_rows(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    n_cols: int,
-    rows: np.ndarray,
-    cols: np.ndarray,
-    weights: np.ndarray,
-    n_rows: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``waterfill.with_rows`` below the compiled size: the matrix with ``n_rows`` rows more,
-    given as entries (those of one cell summed in the order given)."""
-    # by row, then column, then place (entries of one cell are summed in the order given)
-    n = len(rows)
-    order = by_group(by_group(np.arange(n), cols, n_cols), rows, n_rows)
-    cell_of = np.empty(n, np.int64)
-    c = -1
-    last = np.int64(-1)
-    for i in range(n):
-        key = np.int64(rows[order[i]]) * n_cols + cols[order[i]]
-        if i == 0 or key != last:
-            c += 1
-        cell_of[i] = c
-        last = key
-    cells = c + 1
-    cell_data = np.zeros(cells)
-    cell_col = np.empty(cells, np.int64)
-    per_row = np.zeros(n_rows, np.int64)
-    for i in range(n):
-        cell_data[cell_of[i]] += weights[order[i]]
-        if i == 0 or cell_of[i] != cell_of[i - 1]:
-            cell_col[cell_of[i]] = cols[order[i]]
-            per_row[rows[order[i]]] += 1
-    ptr = np.empty(len(indptr) + n_rows, np.int64)
-    ptr[: len(indptr)] = indptr
-    for r in range(n_rows):
-        ptr[len(indptr) + r] = ptr[len(indptr) + r - 1] + per_row[r]
-    return ptr, np.concatenate((indices, cell_col)), np.concatenate((data, cell_data))
-
-
-@jit
-def _tightest_alone(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    n_links: int,
-    caps: np.ndarray,
-    n_cols: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The matrix without the arbiter rows that bind one column alone less tightly than
-    another such row of it: most arbiter rows hold a single flow (an incast's sender alone at
-    its ingress, level after level), and only the least of a column's shares (cap / weight;
-    the first of equal ones) can settle it, the others come out of the fill's heap with the
-    column settled already. The rows kept keep their order, so the fill takes the same steps
-    and gives the same rates, with a heap a fraction of the size."""
-    n_rows = len(caps)
-    keep = np.ones(n_rows, np.bool_)
-    best = np.full(n_cols, -1, np.int64)
-    for r in range(n_rows):
-        lo = indptr[n_links + r]
-        if indptr[n_links + r + 1] - lo != 1 or data[lo] == 0:
-            continue
-        c = indices[lo]
-        b = best[c]
-        if b < 0:
-            best[c] = r
-        elif caps[r] / data[lo] < caps[b] / data[indptr[n_links + b]]:
-            keep[b] = False
-            best[c] = r
-        else:
-            keep[r] = False
-    if keep.all():
-        return indptr, indices, data, caps
-    ptr = np.empty(n_links + 1 + np.count_nonzero(keep), np.int64)
-    ptr[: n_links + 1] = indptr[: n_links + 1]
-    size = indptr[n_links] + indptr[n_links + n_rows] - indptr[n_links]
-    idx = np.empty(size, np.int64)
-    dat = np.empty(size)
-    idx[: indptr[n_links]] = indices[: indptr[n_links]]
-    dat[: indptr[n_links]] = data[: indptr[n_links]]
-    k, row = indptr[n_links], n_links
+    link = n_lanes
     for r in range(n_rows):
         if keep[r]:
-            for j in range(indptr[n_links + r], indptr[n_links + r + 1]):
-                idx[k], dat[k] = indices[j], data[j]
-                k += 1
-            row += 1
-            ptr[row] = k
-    return ptr, idx[:k].copy(), dat[:k].copy(), caps[keep]
+            for k in range(row_start[r], row_start[r + 1]):
+                if cell_w[k] != 0:
+                    flows[j], link_of[j], weight[j] = cell_col[k], link, cell_w[k]
+                    j += 1
+            extra_cap[link - n_lanes] = caps[r]
+            link += 1
+            l_ptr[link] = j
+    f_ptr = np.zeros(n_cols + 1, np.int32)
+    for k in range(nnz):
+        f_ptr[flows[k] + 1] += 1
+    for f in range(n_cols):
+        f_ptr[f + 1] += f_ptr[f]
+    by_col = by_group(np.arange(nnz), flows, n_cols)
+    return l_ptr, flows, f_ptr, link_of[by_col], weight[by_col], extra_cap
+
+
+# Up to this many keys an insertion sort beats sorting by counting (over every lane).
+_INSERTION_SORT_MAX = 32
+
+
+@jit
+def _sorted_distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`.jitted.unique_inverse` of a few keys, sorted by insertion."""
+    n = len(keys)
+    order = np.arange(n)
+    for i in range(1, n):
+        o = order[i]
+        j = i - 1
+        while j >= 0 and keys[order[j]] > keys[o]:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = o
+    distinct = np.empty(n, np.int64)
+    inverse = np.empty(n, np.int64)
+    k = -1
+    for i in range(n):
+        key = keys[order[i]]
+        if k < 0 or key != distinct[k]:
+            k += 1
+            distinct[k] = key
+        inverse[order[i]] = k
+    return distinct[: k + 1], inverse
+
+
+@jit
+def _arbiter_rows(
+    hot: tuple[np.ndarray, np.ndarray, np.ndarray],
+    up: tuple[np.ndarray, np.ndarray, np.ndarray],
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    lanes: int,
+    tolerance: float,
+    levels: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The arbiters' rows of the fill (``Phases._arbiter_rows``): each hot port shares its
+    capacity round-robin over its ingress ports (``hot``: the selected pairs into hot ports,
+    each one's hot ingress port, the ports' shares); an ingress port held below what it
+    brings shares its share in turn over the ports upstream of it, level after level, while
+    any is held (``up``: the selected pairs, each pair's upstream pair, each pair's place
+    among the selected or -1; ``pairs``, per selected pair: ingress lane, column, weight,
+    what it brings). Returns the rows' entries (row, column, weight) and the rows' caps.
+
+    In loops over scratch arrays made once: the array code's few dozen small arrays per level
+    were most of an incast event's time. Same sums in the same order (tested)."""
+    h, inv, share = hot
+    sel, upstream, at = up
+    into, col, w, bring = pairs
+    n_h = len(h)
+    rows = np.empty(n_h * levels, np.int64)
+    cols = np.empty(n_h * levels, np.int64)
+    weights = np.empty(n_h * levels)
+    caps = np.empty(len(share) + n_h * (levels - 1))
+    brought = np.zeros(len(share))
+    for k in range(n_h):
+        rows[k], cols[k], weights[k] = inv[k], col[h[k]], w[h[k]]
+        brought[inv[k]] += bring[h[k]]
+    caps[: len(share)] = share
+    n_e, n_c, n_rows = n_h, len(share), len(share)
+    member = np.empty(n_h, np.int64)
+    group = np.empty(n_h, np.int64)
+    m = 0
+    for k in range(n_h):
+        if brought[inv[k]] > share[inv[k]] * (1 + tolerance):
+            member[m], group[m] = h[k], inv[k]
+            m += 1
+    cap_of = share
+    prev = np.empty(n_h, np.int64)
+    keys = np.empty(n_h, np.int64)
+    ports = np.empty(n_h, np.int64)
+    for _ in range(levels - 1):
+        j = 0
+        for k in range(m):
+            u = upstream[sel[member[k]]]
+            if u >= 0:
+                member[j], group[j], prev[j] = member[k], group[k], at[u]
+                j += 1
+        m = j
+        if m == 0:
+            break
+        for k in range(m):
+            ports[k] = into[wrap(prev[k], len(into))]
+            keys[k] = group[k] * lanes + ports[k]
+        if m <= _INSERTION_SORT_MAX:
+            subs, sub = _sorted_distinct(keys[:m])
+        else:  # by counting: groups and lanes are few
+            subs, sub = unique_pairs(group[:m], ports[:m], len(cap_of), lanes)
+        n_s = len(subs)
+        demand = np.zeros(n_s)
+        of = np.empty(n_s, np.int64)  # each sub-port's group (subs // lanes, without dividing)
+        for k in range(m):
+            demand[sub[k]] += bring[wrap(prev[k], len(bring))]
+            of[sub[k]] = group[k]
+        dense = np.empty(n_s, np.int64)  # each sub-port's group among the groups here
+        above = np.empty(n_s, np.int64)
+        n_g = 0
+        for i in range(n_s):
+            if i == 0 or of[i] != of[i - 1]:
+                above[n_g] = of[i]
+                n_g += 1
+            dense[i] = n_g - 1
+        if n_g == n_s:
+            sub_share = np.empty(n_s)
+            for i in range(n_s):
+                sub_share[i] = np.minimum(demand[i], cap_of[above[i]])
+        else:
+            sub_share = _group_fill(dense, demand, cap_of[above[:n_g]])
+        held = demand > sub_share * (1 + tolerance)
+        if not held.any():
+            break
+        for k in range(m):
+            rows[n_e], cols[n_e], weights[n_e] = n_rows + sub[k], col[member[k]], w[member[k]]
+            n_e += 1
+        for i in range(n_s):
+            caps[n_c] = sub_share[i] if held[i] else np.inf
+            n_c += 1
+        n_rows += n_s
+        j = 0
+        for k in range(m):
+            if held[sub[k]]:
+                member[j], group[j] = member[k], sub[k]
+                j += 1
+        m = j
+        cap_of = sub_share
+    return rows[:n_e], cols[:n_e], weights[:n_e], caps[:n_c]
 
 
 @jit
@@ -217,7 +312,6 @@ def pfc_rates(
     p_out, p_in, p_col, p_w, e_in, e_out, upstream, p_port = pairs
     port_keys, p_open, p_window_kb = ports
     lane, first, col_of_entry, weight = entries
-    indptr, indices, data = matrix
     lanes = len(capacity)
     n_cols = len(running)
     push = np.where(running, push_col, 0.0)
@@ -241,10 +335,9 @@ def pfc_rates(
     arriving = bincount(out, bring, lanes)
     hot = arriving > capacity * (1 + tolerance)
     pause = np.zeros(lanes)
-    extra_cap = np.zeros(0)
     hot_lanes = np.zeros(0, np.int64)
     n_over = np.zeros(0)
-    m_ptr, m_idx, m_data = indptr, indices, data
+    extra = (none, none, np.zeros(0), np.zeros(0))  # the arbiters' rows: none yet
     if hot.any():
         h = np.flatnonzero(hot[out])
         sh = sel[h]
@@ -286,49 +379,22 @@ def pfc_rates(
                     phi = 1.0 - share[k] / max(p_bring[k], 1e-300)
                     pause[p_from[k]] = max(pause[p_from[k]], phi)
             # the arbiters' rows: each hot port's ingress ports, then up the paths
-            into, col, w = p_in[sel], p_col[sel], p_w[sel]
-            rows, cols, weights, caps = inv, col[h], w[h], share
-            n_rows = len(share)
             at = np.full(len(p_out), -1, np.int64)
             at[sel] = np.arange(len(sel))
-            held = bincount(inv, bring[h], len(share)) > share * (1 + tolerance)
-            member, group, cap_of = h[held[inv]], inv[held[inv]], share
-            for _ in range(arbiter_levels - 1):
-                up = upstream[sel[member]]
-                go = up >= 0
-                member, group = member[go], group[go]
-                prev = take(at, up[go])
-                if not len(member):
-                    break
-                subs, sub = unique_inverse(group * lanes + take(into, prev))
-                starts, dense = runs(subs // lanes)
-                above = subs[starts] // lanes
-                demand = bincount(sub, take(bring, prev), len(subs))
-                if len(starts) == len(subs):
-                    sub_share = np.minimum(demand, cap_of[above])
-                else:
-                    sub_share = _group_fill(dense, demand, cap_of[above])
-                held = demand > sub_share * (1 + tolerance)
-                if not held.any():
-                    break
-                rows = np.concatenate((rows, n_rows + sub))
-                cols = np.concatenate((cols, col[member]))
-                weights = np.concatenate((weights, w[member]))
-                caps = np.concatenate((caps, np.where(held, sub_share, np.inf)))
-                n_rows += len(subs)
-                member, group, cap_of = member[held[sub]], sub[held[sub]], sub_share
-            m_ptr, m_idx, m_data = _with_rows(
-                indptr, indices, data, n_cols, rows, cols, weights, len(caps)
+            rows, cols, weights, caps = _arbiter_rows(
+                (h, inv, share),
+                (sel, upstream, at),
+                (p_in[sel], p_col[sel], p_w[sel], bring),
+                lanes,
+                tolerance,
+                arbiter_levels,
             )
-            m_ptr, m_idx, m_data, extra_cap = _tightest_alone(
-                m_ptr, m_idx, m_data, lanes, caps, n_cols
-            )
+            extra = (rows, cols, weights, caps)
+    links, flows, f_ptr, f_link, f_w, extra_cap = _fill_problem(matrix, n_cols, extra, True)
     eff = capacity * 1.0 * (1 - pause)
-    rates = _fill_matrix(
-        m_ptr, m_idx, m_data, n_cols, np.concatenate((eff, extra_cap)), running, cap_col
-    )
+    fill = (links, flows, f_ptr, f_link, f_w)
+    rates = _fill(*fill, np.concatenate((eff, extra_cap)), running, cap_col)
     unpaused = np.zeros(0)
     if victims and pause.any():
-        c0 = np.concatenate((capacity * 1.0, extra_cap))
-        unpaused = _fill_matrix(m_ptr, m_idx, m_data, n_cols, c0, running, cap_col)
+        unpaused = _fill(*fill, np.concatenate((capacity * 1.0, extra_cap)), running, cap_col)
     return rates, pause, eff, hot_lanes, n_over, unpaused

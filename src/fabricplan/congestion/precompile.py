@@ -52,7 +52,7 @@ FLOWLET_CASE = Case(
 # Every compiled kernel of the simulator, by the name of its accessor in kernels, and the
 # compiled functions of the modules that import Numba themselves.
 KERNELS = ("fill", "brought", "dcqcn_fluid")
-MODULE_KERNELS = ("pfc_rates", "move_groups", "due_moves", "rebuild", "run_seed")
+MODULE_KERNELS = ("pfc_rates", "move_groups", "due_moves", "rebuild", "run_seed", "hashed_hops")
 
 
 PACKAGE = Path(__file__).parent
@@ -94,6 +94,7 @@ KEPT_AS = {
     "due_moves": ("due_kernel", "due_moves"),
     "rebuild": ("rebuild_kernel", "rebuild"),
     "run_seed": ("seed_kernel", "run_seed"),
+    "hashed_hops": ("route_kernel", "hashed_hops"),
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricplan.congestion.jitted import by_group, jit, unique_inverse
+from fabricplan.congestion.jitted import by_group, jit, unique_pairs
 
 
 @jit
@@ -209,7 +209,7 @@ def rebuild(
     p_out, p_in, p_flow, p_w, e_out, e_in = pairs
     col = col_of[flow]
     matrix = _matrix(lane, col, weight, lanes, columns)
-    keys, p_port = unique_inverse(p_out.astype(np.int64) * lanes + p_in)
+    keys, p_port = unique_pairs(p_out, p_in, lanes, lanes)
     first = kind[tail[lane]] < leaf
     passes = _depth(len(lane), e_out, e_in) + 1
     p_col = col_of[p_flow]
