@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabricplan.congestion import kernels, route_kernel
+from fabricplan.congestion import kernels, ports, route_kernel
 from fabricplan.congestion import rebuild_kernel as R
 from fabricplan.congestion.flowcontrol import Phases
 from fabricplan.congestion.network import Network
@@ -133,3 +133,26 @@ def test_hashed_routing_compiled_takes_the_array_codes_paths(seed, how, nodes):
     assert np.array_equal(a.flow, b.flow) and np.array_equal(a.weight, b.weight)
     assert after_a == after_b
     assert len(np.unique(a.flow)) == n
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 40), st.integers(0, 80), st.booleans())
+def test_lane_levels_compiled_are_the_array_codes(seed, lanes, pairs, loops):
+    # lanes feeding lanes: up/down chains (from lower to higher numbers), or any pairs, which
+    # may close a loop (None); chains longer than MAX_LANE_CHAIN are refused alike
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, lanes, (2, pairs))
+    into, out = (a, b) if loops else (np.minimum(a, b), np.maximum(a, b))
+    keep = into != out
+    into, out = into[keep], out[keep]
+    most = int(rng.integers(1, 8)) if seed % 3 == 0 else ports.MAX_LANE_CHAIN
+    levels = {}
+    for compiled in (False, True):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(kernels, "loaded", lambda c=compiled: c)
+            mp.setattr(ports, "MAX_LANE_CHAIN", most)
+            levels[compiled] = ports.lane_levels(lanes, into, out)
+    if levels[False] is None:
+        assert levels[True] is None
+    else:
+        assert np.array_equal(levels[False], levels[True])

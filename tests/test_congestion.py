@@ -634,5 +634,5 @@ def test_precompile_compiles_every_kernel_of_the_simulator():
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip() == (
         "compiled kernels: fill, brought, dcqcn_fluid, pfc_rates, move_groups, due_moves, "
-        "rebuild, run_seed, hashed_hops"
+        "rebuild, run_seed, hashed_hops, chain_levels"
     )
