@@ -123,6 +123,10 @@ def test_runs_without_the_compiled_kernels_or_with_dcqcn_take_the_loop(monkeypat
         {"pattern": "incast"},
         {"pattern": "alltoall", "jitter_us": 5.0},
         {"pattern": "incast", "background": 0.3},
+        # paths that stay as routed: the same loop without moves
+        {"pattern": "incast", "routing": "ecmp", "qps": 2},
+        {"pattern": "alltoall", "routing": "adaptive", "jitter_us": 5.0},
+        {"pattern": "incast", "routing": "ecmp", "background": 0.3},
     ],
 )
 def test_a_case_gives_the_same_figures_run_compiled_or_in_the_loop(extra, monkeypatch):
@@ -130,8 +134,21 @@ def test_a_case_gives_the_same_figures_run_compiled_or_in_the_loop(extra, monkey
     kernels.fill()
     # the flowlet incast the install compiles the kernels with, smaller and over three seeds
     case = replace(FLOWLET_CASE, gpus=64, size_bytes=2**22, seeds=3, **extra)
+    runs = []
+
+    def counted(run):
+        def call(*args):
+            runs.append(run(*args))
+            return runs[-1]
+
+        return call
+
+    for name in ("compiled_run", "compiled_fixed_run"):
+        monkeypatch.setattr(compiled_phases, name, counted(getattr(compiled_phases, name)))
     fast = run_case(case, workers=1)
+    assert len(runs) == 3 and all(r is not None for r in runs)  # each seed in one call
     monkeypatch.setattr(compiled_phases, "compiled_run", lambda *a: None)
+    monkeypatch.setattr(compiled_phases, "compiled_fixed_run", lambda *a: None)
     slow = run_case(case, workers=1)
     assert np.array_equal(fast.times_us, slow.times_us)
     assert fast.fct_us == slow.fct_us and fast.latency_us == slow.latency_us

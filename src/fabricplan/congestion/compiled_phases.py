@@ -24,6 +24,7 @@ from fabricplan.congestion.flowcontrol import (
     VICTIM_LOSS,
     FlowControl,
     Phases,
+    RunRecord,
     window_kb,
 )
 from fabricplan.congestion.flowlet import FlowletMoves
@@ -152,16 +153,9 @@ def compiled_run(
     event (up-down paths keep their length, so a fat-tree's never does). The model's constants
     are read from their modules at each call, as the loop reads them."""
     r = moves.routed
-    compiled = not fc.dcqcn and fc.pauses and flowcontrol.SPREAD_LEVELS < 2
-    if not (compiled and len(r.lane) < kernels.COMPILED_MIN_SIZE and kernels.loaded()):
+    if not _compiles(fc, r):
         return None
-    from fabricplan.congestion.seed_kernel import run_seed  # it loads the compiled kernels
-
     net, pol = moves.net, moves.policy
-    size_bytes, start_us, cap, push, job, self_clocked = columns
-    col_of = _i64(moves.col_of)
-    q = fc.quality
-    held_kb = fc.threshold_kb if q is None else (q.pfc_xoff_kb + q.pfc_xon_kb) / 2
     tw = moves.towards
     # the lanes a flow can ever be on or a move compares: its first path's and the ports
     # _reachable_ports finds; renumbered in order, so every sort and tie by lane goes as over
@@ -170,8 +164,83 @@ def compiled_run(
     used[r.lane] = True
     used[_reachable_ports(tw, net.tail[r.lane], net.graph.vertex_kind, net.up_down)] = True
     used[-1] = False
-    lane_of, index, per_lane, route_tables = _lane_tables(net, tw, used)
+    # the moves: XON, XOFF, round trip, go-back-N, batching
+    how = (float(pol.xon_kb), float(pol.xoff_kb), float(pol.rtt_us), pol.go_back_n)
     state = moves.rng.bit_generator.state
+    out = _run(
+        (net, tw, used, r, moves.col_of, moves.movable),
+        fc,
+        columns,
+        (True, *how, flowlet.MOVE_MERGE, flowlet.MOVE_GROUPS),
+        moves.due_policy,
+        moves.rng,
+        moves.record,
+    )
+    if out is None:
+        moves.rng.bit_generator.state = state
+        return None
+    done, moves.routed, n_moves = out
+    moves.moves += n_moves
+    return done
+
+
+# What a run on fixed paths passes for the moves it never makes: no queue levels, no policy.
+_NO_DUE_POLICY = (np.zeros(0), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, False)
+_NO_MOVES = (False, 0.0, 0.0, 0.0, False, 0.0, 0)
+_IDLE_RNG = np.random.default_rng(0)  # never drawn from: nothing moves
+
+
+def compiled_fixed_run(
+    net: Network,
+    routed: Routed,
+    col_of: np.ndarray,
+    dst: np.ndarray,
+    fc: FlowControl,
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    record: RunRecord,
+) -> Completion | None:
+    """:func:`.waterfill.complete` over :class:`.flowcontrol.Phases` of a run whose paths stay
+    as routed (ECMP, adaptive routing; ``dst``: each hop flow's receiver), in one compiled
+    call, bit for bit: what :func:`compiled_run` does without moves. Fills ``record``. None
+    where the events would not run compiled (as for :func:`compiled_run`)."""
+    if not _compiles(fc, routed):
+        return None
+    used = np.zeros(net.lanes + 1, bool)
+    used[routed.lane] = True
+    paths = (net, net.towards(dst), used, routed, col_of, np.zeros(len(col_of), bool))
+    out = _run(paths, fc, columns, _NO_MOVES, _NO_DUE_POLICY, _IDLE_RNG, record)
+    return None if out is None else out[0]
+
+
+def _compiles(fc: FlowControl, r: Routed) -> bool:
+    """Whether a run's events run compiled: credit or PFC-only flow control, a problem below
+    the compiled size, a process that holds the kernels."""
+    compiled = not fc.dcqcn and fc.pauses and flowcontrol.SPREAD_LEVELS < 2
+    return compiled and len(r.lane) < kernels.COMPILED_MIN_SIZE and kernels.loaded()
+
+
+def _run(
+    paths: tuple,
+    fc: FlowControl,
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    moves: tuple,
+    due_policy: tuple,
+    rng: np.random.Generator,
+    record: RunRecord,
+) -> tuple[Completion, Routed, int] | None:
+    """One :func:`.seed_kernel.run_seed` call: ``paths`` (the network, where flows go on to,
+    the lanes used, the first paths, each hop flow's column, whether it may move), the moves'
+    settings and policy; fills ``record``. Returns the completion, the paths at the end and
+    the moves made; None when a batch of moves outgrew the compiled event."""
+    from fabricplan.congestion.seed_kernel import run_seed  # it loads the compiled kernels
+
+    net, tw, used, r, col_of, movable = paths
+    size_bytes, start_us, cap, push, job, self_clocked = columns
+    col_of = _i64(col_of)
+    q = fc.quality
+    held_kb = fc.threshold_kb if q is None else (q.pfc_xoff_kb + q.pfc_xon_kb) / 2
+    lane_of, index, per_lane, route_tables = _lane_tables(net, tw, used)
+    can_move, xon_kb, xoff_kb, rtt_us, go_back_n, merge, groups = moves
     out = run_seed(
         # per column: bytes, start, own cap, push, the job's, window (KB)
         (
@@ -183,24 +252,17 @@ def compiled_run(
             window_kb(self_clocked),
         ),
         # per hop flow: column, whether it may move; the first paths (lane, hop flow, weight)
-        (col_of, np.asarray(moves.movable, bool)),
+        (col_of, np.asarray(movable, bool)),
         (index[r.lane], _i64(r.flow), np.asarray(r.weight, float)),
         # per lane (renumbered): capacity, tail, head; per vertex its kind; the switches' up
         # ports; whether each column is one hop flow
         (*per_lane, not len(col_of) or int(np.bincount(col_of).max()) <= 1),
         # where a moved flow goes on to (Network.towards), the router's tie jitter
         (tw.sw0, tw.row, route_tables, TIE_JITTER_GBPS),
-        moves.due_policy,
-        # the moves: XON, XOFF, round trip, go-back-N, the queue a held port shows, batching
-        (
-            float(pol.xon_kb),
-            float(pol.xoff_kb),
-            float(pol.rtt_us),
-            pol.go_back_n,
-            float(held_kb),
-            flowlet.MOVE_MERGE,
-            flowlet.MOVE_GROUPS,
-        ),
+        due_policy,
+        # the moves: whether any may happen, XON, XOFF, round trip, go-back-N, the queue a
+        # held port shows, batching
+        (can_move, xon_kb, xoff_kb, rtt_us, go_back_n, float(held_kb), merge, groups),
         # flow control's and the event loop's constants, the compiled event's size limit
         (
             float(fc.threshold_kb),
@@ -215,14 +277,12 @@ def compiled_run(
             waterfill.BYTES_ROUNDOFF,
             kernels.COMPILED_MIN_SIZE,
         ),
-        moves.rng,
+        rng,
     )
     ran, finish, events, durations, paused, victims, any_victims, busiest = out[:8]
     busy_lanes, busy_kb, utilisation, (lane, flow, weight), n_moves = out[8:]
     if not ran:
-        moves.rng.bit_generator.state = state
         return None
-    record = moves.record
     record.paused = paused.tolist()
     record.victims = victims if any_victims else None
     record.busiest = int(busiest)
@@ -230,9 +290,8 @@ def compiled_run(
     record.utilisation[lane_of] = utilisation
     hot = lane_of[busy_lanes].tolist()
     record.queue_kb = {j: (kb,) for j, kb in zip(hot, busy_kb.tolist(), strict=True)}
-    moves.routed = Routed(lane_of[lane], flow, weight)
-    moves.moves += int(n_moves)
-    return Completion(finish, int(events), durations.tolist())
+    done = Completion(finish, int(events), durations.tolist())
+    return done, Routed(lane_of[lane], flow, weight), int(n_moves)
 
 
 # The last answers of _reachable_ports and _lane_tables, by what they were asked: every seed of

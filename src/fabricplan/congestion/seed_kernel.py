@@ -10,7 +10,8 @@ Here the same calls follow each other in one compiled loop, with the same float 
 the same order and the same draws from the same generator, so a seed's results are bit for bit
 those of the Python loop (tested). The loop is :func:`.waterfill.complete`'s, kept beside it:
 a change to either must be made to both (tests compare them on random runs and whole cases).
-Its small pieces are in :mod:`.seed_parts`.
+Its small pieces are in :mod:`.seed_parts`. A run whose paths stay as routed (ECMP, adaptive
+routing) is the same loop without moves: :class:`.flowcontrol.Phases` alone.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def run_seed(
     switch_ups, is_switch_up, tier, one_flow = net[8:]
     sw0, target, route_tables, jitter = towards
     level_kb = policy[0]  # the queue levels (the rest is due_moves')
-    xon_kb, xoff_kb, rtt_us, go_back_n, held_kb, move_merge, n_groups = moves
+    can_move, xon_kb, xoff_kb, rtt_us, go_back_n, held_kb, move_merge, n_groups = moves
     threshold_kb, tolerance, arbiter_levels, victim_loss, held_share, max_moves = limits[:6]
     finish_merge, start_merge, time_roundoff, bytes_roundoff, min_size = limits[6:]
     lanes = len(capacity)
@@ -255,21 +256,22 @@ def run_seed(
                 busy_lanes, busy_kb = hot_lanes, hot_kb
             last_rates = np.where(running, rates, 0.0)
             last_running = running
-        # FlowletMoves.next_change_us
-        move_at, queue, behind, used = due_moves(
-            (last_rates, last_running, push),
-            col_of,
-            (r_lane, r_flow, r_weight),
-            (capacity, last_pause, into_nic, up_lane),
-            (hot_lanes, hot_kb),
-            (p_flow, p_out, p_in, p_switch),
-            (switch_ups, tail, tier),
-            (due, moved, moved_due, at, share_of),
-            policy,
-            (held_share, max_moves),
-            now,
-            rng,
-        )
+        # FlowletMoves.next_change_us (a run on fixed paths has no moves to draw)
+        if can_move:
+            move_at, queue, behind, used = due_moves(
+                (last_rates, last_running, push),
+                col_of,
+                (r_lane, r_flow, r_weight),
+                (capacity, last_pause, into_nic, up_lane),
+                (hot_lanes, hot_kb),
+                (p_flow, p_out, p_in, p_switch),
+                (switch_ups, tail, tier),
+                (due, moved, moved_due, at, share_of),
+                policy,
+                (held_share, max_moves),
+                now,
+                rng,
+            )
         if events == len(durations):
             durations = np.concatenate((durations, np.zeros(len(durations))))
             paused_of = np.concatenate((paused_of, np.zeros(len(paused_of))))

@@ -30,7 +30,7 @@ from fabricplan.congestion.case import (
     check_route_memory,
 )
 from fabricplan.congestion.dcqcn import quality
-from fabricplan.congestion.flowcontrol import FlowControl, Phases
+from fabricplan.congestion.flowcontrol import FlowControl, Phases, RunRecord
 from fabricplan.congestion.flowlet import FlowletMoves, FlowletPolicy, flowlet_policy
 from fabricplan.congestion.groups import unique_inverse
 from fabricplan.congestion.job_routes import Where, route_flows
@@ -159,29 +159,32 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
             pairs,
         )
 
-    rates: Phases | FlowletMoves
-    if st.flowlet is None:
-        rates = phases_of(routed)
-    else:
-        rates = FlowletMoves(net, routed, tr.column, hop_job, phases_of, tr.dst, st.flowlet, rng)
+    moves = None
+    if st.flowlet is not None:
+        moves = FlowletMoves(net, routed, tr.column, hop_job, phases_of, tr.dst, st.flowlet, rng)
     starts = np.zeros(tr.columns)
     if case.jitter_us > 0:
         ready = rng.exponential(case.jitter_us, graph.nodes)
         starts[:n_job] = _latest(ready, tr.column_nodes[:n_job])
     if case.flows is not None:
         starts[:n_job] += case.flows.start_us
-    done = None
-    if isinstance(rates, FlowletMoves) and kernels.loaded():  # one compiled call, where it can
-        from fabricplan.congestion.compiled_phases import compiled_run  # imports Numba
+    done, rec, rates = None, RunRecord(), None
+    # one compiled call, where it can (spraying keeps the run's port pairs for its drain)
+    if kernels.loaded() and (moves is not None or st.routing != "spray"):
+        from fabricplan.congestion.compiled_phases import compiled_fixed_run, compiled_run
 
         columns = (tr.column_bytes, starts, cap, demand, job_col, tr.self_clocked)
-        done = compiled_run(rates, st.fc, columns)
+        if moves is not None:
+            done, rec = compiled_run(moves, st.fc, columns), moves.record
+        else:
+            done = compiled_fixed_run(net, routed, tr.column, tr.dst, st.fc, columns, rec)
     if done is None:
+        rates = moves if moves is not None else phases_of(routed)
         ph = rates.phases if isinstance(rates, FlowletMoves) else rates
         done = complete(ph.a, net.capacity, tr.column_bytes, starts, cap, rates=rates)
-    if isinstance(rates, FlowletMoves):
-        routed = rates.routed
-    rec = rates.record
+        rec = rates.record
+    if moves is not None:
+        routed = moves.routed
     util = rec.utilisation if rec.utilisation is not None else np.zeros(net.lanes)
     lat = np.zeros(0)
     if st.probes:
