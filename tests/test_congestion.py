@@ -533,7 +533,7 @@ def test_spraying_in_blocks_routes_exactly_as_in_one(monkeypatch):
     net = Network(g, 1.0)
     tr = T.pattern("alltoall", g, np.arange(32), 1e6)
     whole = net.route(tr.src, tr.dst, "spray", np.random.default_rng(0))
-    monkeypatch.setattr(network_module, "ROUTE_BLOCK_CELLS", 7)  # a few pieces per block
+    monkeypatch.setattr(network_module, "ROUTE_BLOCK_CELLS", 64)  # a few pieces per block
     blocks = net.route(tr.src, tr.dst, "spray", np.random.default_rng(0))
     assert len(whole.lane) > 4 * len(tr.src)  # flows really are split over several ports
     for name in ("lane", "flow", "weight"):

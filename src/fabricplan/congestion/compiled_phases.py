@@ -1,9 +1,9 @@
 """:class:`~fabricplan.congestion.flowcontrol.Phases` through the compiled kernels, for small
 runs of credit or PFC-only flow control in a process that holds them: an event's rates in one
 call (:mod:`~fabricplan.congestion.pfc_kernel`), and the phases after a batch of flowlet moves
-in one call (:mod:`~fabricplan.congestion.rebuild_kernel`), and a flowlet seed's whole run in
-one call (:mod:`~fabricplan.congestion.seed_kernel`). Each gives, bit for bit, what the array
-code of :mod:`~fabricplan.congestion.flowcontrol` (and the loop of
+in one call (:mod:`~fabricplan.congestion.rebuild_kernel`), and a seed's whole run in one call
+(:mod:`~fabricplan.congestion.seed_kernel`), with flowlet moves or on fixed paths. Each gives,
+bit for bit, what the array code of :mod:`~fabricplan.congestion.flowcontrol` (and the loop of
 :func:`~fabricplan.congestion.waterfill.complete`) gives; imported only where they run (they
 import Numba). The rebuild also serves a run whose events take the array code (a one-off run,
 which has not loaded the compiled fill): importing this module does not load it.

@@ -1,8 +1,6 @@
-"""What the compiled event code shares (:mod:`~fabricplan.congestion.pfc_kernel`,
-:mod:`~fabricplan.congestion.move_kernel`, :mod:`~fabricplan.congestion.due_kernel`,
-:mod:`~fabricplan.congestion.rebuild_kernel`): the
-decorator, sums made in NumPy's order, a stable sort by small integers, grouping of equal keys and
-NumPy's reading of negative indices.
+"""What the compiled kernels share (the ``*_kernel`` modules and
+:mod:`~fabricplan.congestion.seed_parts`): the decorator, sums made in NumPy's order, a stable
+sort by small integers, grouping of equal keys and NumPy's reading of negative indices.
 
 Numba is imported here, at module level: only those modules import this one, and only a run
 that reaches them imports those, never the CLI's start-up.
@@ -85,22 +83,13 @@ def runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @jit
-def unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`.groups.unique_inverse`: the sorted distinct keys, each key's index among them."""
-    order = np.argsort(keys)  # equal keys in any order: the same runs
-    starts, member = runs(keys[order])
-    inverse = np.empty(len(keys), np.int64)
-    inverse[order] = member
-    return keys[order][starts], inverse
-
-
-@jit
 def unique_pairs(
     hi: np.ndarray, lo: np.ndarray, n_hi: int, n_lo: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`unique_inverse` of the keys ``hi * n_lo + lo`` (``hi`` below ``n_hi``, ``lo``
-    below ``n_lo``), sorted by counting instead of comparing: Numba's argsort took most of an
-    arbiter level's time on a few dozen keys."""
+    """:func:`.groups.unique_inverse` of the keys ``hi * n_lo + lo`` (the sorted distinct keys,
+    each key's index among them; ``hi`` below ``n_hi``, ``lo`` below ``n_lo``), sorted by
+    counting instead of comparing: the port ids of a rebuild, an arbiter level's ingress
+    ports."""
     order = by_group(by_group(np.arange(len(hi)), lo, n_lo), hi, n_hi)
     keys = np.empty(len(order), np.int64)
     for i in range(len(order)):
@@ -115,12 +104,3 @@ def unique_pairs(
 def wrap(i: int, n: int) -> int:
     """Index ``i`` of an array of ``n`` as NumPy reads it (-1: the last)."""
     return i + n if i < 0 else i
-
-
-@jit
-def take(a: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``a[index]`` with NumPy's reading of -1 (the last item)."""
-    out = np.empty(len(index), a.dtype)
-    for i in range(len(index)):
-        out[i] = a[wrap(index[i], len(a))]
-    return out

@@ -4,8 +4,9 @@ that the first large run does not pay for it.
 Numba compiles each kernel of :mod:`fabricplan.congestion.kernels` (and the compiled event of
 PFC-only flow control, :mod:`~fabricplan.congestion.pfc_kernel`, the flowlet moves,
 :mod:`~fabricplan.congestion.move_kernel`, :mod:`~fabricplan.congestion.due_kernel` and
-:mod:`~fabricplan.congestion.rebuild_kernel`, and a flowlet seed's whole run,
-:mod:`~fabricplan.congestion.seed_kernel`) the first time a process calls it, about 7 s for the
+:mod:`~fabricplan.congestion.rebuild_kernel`, a small seed's whole run,
+:mod:`~fabricplan.congestion.seed_kernel`, and hashed routing's walk,
+:mod:`~fabricplan.congestion.route_kernel`) the first time a process calls it, about 7 s for the
 first three on this project's 2-core machine, and keeps the machine code
 beside the module for later processes (loaded in about 0.2 s). Numba checks a kept kernel
 against its own module's source only, not against the modules whose kernels it calls, so when
