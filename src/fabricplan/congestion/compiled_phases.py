@@ -207,6 +207,7 @@ def compiled_fixed_run(
         return None
     used = np.zeros(net.lanes + 1, bool)
     used[routed.lane] = True
+    # the routing tables go in as a flowlet run's do (the same compiled call), and are never read
     paths = (net, net.towards(dst), used, routed, col_of, np.zeros(len(col_of), bool))
     out = _run(paths, fc, columns, _NO_MOVES, _NO_DUE_POLICY, _IDLE_RNG, record)
     return None if out is None else out[0]

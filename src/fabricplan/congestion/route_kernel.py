@@ -2,10 +2,10 @@
 :meth:`.network.Network.route`'s loop for pieces that each take one of their switch's ports
 one hop closer to their leaf, drawn uniformly, from its table of such ports.
 
-Each seed of a small case routes its flows once, and the array code's few dozen calls per hop
-cost more than the rest of a small incast's seed outside its compiled run (about 0.3 ms of
-1.7). The same draws come from the same generator in the same order, and the pieces leave in
-the same order, so the paths are those of the array code (tested).
+Each seed of a small case routes its flows once: the array code's dozen calls per hop made
+about a third of the router's time on an incast (105 against 70 us a call, measured on this
+project's 2-core machine). The same draws come from the same generator in the same order, and
+the pieces leave in the same order, so the paths are those of the array code (tested).
 """
 
 from __future__ import annotations
