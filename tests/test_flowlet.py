@@ -215,7 +215,7 @@ def test_batching_moves_does_not_quicken_them(monkeypatch):
 def test_moves_rejoin_only_the_moved_flows_port_pairs(monkeypatch):
     # after a batch of moves the port pairs are the old ones of the flows that stayed
     # (renumbered) and the moved flows' joined again: the same pairs as joining every flow's
-    from fabricplan.congestion import compiled_phases, flowcontrol
+    from fabricplan.congestion import compiled_phases, flowcontrol, seed_run
     from fabricplan.congestion.ports import port_pairs
     from fabricplan.validation import packet_level as P
 
@@ -241,7 +241,7 @@ def test_moves_rejoin_only_the_moved_flows_port_pairs(monkeypatch):
     # the array rebuild (runs whose events are not compiled; compiled ones: the next tests),
     # in the Python loop (a run in one compiled call builds no Phases)
     monkeypatch.setattr(compiled_phases, "moved", lambda *a: None)
-    monkeypatch.setattr(compiled_phases, "compiled_run", lambda *a: None)
+    monkeypatch.setattr(seed_run, "compiled_run", lambda *a: None)
     incast = next(c for c in P.CASES if c.name == "incast16")
     P.compare(incast, "flowlet", seeds=2)
     assert len(checked) >= 5  # every batch of moves of two seeds

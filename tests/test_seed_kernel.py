@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 
-from fabricplan.congestion import compiled_phases, kernels
+from fabricplan.congestion import kernels, seed_run
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.flowlet import FlowletMoves
@@ -74,7 +74,7 @@ def _moves(seed: int, timeout_us: float = 10.0):
 def test_a_compiled_run_is_the_python_loop_bit_for_bit(seed):
     kernels.fill()  # a process that holds the compiled kernels
     moves, net, columns = _moves(seed)
-    done = compiled_phases.compiled_run(moves, FC, columns)
+    done = seed_run.compiled_run(moves, FC, columns)
     assert done is not None
     ref, _, _ = _moves(seed)
     size, starts, cap = columns[:3]
@@ -100,7 +100,7 @@ def test_the_collision_breaks_up_in_the_compiled_run_as_in_the_loop():
     # than four flows sharing one uplink would
     kernels.fill()
     moves, _, columns = _moves(0)  # all starting at once
-    done = compiled_phases.compiled_run(moves, FC, columns)
+    done = seed_run.compiled_run(moves, FC, columns)
     assert done is not None and moves.moves >= 3
     alone_us = BYTES / (float(columns[3][0]) * 1e3)
     assert alone_us < done.finish_us.max() < 2 * alone_us  # not 4x: the collision ended
@@ -109,12 +109,12 @@ def test_the_collision_breaks_up_in_the_compiled_run_as_in_the_loop():
 def test_runs_without_the_compiled_kernels_or_with_dcqcn_take_the_loop(monkeypatch):
     moves, _, columns = _moves(0)
     monkeypatch.setattr(kernels, "loaded", lambda: False)
-    assert compiled_phases.compiled_run(moves, FC, columns) is None
+    assert seed_run.compiled_run(moves, FC, columns) is None
     monkeypatch.undo()
     dcqcn = FlowControl.of("pfc", True, quality("tuned"), MTU)  # the preset's DCQCN on
     assert dcqcn.dcqcn
     kernels.fill()
-    assert compiled_phases.compiled_run(moves, dcqcn, columns) is None
+    assert seed_run.compiled_run(moves, dcqcn, columns) is None
 
 
 @pytest.mark.parametrize(
@@ -144,11 +144,11 @@ def test_a_case_gives_the_same_figures_run_compiled_or_in_the_loop(extra, monkey
         return call
 
     for name in ("compiled_run", "compiled_fixed_run"):
-        monkeypatch.setattr(compiled_phases, name, counted(getattr(compiled_phases, name)))
+        monkeypatch.setattr(seed_run, name, counted(getattr(seed_run, name)))
     fast = run_case(case, workers=1)
     assert len(runs) == 3 and all(r is not None for r in runs)  # each seed in one call
-    monkeypatch.setattr(compiled_phases, "compiled_run", lambda *a: None)
-    monkeypatch.setattr(compiled_phases, "compiled_fixed_run", lambda *a: None)
+    monkeypatch.setattr(seed_run, "compiled_run", lambda *a: None)
+    monkeypatch.setattr(seed_run, "compiled_fixed_run", lambda *a: None)
     slow = run_case(case, workers=1)
     assert np.array_equal(fast.times_us, slow.times_us)
     assert fast.fct_us == slow.fct_us and fast.latency_us == slow.latency_us

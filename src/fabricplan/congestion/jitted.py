@@ -82,22 +82,38 @@ def runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts[: k + 1], member
 
 
+# Up to this many keys an insertion sort beats sorting by counting (two passes over every
+# value ``lo`` may take: a fabric's lanes).
+INSERTION_SORT_MAX = 32
+
+
 @jit
 def unique_pairs(
     hi: np.ndarray, lo: np.ndarray, n_hi: int, n_lo: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`.groups.unique_inverse` of the keys ``hi * n_lo + lo`` (the sorted distinct keys,
-    each key's index among them; ``hi`` below ``n_hi``, ``lo`` below ``n_lo``), sorted by
-    counting instead of comparing: the port ids of a rebuild, an arbiter level's ingress
-    ports."""
-    order = by_group(by_group(np.arange(len(hi)), lo, n_lo), hi, n_hi)
-    keys = np.empty(len(order), np.int64)
-    for i in range(len(order)):
-        keys[i] = np.int64(hi[order[i]]) * n_lo + lo[order[i]]
-    starts, member = runs(keys)
-    inverse = np.empty(len(keys), np.int64)
+    each key's index among them; ``hi`` below ``n_hi``, ``lo`` below ``n_lo``), sorted without
+    comparisons by counting, or by insertion when they are few: the port ids of a rebuild, an
+    arbiter level's ingress ports (a few dozen at a time)."""
+    n = len(hi)
+    keys = np.empty(n, np.int64)
+    for i in range(n):
+        keys[i] = np.int64(hi[i]) * n_lo + lo[i]
+    if n > INSERTION_SORT_MAX:
+        order = by_group(by_group(np.arange(n), lo, n_lo), hi, n_hi)
+    else:
+        order = np.arange(n)
+        for i in range(1, n):
+            o = order[i]
+            j = i - 1
+            while j >= 0 and keys[order[j]] > keys[o]:
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = o
+    starts, member = runs(keys[order])
+    inverse = np.empty(n, np.int64)
     inverse[order] = member
-    return keys[starts], inverse
+    return keys[order][starts], inverse
 
 
 @jit

@@ -114,6 +114,13 @@ class Towards:
         return self.dist, self.out, self.heads, self.downlink
 
 
+def closer_ports(dist: np.ndarray, out: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """Per (target, switch, port): whether the port leads one hop closer to the target
+    (``dist``: hops from each switch to each target; ``out``, ``heads``: the switch table's
+    lanes, -1 for padding, and the switches they lead to)."""
+    return (out >= 0) & (dist[:, heads] == dist[:, :, None] - 1)
+
+
 @dataclass(frozen=True)
 class UpDown:
     """Per vertex its tier (NICs and below under the leaves); per lane whether it climbs a
@@ -330,8 +337,7 @@ class Network:
         last = self._last_closer
         if key not in last:
             last.clear()
-            closer = dist[:, self._heads_or_zero] == dist[:, :, None] - 1
-            ok = ((out >= 0) & closer).reshape(n_t * n_sw, out.shape[1])
+            ok = closer_ports(dist, out, self._heads_or_zero).reshape(n_t * n_sw, out.shape[1])
             last[key] = (ok, ok.sum(1), np.argsort(~ok, axis=1, kind="stable"))
         return last[key]
 

@@ -153,34 +153,6 @@ def _fill_problem(
     return l_ptr, flows, f_ptr, link_of[by_col], weight[by_col], extra_cap
 
 
-# Up to this many keys an insertion sort beats sorting by counting (over every lane).
-_INSERTION_SORT_MAX = 32
-
-
-@jit
-def _sorted_distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`.jitted.unique_inverse` of a few keys, sorted by insertion."""
-    n = len(keys)
-    order = np.arange(n)
-    for i in range(1, n):
-        o = order[i]
-        j = i - 1
-        while j >= 0 and keys[order[j]] > keys[o]:
-            order[j + 1] = order[j]
-            j -= 1
-        order[j + 1] = o
-    distinct = np.empty(n, np.int64)
-    inverse = np.empty(n, np.int64)
-    k = -1
-    for i in range(n):
-        key = keys[order[i]]
-        if k < 0 or key != distinct[k]:
-            k += 1
-            distinct[k] = key
-        inverse[order[i]] = k
-    return distinct[: k + 1], inverse
-
-
 @jit
 def _arbiter_rows(
     hot: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -223,7 +195,6 @@ def _arbiter_rows(
             m += 1
     cap_of = share
     prev = np.empty(n_h, np.int64)
-    keys = np.empty(n_h, np.int64)
     ports = np.empty(n_h, np.int64)
     for _ in range(levels - 1):
         j = 0
@@ -237,11 +208,7 @@ def _arbiter_rows(
             break
         for k in range(m):
             ports[k] = into[wrap(prev[k], len(into))]
-            keys[k] = group[k] * lanes + ports[k]
-        if m <= _INSERTION_SORT_MAX:
-            subs, sub = _sorted_distinct(keys[:m])
-        else:  # by counting: groups and lanes are few
-            subs, sub = unique_pairs(group[:m], ports[:m], len(cap_of), lanes)
+        subs, sub = unique_pairs(group[:m], ports[:m], len(cap_of), lanes)
         n_s = len(subs)
         demand = np.zeros(n_s)
         of = np.empty(n_s, np.int64)  # each sub-port's group (subs // lanes, without dividing)

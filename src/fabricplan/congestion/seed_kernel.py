@@ -52,7 +52,7 @@ def run_seed(
     rng: np.random.Generator,
 ) -> tuple:
     """One seed's run to completion (the arguments are documented where the caller builds
-    them: :func:`.compiled_phases.compiled_run`).
+    them: :func:`.seed_run.compiled_run`).
 
     Returns whether it ran (False: a batch of moves left a problem too large for the compiled
     event, and nothing is kept), the finish times, the events, each event's duration and

@@ -171,7 +171,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     done, rec, rates = None, RunRecord(), None
     # one compiled call, where it can (spraying keeps the run's port pairs for its drain)
     if kernels.loaded() and (moves is not None or st.routing != "spray"):
-        from fabricplan.congestion.compiled_phases import compiled_fixed_run, compiled_run
+        from fabricplan.congestion.seed_run import compiled_fixed_run, compiled_run
 
         columns = (tr.column_bytes, starts, cap, demand, job_col, tr.self_clocked)
         if moves is not None:
