@@ -54,8 +54,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
+# The suite on this many worker processes (pytest-xdist): the CI machine has 2 cores.
+TEST_WORKERS ?= 2
+
 unit: $(KERNELS)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 test: browser lint unit
 

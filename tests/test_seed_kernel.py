@@ -15,7 +15,7 @@ from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.flowlet import FlowletMoves
 from fabricplan.congestion.network import Routed
-from fabricplan.congestion.pfc_kernel import _fill_problem
+from fabricplan.congestion.pfc_kernel import _fill_problem, _lone_rows_pruned
 from fabricplan.congestion.precompile import FLOWLET_CASE
 from fabricplan.congestion.seed_parts import add_reduce
 from fabricplan.congestion.simulate import run_case
@@ -181,10 +181,12 @@ def test_dropping_the_looser_rows_of_a_lone_flow_leaves_the_rates_as_they_were(s
     uncapped = np.full(n_cols, np.inf)
     rates = {}
     for prune in (False, True):
-        *fill, extra_cap = _fill_problem(
-            (indptr, indices, data), n_cols, (rows, cols, weights, caps), prune
-        )
-        assert len(extra_cap) == len(caps) or prune
+        given = (rows, cols, weights, caps)
+        if prune:
+            given = _lone_rows_pruned(given, n_cols)
+            assert len(given[3]) <= len(caps) and np.isin(given[3], caps).all()
+        *fill, extra_cap = _fill_problem((indptr, indices, data), n_cols, given)
+        assert len(extra_cap) == len(given[3])
         rates[prune] = kernels.fill()(
             *fill, np.concatenate([capacity, extra_cap]), running, uncapped
         )
@@ -195,3 +197,18 @@ def test_dropping_the_looser_rows_of_a_lone_flow_leaves_the_rates_as_they_were(s
     a = csr_matrix(np.vstack([whole, below]))
     expected = max_min_rates(a, np.concatenate([capacity, caps]), running)
     assert np.allclose(rates[True], expected, rtol=LEVEL_MERGE, atol=1e-12)
+
+
+def test_a_lone_flows_looser_rows_go_and_the_rest_keep_their_order():
+    # rows 0 and 1 hold column 0 alone (caps 4 and 2 over weight 1), row 2 holds columns 0
+    # and 1, row 3 holds column 1 alone in two entries (weights 0.5 + 0.5, cap 3), row 4
+    # holds column 1 alone at an equal share (cap 3): the first of equal ones stays
+    rows = np.array([0, 1, 2, 2, 3, 3, 4], np.int64)
+    cols = np.array([0, 0, 0, 1, 1, 1, 1], np.int64)
+    weights = np.array([1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 1.0])
+    caps = np.array([4.0, 2.0, 5.0, 3.0, 3.0])
+    r, c, w, kept_caps = _lone_rows_pruned((rows, cols, weights, caps), 2)
+    assert r.tolist() == [0, 1, 1, 2, 2]
+    assert c.tolist() == [0, 0, 1, 1, 1]
+    assert w.tolist() == [1.0, 1.0, 1.0, 0.5, 0.5]
+    assert kept_caps.tolist() == [2.0, 5.0, 3.0]

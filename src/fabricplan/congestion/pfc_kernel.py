@@ -59,25 +59,70 @@ def _group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> 
 
 
 @jit
+def _lone_rows_pruned(
+    extra: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], n_cols: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The arbiters' rows (entries row, column, weight; each row's cap) without those that
+    hold a single column less tightly than another such row of it (cap / weight, the
+    weights of its entries summed in order; the first of equal ones stays): most arbiter rows
+    hold a single flow (an incast's sender alone at its ingress, level after level), and only
+    the least of a column's shares can settle it, the others come out of the fill's heap with
+    the column settled already. The rows kept keep their order (renumbered from 0) and their
+    entries theirs, so the fill takes the same steps and gives the same rates (tested), with
+    a heap a fraction of the size; found in one pass over the entries (a 64-host incast's
+    event keeps about 140 of 400), before the fill's problem sorts them."""
+    rows, cols, weights, caps = extra
+    n_rows = len(caps)
+    lone_col = np.full(n_rows, -1, np.int64)  # the row's one column; -2: several
+    summed = np.zeros(n_rows)
+    for e in range(len(rows)):
+        r = rows[e]
+        if lone_col[r] == -1:
+            lone_col[r] = cols[e]
+        elif lone_col[r] != cols[e]:
+            lone_col[r] = -2
+        summed[r] += weights[e]
+    keep = np.ones(n_rows, np.bool_)
+    best = np.full(n_cols, -1, np.int64)
+    for r in range(n_rows):
+        c = lone_col[r]
+        if c < 0 or summed[r] == 0:
+            continue
+        b = best[c]
+        if b < 0:
+            best[c] = r
+        elif caps[r] / summed[r] < caps[b] / summed[b]:
+            keep[b] = False
+            best[c] = r
+        else:
+            keep[r] = False
+    new = np.cumsum(keep) - 1
+    n = 0
+    for e in range(len(rows)):
+        n += keep[rows[e]]
+    out_rows = np.empty(n, np.int64)
+    out_cols = np.empty(n, np.int64)
+    out_w = np.empty(n)
+    n = 0
+    for e in range(len(rows)):
+        if keep[rows[e]]:
+            out_rows[n], out_cols[n], out_w[n] = new[rows[e]], cols[e], weights[e]
+            n += 1
+    return out_rows, out_cols, out_w, caps[keep]
+
+
+@jit
 def _fill_problem(
     matrix: tuple[np.ndarray, np.ndarray, np.ndarray],
     n_cols: int,
     extra: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    prune: bool,
 ) -> tuple:
     """The max-min fill's links (the lane x column CSR ``matrix``, then the arbiters' rows
     ``extra``: entries row, column, weight, and each row's cap) as the fill takes them: per
     link its columns, per column its links and weights (in link order), stored zeros left
-    out; and the caps of the rows kept.
-
-    The rows' entries of one cell are summed in the order given (``waterfill.with_rows``).
-    ``prune``: rows that hold a single column less tightly than another such row of it (cap /
-    weight; the first of equal ones) are dropped: most arbiter rows hold a single flow (an
-    incast's sender alone at its ingress, level after level), and only the least of a
-    column's shares can settle it, the others come out of the fill's heap with the column
-    settled already. The rows kept keep their order, so the fill takes the same steps and
-    gives the same rates (tested), with a heap a fraction of the size. One pass builds what
-    three (the matrix with its rows, the pruning, the fill's own copy) did."""
+    out; and the rows' caps. The rows' entries of one cell are summed in the order given
+    (``waterfill.with_rows``); the rows come pruned (:func:`_lone_rows_pruned`). One pass
+    builds what two (the matrix with its rows, the fill's own copy) did."""
     indptr, indices, data = matrix
     rows, cols, weights, caps = extra
     n_lanes = len(indptr) - 1
@@ -97,36 +142,17 @@ def _fill_problem(
         cell_w[c] += weights[e]
     for r in range(n_rows):
         row_start[r + 1] += row_start[r]
-    keep = np.ones(n_rows, np.bool_)
-    if prune:
-        best = np.full(n_cols, -1, np.int64)
-        for r in range(n_rows):
-            lo = row_start[r]
-            if row_start[r + 1] - lo != 1 or cell_w[lo] == 0:
-                continue
-            b = best[cell_col[lo]]
-            if b < 0:
-                best[cell_col[lo]] = r
-            elif caps[r] / cell_w[lo] < caps[b] / cell_w[row_start[b]]:
-                keep[b] = False
-                best[cell_col[lo]] = r
-            else:
-                keep[r] = False
-    n_kept = np.count_nonzero(keep)
     nnz = 0
     for k in range(len(data)):
         if data[k] != 0:
             nnz += 1
-    for r in range(n_rows):
-        if keep[r]:
-            for k in range(row_start[r], row_start[r + 1]):
-                if cell_w[k] != 0:
-                    nnz += 1
-    l_ptr = np.zeros(n_lanes + n_kept + 1, np.int32)
+    for k in range(row_start[n_rows]):
+        if cell_w[k] != 0:
+            nnz += 1
+    l_ptr = np.zeros(n_lanes + n_rows + 1, np.int32)
     flows = np.empty(nnz, np.int32)
     link_of = np.empty(nnz, np.int32)
     weight = np.empty(nnz)
-    extra_cap = np.empty(n_kept)
     j = 0
     for lane in range(n_lanes):
         for k in range(indptr[lane], indptr[lane + 1]):
@@ -136,21 +162,19 @@ def _fill_problem(
         l_ptr[lane + 1] = j
     link = n_lanes
     for r in range(n_rows):
-        if keep[r]:
-            for k in range(row_start[r], row_start[r + 1]):
-                if cell_w[k] != 0:
-                    flows[j], link_of[j], weight[j] = cell_col[k], link, cell_w[k]
-                    j += 1
-            extra_cap[link - n_lanes] = caps[r]
-            link += 1
-            l_ptr[link] = j
+        for k in range(row_start[r], row_start[r + 1]):
+            if cell_w[k] != 0:
+                flows[j], link_of[j], weight[j] = cell_col[k], link, cell_w[k]
+                j += 1
+        link += 1
+        l_ptr[link] = j
     f_ptr = np.zeros(n_cols + 1, np.int32)
     for k in range(nnz):
         f_ptr[flows[k] + 1] += 1
     for f in range(n_cols):
         f_ptr[f + 1] += f_ptr[f]
     by_col = by_group(np.arange(nnz), flows, n_cols)
-    return l_ptr, flows, f_ptr, link_of[by_col], weight[by_col], extra_cap
+    return l_ptr, flows, f_ptr, link_of[by_col], weight[by_col], caps.copy()
 
 
 @jit
@@ -306,34 +330,47 @@ def pfc_rates(
     n_over = np.zeros(0)
     extra = (none, none, np.zeros(0), np.zeros(0))  # the arbiters' rows: none yet
     if hot.any():
-        h = np.flatnonzero(hot[out])
-        sh = sel[h]
-        pid = p_port[sh]
+        # the ingress ports of the pairs into hot lanes, and what makes a hot lane fill: an
+        # open-loop sender into it, or windows above the threshold for its ingress ports
         marked = np.zeros(len(port_keys), np.bool_)
-        marked[pid] = True
-        rank = np.cumsum(marked) - 1
-        keys = port_keys[marked]
-        inv = rank[pid]
-        p_lane, p_from = keys // lanes, keys % lanes
-        p_bring = bincount(inv, bring[h], len(keys))
         n_ports = np.zeros(lanes, np.int64)
-        for x in p_lane:
-            n_ports[x] += 1
-        out_h = out[h]
         opened = np.zeros(lanes, np.bool_)
-        for k in range(len(h)):
-            if p_open[sh[k]]:
-                opened[out_h[k]] = True
-        windows = bincount(out_h, p_window_kb[sh], lanes)
+        windows = np.zeros(lanes)
+        for k in range(len(sel)):
+            j = out[k]
+            if hot[j]:
+                q = sel[k]
+                if not marked[p_port[q]]:
+                    marked[p_port[q]] = True
+                    n_ports[j] += 1
+                opened[j] = opened[j] or p_open[q]
+                windows[j] += p_window_kb[q]
         for j in range(lanes):
             fills = opened[j] or windows[j] > threshold_kb * max(n_ports[j], 1)
             hot[j] = hot[j] and fills
-        keep = hot[p_lane]
-        h_keep = hot[out_h]
-        h, inv_all = h[h_keep], inv[h_keep]
-        remap = np.cumsum(keep) - 1
-        inv = remap[inv_all]
-        p_lane, p_from, p_bring = p_lane[keep], p_from[keep], p_bring[keep]
+        # the ports into the lanes still hot, in key order (egress, then ingress lane), and
+        # what each brings: its pairs' deliveries summed in pair order
+        rank = np.full(len(port_keys), -1, np.int64)
+        n_p = 0
+        for i in range(len(port_keys)):
+            if marked[i] and hot[port_keys[i] // lanes]:
+                rank[i] = n_p
+                n_p += 1
+        p_lane = np.empty(n_p, np.int64)
+        p_from = np.empty(n_p, np.int64)
+        for i in range(len(port_keys)):
+            if rank[i] >= 0:
+                p_lane[rank[i]], p_from[rank[i]] = port_keys[i] // lanes, port_keys[i] % lanes
+        p_bring = np.zeros(n_p)
+        h = np.empty(len(sel), np.int64)  # the pairs into them (places in ``sel``)
+        inv = np.empty(len(sel), np.int64)  # each one's port
+        n_h = 0
+        for k in range(len(sel)):
+            if hot[out[k]]:
+                h[n_h], inv[n_h] = k, rank[p_port[sel[k]]]
+                p_bring[inv[n_h]] += bring[k]
+                n_h += 1
+        h, inv = h[:n_h], inv[:n_h]
         if len(p_lane):
             # each hot port's round-robin share per ingress port, and the pauses it sends
             starts, dense = runs(p_lane)
@@ -357,7 +394,9 @@ def pfc_rates(
                 arbiter_levels,
             )
             extra = (rows, cols, weights, caps)
-    links, flows, f_ptr, f_link, f_w, extra_cap = _fill_problem(matrix, n_cols, extra, True)
+    links, flows, f_ptr, f_link, f_w, extra_cap = _fill_problem(
+        matrix, n_cols, _lone_rows_pruned(extra, n_cols)
+    )
     eff = capacity * 1.0 * (1 - pause)
     fill = (links, flows, f_ptr, f_link, f_w)
     rates = _fill(*fill, np.concatenate((eff, extra_cap)), running, cap_col)
