@@ -119,22 +119,33 @@ def move_groups(
     in_go = np.zeros(len(at_of), np.bool_)  # per flow: in the group at hand (then: moving)
     c_leave = np.zeros(len(c_flow), np.bool_)
     past = np.zeros(len(c_flow), np.bool_)
-    best = np.empty(vertices)  # per switch: its emptiest up port's level
+    # per switch its up ports, so that a group's flows are judged at their own switches only
+    ups_ptr = np.zeros(vertices + 1, np.int64)
+    for u in switch_ups:
+        ups_ptr[tail[u] + 1] += 1
+    for v in range(vertices):
+        ups_ptr[v + 1] += ups_ptr[v]
+    ups_of = np.empty(len(switch_ups), np.int64)
+    fill = ups_ptr[:-1].copy()
+    for u in switch_ups:
+        ups_of[fill[tail[u]]] = u
+        fill[tail[u]] += 1
     fresh_lane = np.empty(0, np.int64)
     fresh_flow = np.empty(0, np.int64)
     went = np.empty(0, np.int64)
     clamped = False  # every queue clamped at 0 once: then only those a group lowered
     for g in range(len(bounds) - 1):
         group = due[bounds[g] : bounds[g + 1]]
-        # queue levels where they are read (the up ports, the flows' own ports), not per lane
-        best[:] = np.inf
-        for u in switch_ups:
-            best[tail[u]] = min(best[tail[u]], level_of(queue[u], level_kb))
+        # queue levels where they are read (the flow's switch's up ports, its own port)
         go = np.empty(len(group), np.int64)
         n_go = 0
         for f in group:
+            v = wrap(at_of[f], vertices)
+            best = np.inf  # its switch's emptiest up port's level
+            for k in range(ups_ptr[v], ups_ptr[v + 1]):
+                best = min(best, level_of(queue[ups_of[k]], level_kb))
             own = level_of(queue[max(current[f], 0)], level_kb)
-            if best[wrap(at_of[f], vertices)] < own and current[f] >= 0:
+            if best < own and current[f] >= 0:
                 go[n_go] = f
                 n_go += 1
         go = go[:n_go]

@@ -92,13 +92,19 @@ def port_pairs(
 def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:
     """``ports._depth``: the most port pairs on any flow's path."""
     depth = np.zeros(entries, np.int64)
+    nxt = np.zeros(entries, np.int64)
     for k in range(1, entries + 1):
-        nxt = np.zeros(entries, np.int64)
+        nxt[:] = 0
         for i in range(len(e_out)):
             nxt[e_out[i]] = max(nxt[e_out[i]], depth[e_in[i]] + 1)
-        if (nxt == depth).all():
+        same = True
+        for e in range(entries):
+            if nxt[e] != depth[e]:
+                same = False
+                break
+        if same:
             return k - 1
-        depth = nxt
+        depth, nxt = nxt, depth
     return depth.max() if entries else 0  # as many passes as pairs: a loop
 
 
@@ -208,26 +214,49 @@ def rebuild(
     lanes, columns, one_flow = sizes
     r_lane, r_flow, r_weight = routed
     tail, _, kind = net
-    stay = ~leave
-    lane = np.concatenate((r_lane[stay], fresh[0]))
-    flow = np.concatenate((r_flow[stay], fresh[1]))
-    weight = np.concatenate((r_weight[stay], np.ones(len(fresh[0]))))
-    o_out, o_in, o_flow, o_w, o_e_out, o_e_in = old
-    keep = ~moved[o_flow]
-    renumber = np.cumsum(stay) - 1
+    # the entries that stay, renumbered in order, then the fresh ones
+    n_stay = len(r_lane) - np.count_nonzero(leave)
+    n_entries = n_stay + len(fresh[0])
+    lane = np.empty(n_entries, np.int64)
+    flow = np.empty(n_entries, np.int64)
+    weight = np.empty(n_entries)
+    renumber = np.empty(len(r_lane), np.int64)
+    k = 0
+    for i in range(len(r_lane)):
+        renumber[i] = k - 1 if leave[i] else k  # as cumsum(~leave) - 1
+        if not leave[i]:
+            lane[k], flow[k], weight[k] = r_lane[i], r_flow[i], r_weight[i]
+            k += 1
+    for i in range(len(fresh[0])):
+        lane[k], flow[k], weight[k] = fresh[0][i], fresh[1][i], 1.0
+        k += 1
     sub = np.flatnonzero(moved[flow])
     n_out, n_in, n_flow, n_w, n_e_out, n_e_in = port_pairs(
         lane[sub], flow[sub], weight[sub], net, leaf
     )
-    pairs = (
-        np.concatenate((o_out[keep], n_out)),
-        np.concatenate((o_in[keep], n_in)),
-        np.concatenate((o_flow[keep], n_flow)),
-        np.concatenate((o_w[keep], n_w)),
-        np.concatenate((renumber[o_e_out[keep]], sub[n_e_out])),
-        np.concatenate((renumber[o_e_in[keep]], sub[n_e_in])),
-    )
-    p_out, p_in, p_flow, p_w, e_out, e_in = pairs
+    # the unmoved flows' pairs (their entries renumbered), then the moved flows' joined again
+    o_out, o_in, o_flow, o_w, o_e_out, o_e_in = old
+    n_kept = 0
+    for i in range(len(o_flow)):
+        n_kept += not moved[o_flow[i]]
+    m = n_kept + len(n_out)
+    p_out = np.empty(m, np.int64)
+    p_in = np.empty(m, np.int64)
+    p_flow = np.empty(m, np.int64)
+    p_w = np.empty(m)
+    e_out = np.empty(m, np.int64)
+    e_in = np.empty(m, np.int64)
+    k = 0
+    for i in range(len(o_flow)):
+        if not moved[o_flow[i]]:
+            p_out[k], p_in[k], p_flow[k], p_w[k] = o_out[i], o_in[i], o_flow[i], o_w[i]
+            e_out[k], e_in[k] = renumber[o_e_out[i]], renumber[o_e_in[i]]
+            k += 1
+    for i in range(len(n_out)):
+        p_out[k], p_in[k], p_flow[k], p_w[k] = n_out[i], n_in[i], n_flow[i], n_w[i]
+        e_out[k], e_in[k] = sub[n_e_out[i]], sub[n_e_in[i]]
+        k += 1
+    pairs = (p_out, p_in, p_flow, p_w, e_out, e_in)
     col = col_of[flow]
     matrix = _matrix(lane, col, weight, lanes, columns)
     keys, p_port = unique_pairs(p_out, p_in, lanes, lanes)
@@ -235,9 +264,12 @@ def rebuild(
     passes = _depth(len(lane), e_out, e_in) + 1
     p_col = col_of[p_flow]
     upstream = _upstream(p_col, p_out, p_in, e_out, e_in, lanes, one_flow)
-    window = window_kb[p_col]
-    p_open = ~np.isfinite(window)
-    p_window = np.where(p_open, 0.0, window * p_w)
+    p_open = np.empty(m, np.bool_)  # per pair: an open-loop sender's, or the window it queues
+    p_window = np.empty(m)
+    for i in range(m):
+        window = window_kb[p_col[i]]
+        p_open[i] = not np.isfinite(window)
+        p_window[i] = 0.0 if p_open[i] else window * p_w[i]
     return (
         (lane, flow, weight),
         pairs,
