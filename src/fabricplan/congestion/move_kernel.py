@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricplan.congestion.jitted import jit, level_of, wrap
+from fabricplan.congestion.jitted import by_group, jit, level_of, wrap
 
 
 @jit
@@ -120,16 +120,8 @@ def move_groups(
     c_leave = np.zeros(len(c_flow), np.bool_)
     past = np.zeros(len(c_flow), np.bool_)
     # per switch its up ports, so that a group's flows are judged at their own switches only
-    ups_ptr = np.zeros(vertices + 1, np.int64)
-    for u in switch_ups:
-        ups_ptr[tail[u] + 1] += 1
-    for v in range(vertices):
-        ups_ptr[v + 1] += ups_ptr[v]
-    ups_of = np.empty(len(switch_ups), np.int64)
-    fill = ups_ptr[:-1].copy()
-    for u in switch_ups:
-        ups_of[fill[tail[u]]] = u
-        fill[tail[u]] += 1
+    ups_of = by_group(switch_ups, tail, vertices)
+    ups_ptr = np.searchsorted(tail[ups_of], np.arange(vertices + 1))
     fresh_lane = np.empty(0, np.int64)
     fresh_flow = np.empty(0, np.int64)
     went = np.empty(0, np.int64)
