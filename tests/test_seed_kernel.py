@@ -12,10 +12,10 @@ from scipy.sparse import csr_matrix
 
 from fabricplan.congestion import kernels, seed_run
 from fabricplan.congestion.dcqcn import quality
+from fabricplan.congestion.fill_links import fill_problem, lone_rows_pruned
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.flowlet import FlowletMoves
 from fabricplan.congestion.network import Routed
-from fabricplan.congestion.pfc_kernel import _fill_problem, _lone_rows_pruned
 from fabricplan.congestion.precompile import FLOWLET_CASE
 from fabricplan.congestion.seed_parts import add_reduce
 from fabricplan.congestion.simulate import run_case
@@ -183,9 +183,9 @@ def test_dropping_the_looser_rows_of_a_lone_flow_leaves_the_rates_as_they_were(s
     for prune in (False, True):
         given = (rows, cols, weights, caps)
         if prune:
-            given = _lone_rows_pruned(given, n_cols)
+            given = lone_rows_pruned(given, n_cols)
             assert len(given[3]) <= len(caps) and np.isin(given[3], caps).all()
-        *fill, extra_cap = _fill_problem((indptr, indices, data), n_cols, given)
+        *fill, extra_cap = fill_problem((indptr, indices, data), n_cols, given)
         assert len(extra_cap) == len(given[3])
         rates[prune] = kernels.fill()(
             *fill, np.concatenate([capacity, extra_cap]), running, uncapped
@@ -207,7 +207,7 @@ def test_a_lone_flows_looser_rows_go_and_the_rest_keep_their_order():
     cols = np.array([0, 0, 0, 1, 1, 1, 1], np.int64)
     weights = np.array([1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 1.0])
     caps = np.array([4.0, 2.0, 5.0, 3.0, 3.0])
-    r, c, w, kept_caps = _lone_rows_pruned((rows, cols, weights, caps), 2)
+    r, c, w, kept_caps = lone_rows_pruned((rows, cols, weights, caps), 2)
     assert r.tolist() == [0, 1, 1, 2, 2]
     assert c.tolist() == [0, 0, 1, 1, 1]
     assert w.tolist() == [1.0, 1.0, 1.0, 0.5, 0.5]
