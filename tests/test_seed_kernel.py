@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 
 from fabricplan.congestion import kernels, seed_run
+from fabricplan.congestion.case import Case
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.fill_links import fill_problem, lone_rows_pruned
 from fabricplan.congestion.flowcontrol import FlowControl
@@ -212,3 +213,46 @@ def test_a_lone_flows_looser_rows_go_and_the_rest_keep_their_order():
     assert c.tolist() == [0, 0, 1, 1, 1]
     assert w.tolist() == [1.0, 1.0, 1.0, 0.5, 0.5]
     assert kept_caps.tolist() == [2.0, 5.0, 3.0]
+
+
+def test_a_large_flowlet_run_rebuilds_its_tables_compiled_with_the_same_figures(monkeypatch):
+    # an all-to-all among 80 hosts of the reference suite's fabric under flowlet routing:
+    # above the compiled run's size, its events take the array code, and each batch of moves
+    # rebuilds the tables in one compiled call (lane levels included) or, as before, in array
+    # code; the figures must not depend on which
+    from fabricplan.congestion import compiled_phases
+    from fabricplan.validation import packet_level as P
+
+    kernels.fill()
+    s = P.setting()
+    case = Case(
+        gpu=s.gpu,
+        gpus=128,
+        fabric=s.fabric,
+        design="fat-tree",
+        routing="flowlet",
+        pattern="flows",
+        flows=P._alltoall(80, 200_000),
+        seeds=1,
+        jitter_us=0.0,
+        gpus_per_node=1,
+        nics_per_node=1,
+        switch=s.switch,
+        flow=s.flow(),
+    )
+    calls = []
+    compiled_moved = compiled_phases.moved
+
+    def counted(*args):
+        calls.append(compiled_moved(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(compiled_phases, "moved", counted)
+    fast = run_case(case, P.reference_catalog(), probes=False, workers=1)
+    built = [c for c in calls if c is not None]
+    assert built and min(len(r.lane) for r, _ in built) >= kernels.COMPILED_MIN_SIZE
+    monkeypatch.setattr(compiled_phases, "moved", lambda *a: None)
+    slow = run_case(case, P.reference_catalog(), probes=False, workers=1)
+    assert np.array_equal(fast.times_us, slow.times_us)
+    assert fast.fct_us == slow.fct_us and fast.paused_fraction == slow.paused_fraction
+    assert fast.victim_flows == slow.victim_flows and fast.hottest_links == slow.hottest_links

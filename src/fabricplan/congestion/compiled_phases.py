@@ -82,10 +82,10 @@ def moved(
 ) -> tuple[Routed, Phases] | None:
     """The paths after a batch of flowlet moves (the entries ``leave`` gone, one queue pair's
     ``fresh`` ones after them; ``went``: per hop flow, whether it moved) and ``ph``'s phases on
-    them, built by one compiled call; None where the events do not run compiled (large, or
-    other flow control): the caller builds them."""
-    entries = len(routed.lane) - int(np.count_nonzero(leave)) + len(fresh.lane)
-    if not (ph._compiled and max(ph.a.nnz, entries) < kernels.COMPILED_MIN_SIZE):
+    them, built by one compiled call, small runs and large (an all-to-all's batch rebuilt its
+    tables in array code in about 6 ms); None for other flow control (DCQCN, lossy): the caller
+    builds them."""
+    if not ph._pfc_only:
         return None
     pp, net = ph.pairs, ph.net
     assert pp is not None
@@ -116,9 +116,13 @@ def moved(
     )
     new.a_t = None
     new.port_keys, new.p_port = ports
-    new.arrivals = PathArrivals.of(ph.arrivals, Routed(lane, flow, weight), new.pairs, *entry)
+    new.arrivals = PathArrivals.of(
+        ph.arrivals, net, Routed(lane, flow, weight), new.pairs, new.port_keys, *entry
+    )
     new._upstream = upstream
     new.p_open, new.p_window_kb = windows
+    # the compiled event takes the new paths while they stay below its size, as Phases decides
+    new._compiled = ph._compiled and max(new.a.nnz, len(lane)) < kernels.COMPILED_MIN_SIZE
     new._kernel_args = None
     new.last_pause = np.zeros(net.lanes)
     new.last_queues = {}

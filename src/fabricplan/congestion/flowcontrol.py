@@ -209,13 +209,8 @@ class Phases:
             self.p_window_kb = np.where(self.p_open, 0.0, self.window_kb[self.p_col] * self.p_w)
         # credit or PFC-only flow control on a small problem: one compiled call an event, once
         # the process has the compiled kernels (pfc_kernel; the same rates as the array code)
-        self._compiled = (
-            pp is not None
-            and not fc.dcqcn
-            and fc.pauses
-            and SPREAD_LEVELS < 2
-            and max(a.nnz, len(routed.lane)) < kernels.COMPILED_MIN_SIZE
-        )
+        self._pfc_only = pp is not None and not fc.dcqcn and fc.pauses and SPREAD_LEVELS < 2
+        self._compiled = self._pfc_only and max(a.nnz, len(routed.lane)) < kernels.COMPILED_MIN_SIZE
         self._kernel_args: tuple | None = None
         self.record = RunRecord()
         # the last event's pauses (share of time, per lane) and queues (KB samples, per hot

@@ -98,23 +98,7 @@ class PathArrivals:
         # entries that leave a NIC: where a flow's pushes enter the fabric
         self.first = net.graph.vertex_kind[net.tail[routed.lane]] < LEAF
         self.pp = pp
-        self.levels: tuple[np.ndarray, ...] | None = None
-        if len(self.lane) >= kernels.COMPILED_MIN_SIZE:
-            if ports is None:
-                ports = port_ids(net, pp.out, pp.into)[0]
-            level = lane_levels(len(self.cap), ports % net.lanes, ports // net.lanes)
-            if level is not None:
-                # levels are at most MAX_LANE_CHAIN: as 16-bit keys, numpy's stable sort is a
-                # radix sort (the same order, a fraction of the time on 100k entries)
-                entry_level = level[self.lane].astype(np.int16)
-                pair_level = entry_level[pp.e_in]
-                bins = int(level.max(initial=0)) + 2
-                self.levels = (
-                    np.argsort(entry_level, kind="stable"),
-                    np.r_[0, np.cumsum(np.bincount(entry_level, minlength=bins - 1))],
-                    np.argsort(pair_level, kind="stable"),
-                    np.r_[0, np.cumsum(np.bincount(pair_level, minlength=bins - 1))],
-                )
+        self.levels = _entry_levels(net, self.lane, pp, ports)
         # pass by pass (small runs, or lanes in loops): as many passes as port pairs on a path
         self.passes = (
             0 if self.levels is not None else _depth(len(self.lane), pp.e_out, pp.e_in) + 1
@@ -122,15 +106,25 @@ class PathArrivals:
 
     @classmethod
     def of(
-        cls, like: PathArrivals, routed: Routed, pp: PortPairs, first: np.ndarray, passes: int
+        cls,
+        like: PathArrivals,
+        net: Network,
+        routed: Routed,
+        pp: PortPairs,
+        ports: np.ndarray,
+        first: np.ndarray,
+        passes: int,
     ) -> PathArrivals:
         """Arrivals on new paths of ``like``'s run, from what a compiled rebuild already has
-        (which entries leave a NIC, the passes): small runs only, which take no lane levels."""
+        (the port ids, which entries leave a NIC, the passes): what ``PathArrivals(net, routed,
+        like.col_of, pp, ports)`` gives, without finding those again."""
         new = cls.__new__(cls)
         new.cap, new.col_of = like.cap, like.col_of
         new.lane, new.weight = routed.lane, routed.weight
         new.col = like.col_of[routed.flow]
-        new.first, new.pp, new.levels, new.passes = first, pp, None, int(passes)
+        new.first, new.pp = first, pp
+        new.levels = _entry_levels(net, routed.lane, pp, ports)
+        new.passes = 0 if new.levels is not None else int(passes)
         return new
 
     def brought(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:
@@ -163,6 +157,33 @@ class PathArrivals:
         needs them: the compiled event reads every lane)."""
         lanes, lane_at = unique_inverse(self.lane)
         return lane_at, self.cap[lanes]
+
+
+def _entry_levels(
+    net: Network, lane: np.ndarray, pp: PortPairs, ports: np.ndarray | None
+) -> tuple[np.ndarray, ...] | None:
+    """A large run's entries and pairs grouped by their lane's level (orders and group
+    pointers), for the arrivals' one sweep level by level; None for a small run, or where lanes
+    feed each other in a loop. ``ports``: ``port_ids(net, pp.out, pp.into)[0]``, when the
+    caller has them."""
+    if len(lane) < kernels.COMPILED_MIN_SIZE:
+        return None
+    if ports is None:
+        ports = port_ids(net, pp.out, pp.into)[0]
+    level = lane_levels(len(net.capacity), ports % net.lanes, ports // net.lanes)
+    if level is None:
+        return None
+    # levels are at most MAX_LANE_CHAIN: as 16-bit keys, numpy's stable sort is a radix sort
+    # (the same order, a fraction of the time on 100k entries)
+    entry_level = level[lane].astype(np.int16)
+    pair_level = entry_level[pp.e_in]
+    bins = int(level.max(initial=0)) + 2
+    return (
+        np.argsort(entry_level, kind="stable"),
+        np.r_[0, np.cumsum(np.bincount(entry_level, minlength=bins - 1))],
+        np.argsort(pair_level, kind="stable"),
+        np.r_[0, np.cumsum(np.bincount(pair_level, minlength=bins - 1))],
+    )
 
 
 def _depth(entries: int, e_out: np.ndarray, e_in: np.ndarray) -> int:
