@@ -5,7 +5,8 @@ in one call (:mod:`~fabricplan.congestion.rebuild_kernel`); a seed's whole run i
 :mod:`~fabricplan.congestion.seed_run`'s. Each gives, bit for bit, what the array code of
 :mod:`~fabricplan.congestion.flowcontrol` gives; imported only where they run (they import
 Numba). The rebuild also serves a run whose events take the array code (a one-off run,
-which has not loaded the compiled fill): importing this module does not load it.
+which has not loaded the compiled fill, or a large one, above the compiled event's size):
+importing this module does not load the fill.
 """
 
 from __future__ import annotations
