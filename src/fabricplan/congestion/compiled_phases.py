@@ -97,7 +97,7 @@ def moved(
         (fresh.lane, fresh.flow),
         (pp.out, pp.into, pp.flow, np.asarray(pp.weight, float), pp.e_out, pp.e_in),
         went,
-        (net.tail, net.head, net.graph.vertex_kind),
+        (i64(net.tail), i64(net.head), i64(net.graph.vertex_kind)),  # as the seed run passes them
         LEAF,
         col_of,
         ph.window_kb,
