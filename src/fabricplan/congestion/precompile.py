@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from fabricplan.congestion.case import Case
@@ -49,20 +50,12 @@ FLOWLET_CASE = Case(
     qps=1,
     flow=FlowSettings(congestion_control="none"),
 )
-# Last, WARM_CASE's all-to-all with flowlet routing on PFC alone: a large problem, whose events
-# take the array code and whose batches of moves call the draws, the moves and the rebuild
-# from Python, with the argument types of that path (a first large flowlet run compiled them
-# otherwise: about 4 s).
-LARGE_FLOWLET_CASE = Case(
-    gpus=256,
-    fabric="roce-400g",
-    routing="flowlet",
-    pattern="alltoall",
-    size_bytes=2**24,
-    seeds=1,
-    qps=1,
-    flow=FlowSettings(congestion_control="none"),
-)
+
+# Last, an all-to-all over WARM_CASE's nodes with FLOWLET_CASE's routing and flow control: a
+# large problem, whose events take the array code and whose batches of moves call the draws,
+# the moves and the rebuild from Python, with the argument types of that path (a first large
+# flowlet run compiled them otherwise: about 4 s).
+LARGE_FLOWLET_CASE = replace(FLOWLET_CASE, gpus=256, pattern="alltoall")
 
 # Every compiled kernel of the simulator, by the name of its accessor in kernels, and the
 # compiled functions of the modules that import Numba themselves.
