@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 
 from fabricplan.congestion import kernels, seed_run
-from fabricplan.congestion.case import Case
 from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.fill_links import fill_problem, lone_rows_pruned
 from fabricplan.congestion.flowcontrol import FlowControl
+from fabricplan.congestion.flowfile import FlowList
 from fabricplan.congestion.flowlet import FlowletMoves
 from fabricplan.congestion.network import Routed
 from fabricplan.congestion.precompile import FLOWLET_CASE
@@ -224,22 +224,9 @@ def test_a_large_flowlet_run_rebuilds_its_tables_compiled_with_the_same_figures(
     from fabricplan.validation import packet_level as P
 
     kernels.fill()
-    s = P.setting()
-    case = Case(
-        gpu=s.gpu,
-        gpus=128,
-        fabric=s.fabric,
-        design="fat-tree",
-        routing="flowlet",
-        pattern="flows",
-        flows=P._alltoall(80, 200_000),
-        seeds=1,
-        jitter_us=0.0,
-        gpus_per_node=1,
-        nics_per_node=1,
-        switch=s.switch,
-        flow=s.flow(),
-    )
+    src, dst = np.nonzero(~np.eye(80, dtype=bool))
+    flows = FlowList(src, dst, np.full(len(src), 200_000.0), np.zeros(len(src)))
+    case = P.flow_case(128, flows, "flowlet", seeds=1)
     calls = []
     compiled_moved = compiled_phases.moved
 

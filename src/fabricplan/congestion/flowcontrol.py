@@ -207,8 +207,10 @@ class Phases:
         if pp is not None:  # per pair: an open-loop sender's, or the window it may queue
             self.p_open = ~np.isfinite(self.window_kb[self.p_col])
             self.p_window_kb = np.where(self.p_open, 0.0, self.window_kb[self.p_col] * self.p_w)
-        # credit or PFC-only flow control on a small problem: one compiled call an event, once
-        # the process has the compiled kernels (pfc_kernel; the same rates as the array code)
+        # credit or PFC-only flow control: a batch of flowlet moves rebuilds these phases in one
+        # compiled call (compiled_phases.moved), and on a small problem an event is one compiled
+        # call too, once the process has the compiled kernels (pfc_kernel; the same rates as
+        # the array code)
         self._pfc_only = pp is not None and not fc.dcqcn and fc.pauses and SPREAD_LEVELS < 2
         self._compiled = self._pfc_only and max(a.nnz, len(routed.lane)) < kernels.COMPILED_MIN_SIZE
         self._kernel_args: tuple | None = None

@@ -130,9 +130,8 @@ def main() -> list[str]:
     clear_stale()
     run_case(WARM_CASE, probes=False, workers=1)
     run_case(FLOWLET_CASE, probes=False, workers=1)
-    # again, in a process that holds the kernels now: its large port tables settle the lanes'
-    # levels compiled, as a large flowlet run's rebuilds do
-    run_case(WARM_CASE, probes=False, workers=1)
+    # in a process that holds the kernels now: its large port tables settle the lanes' levels
+    # compiled, as every large run's do
     run_case(LARGE_FLOWLET_CASE, probes=False, workers=1)
     return [name for name in (*KERNELS, *MODULE_KERNELS) if kept(name)]
 

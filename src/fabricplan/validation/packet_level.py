@@ -201,16 +201,13 @@ class Comparison:
         }
 
 
-def compare(case: RefCase, routing: str, seeds: int | None = None, repeats: int = 1) -> Comparison:
-    """Run one reference case here and set it beside the recorded figures; ``repeats`` runs
-    time it, and the seconds per seed are their median (every run gives the same figures)."""
+def flow_case(hosts: int, flows: FlowList, routing: str, seeds: int | None = None) -> Case:
+    """``flows`` on the reference's fabric of ``hosts`` hosts (one NIC each) under ``routing``,
+    as the suite runs its cases: its settings, flows done at their last acknowledgement."""
     s = setting()
-    flows = case.flows()
-    if simulator_of()[(case.name, routing)] in s.whole_packet_simulators:
-        flows = whole_packets(flows, s.packet_bytes)
-    c = Case(
+    return Case(
         gpu=s.gpu,
-        gpus=case.hosts,
+        gpus=hosts,
         fabric=s.fabric,
         design="fat-tree",
         routing=routing,
@@ -224,6 +221,16 @@ def compare(case: RefCase, routing: str, seeds: int | None = None, repeats: int 
         flow=s.flow(),
         fct_until="acknowledged",  # the reference logs a flow when its sender has the last ACK
     )
+
+
+def compare(case: RefCase, routing: str, seeds: int | None = None, repeats: int = 1) -> Comparison:
+    """Run one reference case here and set it beside the recorded figures; ``repeats`` runs
+    time it, and the seconds per seed are their median (every run gives the same figures)."""
+    s = setting()
+    flows = case.flows()
+    if simulator_of()[(case.name, routing)] in s.whole_packet_simulators:
+        flows = whole_packets(flows, s.packet_bytes)
+    c = flow_case(case.hosts, flows, routing, seeds)
     spent = []
     # one process, as the reference ran; no latency probes: only flow completion times compare
     for _ in range(max(repeats, 1)):
