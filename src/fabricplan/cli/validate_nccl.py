@@ -83,14 +83,17 @@ def show_nccl_runs(points: bool, as_json: bool) -> None:
 
 
 def show_accuracy(accuracy: list) -> None:  # list[BandAccuracy]
-    """Median |error| per fabric family and size band, fitted and held-back runs apart."""
-    for held in (False, True):
-        rows = [a for a in accuracy if a.held_back == held]
+    """Median |error| per fabric family and size band: the runs the model was built on, the
+    held-back ones, then every run together."""
+    for held in (False, True, None):
+        rows = [a for a in accuracy if a.held_back is held]
         if not rows:
             continue
-        what = (
-            "held-back runs (nothing was set from them)" if held else "runs the model was built on"
-        )
+        what = {
+            False: "runs the model was built on",
+            True: "held-back runs (nothing was set from them)",
+            None: "every run, built on and held back together",
+        }[held]
         table = Table(
             title=f"Median |error| by fabric family, {what}",
             title_justify="left",

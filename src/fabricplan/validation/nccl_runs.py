@@ -124,10 +124,11 @@ BANDS = ("busbw >= 64 MiB", "busbw 1-32 MiB", "time <= 64 KiB")
 @dataclass(frozen=True)
 class BandAccuracy:
     """Median |measured / predicted - 1| over every point of one fabric family's healthy runs
-    in one size band, pooled across runs."""
+    in one size band, pooled across runs: the runs the model was built on (``held_back``
+    False), the held-back runs (True), or both together (None)."""
 
     family: str
-    held_back: bool
+    held_back: bool | None
     band: str
     median_abs_error: float | None
     points: int
@@ -144,7 +145,9 @@ class BandAccuracy:
         }
 
 
-def _band_errors(c: Comparison, band: str) -> np.ndarray:
+def band_errors(c: Comparison, band: str) -> np.ndarray:
+    """|measured / predicted - 1| of a run's points in one size band (busbw for the large and
+    mid sizes, time for small messages)."""
     if band == BANDS[0]:
         keep, m, p = c.sizes >= LARGE_BYTES, c.measured_busbw_GBps, c.expected_busbw_GBps
     elif band == BANDS[1]:
@@ -157,22 +160,22 @@ def _band_errors(c: Comparison, band: str) -> np.ndarray:
 
 
 def accuracy_by_family(checks: list[RunCheck]) -> list[BandAccuracy]:
-    """Per fabric family (and "all"), training and held-back runs apart: the median error in
-    each size band over the healthy runs."""
+    """Per fabric family (and "all"), the median error in each size band over the healthy
+    runs: those the model was built on, the held-back ones, then both together."""
     healthy = [c for c in checks if c.setup["health"] == "healthy"]
     families = [*sorted({c.family for c in healthy}), "all"]
     out = []
-    for held in (False, True):
+    for held in (False, True, None):
         for fam in families:
             group = [
                 c
                 for c in healthy
-                if bool(c.setup.get("held_back")) == held and fam in ("all", c.family)
+                if held in (None, bool(c.setup.get("held_back"))) and fam in ("all", c.family)
             ]
             if not group:
                 continue
             for band in BANDS:
-                per_run = [_band_errors(c.comparison, band) for c in group]
+                per_run = [band_errors(c.comparison, band) for c in group]
                 errs = np.concatenate(per_run) if per_run else np.array([])
                 out.append(
                     BandAccuracy(
