@@ -169,6 +169,10 @@ def test_validate_json():
     assert {r["family"] for r in out} == {"infiniband", "roce", "tcp", "srd"}
     held = {(a["family"], a["band"]): a for a in data["accuracy"] if a["held_back"]}
     assert held[("all", "busbw >= 64 MiB")]["runs"] == 6
+    # every healthy run together: held_back null, 10 built-on and 6 held-back runs
+    every = {(a["family"], a["band"]): a for a in data["accuracy"] if a["held_back"] is None}
+    assert every[("all", "busbw >= 64 MiB")]["runs"] == 16
+    assert every[("all", "time <= 64 KiB")]["median_abs_error"] == pytest.approx(0.1366, abs=5e-4)
 
 
 def test_calibrate_writes_a_usable_fabric(tmp_path):
