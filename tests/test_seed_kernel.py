@@ -16,6 +16,7 @@ from fabricplan.congestion.fill_links import fill_problem, lone_rows_pruned
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.flowfile import FlowList
 from fabricplan.congestion.flowlet import FlowletMoves
+from fabricplan.congestion.jitted import unique_pairs
 from fabricplan.congestion.network import Routed
 from fabricplan.congestion.precompile import FLOWLET_CASE
 from fabricplan.congestion.seed_parts import add_reduce
@@ -68,6 +69,24 @@ def _moves(seed: int, timeout_us: float = 10.0):
     )
     starts = np.random.default_rng(seed).uniform(0, 20, n) * (seed % 2)  # staggered, or not
     return moves, net, (np.full(n, BYTES), starts, cap, push, job, clocked)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([5, 32, 33, 200, 3000]),
+    st.sampled_from([1, 3, 40, 400]),
+    st.integers(0, 2**31),
+)
+def test_the_compiled_sort_of_key_pairs_is_numpys_unique(n, n_hi, seed):
+    """unique_pairs by insertion (a few keys) or by counting: either way np.unique's sorted
+    keys and inverse."""
+    rng = np.random.default_rng(seed)
+    n_lo = 150
+    hi = rng.integers(0, n_hi, n)
+    lo = rng.integers(0, n_lo, n)
+    keys, inverse = unique_pairs(hi, lo, n_hi, n_lo)
+    want, want_inverse = np.unique(hi * n_lo + lo, return_inverse=True)
+    assert np.array_equal(keys, want) and np.array_equal(inverse, want_inverse)
 
 
 @settings(max_examples=12, deadline=None)

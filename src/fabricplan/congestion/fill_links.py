@@ -121,10 +121,17 @@ def fill_problem(
                 j += 1
         link += 1
         l_ptr[link] = j
+    # per column its links in link order: each link's entries placed at its column's next slot
     f_ptr = np.zeros(n_cols + 1, np.int32)
     for k in range(nnz):
         f_ptr[flows[k] + 1] += 1
     for f in range(n_cols):
         f_ptr[f + 1] += f_ptr[f]
-    by_col = by_group(np.arange(nnz), flows, n_cols)
-    return l_ptr, flows, f_ptr, link_of[by_col], weight[by_col], caps.copy()
+    at = f_ptr[:-1].copy()
+    f_link = np.empty(nnz, np.int32)
+    f_w = np.empty(nnz)
+    for k in range(nnz):
+        c = flows[k]
+        f_link[at[c]], f_w[at[c]] = link_of[k], weight[k]
+        at[c] += 1
+    return l_ptr, flows, f_ptr, f_link, f_w, caps.copy()

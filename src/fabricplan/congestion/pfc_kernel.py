@@ -23,14 +23,34 @@ _brought = kernels.brought()
 
 
 @jit
+def _after(a: float, b: float) -> bool:
+    """Whether ``a`` sorts after ``b`` as NumPy sorts floats (nan last)."""
+    return a > b or (a != a and b == b)
+
+
+@jit
 def _group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """:func:`.groupfill.group_fill`: each item's max-min share of its group's capacity, never
     above its demand, with the same operations in the same order (a running sum of the sorted
     demands over every group)."""
     n = len(group)
     out = np.empty(n)
-    # by group, then demand: equal demands of a group in any order make the same sums
-    order = by_group(np.argsort(demand), group, len(capacity))
+    # by group (counting), then by demand within each (insertion: a group holds a few items;
+    # equal demands of a group in any order make the same sums)
+    order = by_group(np.arange(n), group, len(capacity))
+    k = 0
+    while k < n:
+        end = k + 1
+        while end < n and group[order[end]] == group[order[k]]:
+            end += 1
+        for i in range(k + 1, end):
+            o = order[i]
+            j = i - 1
+            while j >= k and _after(demand[order[j]], demand[o]):
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = o
+        k = end
     total = 0.0
     k = 0
     while k < n:
@@ -57,6 +77,32 @@ def _group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> 
             out[i] = d if (d <= level or d != d) else level
         k = end
     return out
+
+
+@jit
+def _one_port_each(
+    group: np.ndarray, ports: np.ndarray, m: int, n_groups: int
+) -> tuple[int, np.ndarray]:
+    """unique_pairs' count and inverse of the keys (group, port) of the first ``m`` members
+    when every group's members come through one port (each group is one sub-port: the keys
+    sorted are the groups sorted); (-1, empty) when a group has two."""
+    port_of = np.full(n_groups, -1, np.int64)
+    for k in range(m):
+        g = group[k]
+        if port_of[g] < 0:
+            port_of[g] = ports[k]
+        elif port_of[g] != ports[k]:
+            return -1, np.zeros(0, np.int64)
+    rank = port_of  # reused: each present group's place among them
+    n = 0
+    for g in range(n_groups):
+        if port_of[g] >= 0:
+            rank[g] = n
+            n += 1
+    sub = np.empty(m, np.int64)
+    for k in range(m):
+        sub[k] = rank[group[k]]
+    return n, sub
 
 
 @jit
@@ -114,8 +160,10 @@ def _arbiter_rows(
             break
         for k in range(m):
             ports[k] = into[wrap(prev[k], len(into))]
-        subs, sub = unique_pairs(group[:m], ports[:m], len(cap_of), lanes)
-        n_s = len(subs)
+        n_s, sub = _one_port_each(group, ports, m, len(cap_of))
+        if n_s < 0:
+            subs, sub = unique_pairs(group[:m], ports[:m], len(cap_of), lanes)
+            n_s = len(subs)
         demand = np.zeros(n_s)
         of = np.empty(n_s, np.int64)  # each sub-port's group (subs // lanes, without dividing)
         for k in range(m):
