@@ -103,17 +103,30 @@ def unique_pairs(
         order = by_group(by_group(np.arange(n), lo, n_lo), hi, n_hi)
     else:
         order = np.arange(n)
-        for i in range(1, n):
-            o = order[i]
-            j = i - 1
-            while j >= 0 and keys[order[j]] > keys[o]:
-                order[j + 1] = order[j]
-                j -= 1
-            order[j + 1] = o
+        insertion_sort(order, keys, 0, n)
     starts, member = runs(keys[order])
     inverse = np.empty(n, np.int64)
     inverse[order] = member
     return keys[order][starts], inverse
+
+
+@jit
+def _after(a: float, b: float) -> bool:
+    """Whether ``a`` sorts after ``b`` as NumPy sorts (nan last)."""
+    return a > b or (a != a and b == b)
+
+
+@jit
+def insertion_sort(order: np.ndarray, keys: np.ndarray, lo: int, hi: int) -> None:
+    """``order[lo:hi]`` sorted stably by ``keys[order]`` in place, nan last as NumPy sorts
+    floats: for the few items a compiled kernel sorts at a time."""
+    for i in range(lo + 1, hi):
+        o = order[i]
+        j = i - 1
+        while j >= lo and _after(keys[order[j]], keys[o]):
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = o
 
 
 @jit

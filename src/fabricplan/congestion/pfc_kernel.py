@@ -16,16 +16,18 @@ import numpy as np
 
 from fabricplan.congestion import kernels
 from fabricplan.congestion.fill_links import fill_problem, lone_rows_pruned
-from fabricplan.congestion.jitted import bincount, by_group, jit, runs, unique_pairs, wrap
+from fabricplan.congestion.jitted import (
+    bincount,
+    by_group,
+    insertion_sort,
+    jit,
+    runs,
+    unique_pairs,
+    wrap,
+)
 
 _fill = kernels.fill()
 _brought = kernels.brought()
-
-
-@jit
-def _after(a: float, b: float) -> bool:
-    """Whether ``a`` sorts after ``b`` as NumPy sorts floats (nan last)."""
-    return a > b or (a != a and b == b)
 
 
 @jit
@@ -43,13 +45,7 @@ def _group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> 
         end = k + 1
         while end < n and group[order[end]] == group[order[k]]:
             end += 1
-        for i in range(k + 1, end):
-            o = order[i]
-            j = i - 1
-            while j >= k and _after(demand[order[j]], demand[o]):
-                order[j + 1] = order[j]
-                j -= 1
-            order[j + 1] = o
+        insertion_sort(order, demand, k, end)
         k = end
     total = 0.0
     k = 0
