@@ -12,7 +12,7 @@ from scipy.sparse import csr_matrix
 
 from fabricplan.congestion import kernels, seed_run
 from fabricplan.congestion.dcqcn import quality
-from fabricplan.congestion.fill_links import fill_problem, lone_rows_pruned
+from fabricplan.congestion.fill_links import fill_problem, lane_links, lone_rows_pruned
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.flowfile import FlowList
 from fabricplan.congestion.flowlet import FlowletMoves
@@ -205,7 +205,7 @@ def test_dropping_the_looser_rows_of_a_lone_flow_leaves_the_rates_as_they_were(s
         if prune:
             given = lone_rows_pruned(given, n_cols)
             assert len(given[3]) <= len(caps) and np.isin(given[3], caps).all()
-        *fill, extra_cap = fill_problem((indptr, indices, data), n_cols, given)
+        *fill, extra_cap = fill_problem(lane_links((indptr, indices, data), n_cols), n_cols, given)
         assert len(extra_cap) == len(given[3])
         rates[prune] = kernels.fill()(
             *fill, np.concatenate([capacity, extra_cap]), running, uncapped
@@ -234,11 +234,14 @@ def test_a_lone_flows_looser_rows_go_and_the_rest_keep_their_order():
     assert kept_caps.tolist() == [2.0, 5.0, 3.0]
 
 
-def test_a_large_flowlet_run_rebuilds_its_tables_compiled_with_the_same_figures(monkeypatch):
-    # an all-to-all among 80 hosts of the reference suite's fabric under flowlet routing:
-    # above the compiled run's size, its events take the array code, and each batch of moves
-    # rebuilds the tables in one compiled call (lane levels included) or, as before, in array
-    # code; the figures must not depend on which
+def test_a_large_flowlet_run_gives_the_same_figures_in_one_compiled_call_or_in_the_loop(
+    monkeypatch,
+):
+    # an all-to-all among 80 hosts of the reference suite's fabric under flowlet routing, above
+    # kernels.COMPILED_MIN_SIZE: in one compiled call a seed (its arrivals swept level by
+    # level, the fill's lane links kept per set of paths), or in the Python loop whose events
+    # take the array code and whose batches of moves rebuild the tables in one compiled call
+    # or in array code: the figures must not depend on which
     from fabricplan.congestion import compiled_phases
     from fabricplan.validation import packet_level as P
 
@@ -246,19 +249,28 @@ def test_a_large_flowlet_run_rebuilds_its_tables_compiled_with_the_same_figures(
     src, dst = np.nonzero(~np.eye(80, dtype=bool))
     flows = FlowList(src, dst, np.full(len(src), 200_000.0), np.zeros(len(src)))
     case = P.flow_case(128, flows, "flowlet", seeds=1)
-    calls = []
-    compiled_moved = compiled_phases.moved
+    sizes, calls = [], []
+    whole_run, compiled_moved = seed_run.compiled_run, compiled_phases.moved
 
-    def counted(*args):
+    def run(moves, *args):
+        sizes.append(len(moves.routed.lane))
+        return whole_run(moves, *args)
+
+    def moved(*args):
         calls.append(compiled_moved(*args))
         return calls[-1]
 
-    monkeypatch.setattr(compiled_phases, "moved", counted)
+    monkeypatch.setattr(seed_run, "compiled_run", run)
     fast = run_case(case, P.reference_catalog(), probes=False, workers=1)
-    built = [c for c in calls if c is not None]
-    assert built and min(len(r.lane) for r, _ in built) >= kernels.COMPILED_MIN_SIZE
+    assert sizes and min(sizes) >= kernels.COMPILED_MIN_SIZE
+    monkeypatch.setattr(seed_run, "compiled_run", lambda *a: None)
+    monkeypatch.setattr(compiled_phases, "moved", moved)
+    loop = run_case(case, P.reference_catalog(), probes=False, workers=1)
+    assert [c for c in calls if c is not None]  # the loop's batches rebuilt compiled
     monkeypatch.setattr(compiled_phases, "moved", lambda *a: None)
     slow = run_case(case, P.reference_catalog(), probes=False, workers=1)
-    assert np.array_equal(fast.times_us, slow.times_us)
-    assert fast.fct_us == slow.fct_us and fast.paused_fraction == slow.paused_fraction
-    assert fast.victim_flows == slow.victim_flows and fast.hottest_links == slow.hottest_links
+    for other in (loop, slow):
+        assert np.array_equal(fast.times_us, other.times_us)
+        assert fast.fct_us == other.fct_us and fast.paused_fraction == other.paused_fraction
+        assert fast.victim_flows == other.victim_flows
+        assert fast.hottest_links == other.hottest_links

@@ -23,7 +23,7 @@ from fabricplan.congestion.flowcontrol import (
     Phases,
 )
 from fabricplan.congestion.network import Routed
-from fabricplan.congestion.ports import PathArrivals, PortPairs
+from fabricplan.congestion.ports import NO_LEVELS, PathArrivals, PortPairs
 from fabricplan.congestion.rebuild_kernel import rebuild
 from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Rows
 from fabricplan.topology.graph import LEAF
@@ -35,7 +35,7 @@ def compiled_rates(ph: Phases, running: np.ndarray) -> np.ndarray:
 
     if ph._kernel_args is None:
         ph._kernel_args = _kernel_arrays(ph)
-    columns, pairs, ports, entries, passes, matrix = ph._kernel_args
+    columns, pairs, ports, entries, passes, levels, links = ph._kernel_args
     rates, pause, eff, hot_lanes, n_over, unpaused = pfc_rates(
         running,
         *columns,
@@ -43,7 +43,8 @@ def compiled_rates(ph: Phases, running: np.ndarray) -> np.ndarray:
         ports,
         entries,
         passes,
-        matrix,
+        levels,
+        links,
         float(ph.fc.threshold_kb),
         OVERLOAD_TOLERANCE,
         ARBITER_LEVELS,
@@ -57,7 +58,10 @@ def compiled_rates(ph: Phases, running: np.ndarray) -> np.ndarray:
 
 
 def _kernel_arrays(ph: Phases) -> tuple:
-    """What the compiled event reads, in the types it was compiled for (indices int64)."""
+    """What the compiled event reads, in the types it was compiled for (indices int64); the
+    fill's links of the lanes built once for the phases' events."""
+    from fabricplan.congestion.fill_links import lane_links  # imports Numba
+
     pp, arr, a = ph.pairs, ph.arrivals, ph.a
     assert pp is not None
     pairs = (
@@ -73,9 +77,10 @@ def _kernel_arrays(ph: Phases) -> tuple:
     ports = (i64(ph.port_keys), ph.p_open, np.asarray(ph.p_window_kb, float))
     entries = (i64(arr.lane), arr.first, i64(arr.col), np.asarray(arr.weight, float))
     matrix = (i64(a.indptr), i64(a.indices), np.asarray(a.data, float))
+    levels = arr.levels if arr.levels is not None else NO_LEVELS
     # per column its push and own cap, per lane its capacity
     columns = (np.asarray(ph.push, float), np.asarray(ph.cap, float), arr.cap)
-    return columns, pairs, ports, entries, arr.passes, matrix
+    return columns, pairs, ports, entries, arr.passes, levels, lane_links(matrix, a.shape[1])
 
 
 def moved(

@@ -65,21 +65,62 @@ def lone_rows_pruned(
 
 
 @jit
+def lane_links(matrix: tuple[np.ndarray, np.ndarray, np.ndarray], n_cols: int) -> tuple:
+    """The max-min fill's links of the lanes alone (the lane x column CSR ``matrix``), as the
+    fill takes them: per link its columns, per column its links and weights (in link order),
+    stored zeros left out. They change only when the paths do, so a run builds them once per
+    set of paths and each event adds its arbiters' rows (:func:`fill_problem`): building them
+    at every event was a third of a 192-host all-to-all's event (3 of 9 ms)."""
+    indptr, indices, data = matrix
+    n_lanes = len(indptr) - 1
+    nnz = 0
+    for k in range(len(data)):
+        if data[k] != 0:
+            nnz += 1
+    l_ptr = np.zeros(n_lanes + 1, np.int32)
+    flows = np.empty(nnz, np.int32)
+    link_of = np.empty(nnz, np.int32)
+    weight = np.empty(nnz)
+    j = 0
+    for lane in range(n_lanes):
+        for k in range(indptr[lane], indptr[lane + 1]):
+            if data[k] != 0:
+                flows[j], link_of[j], weight[j] = indices[k], lane, data[k]
+                j += 1
+        l_ptr[lane + 1] = j
+    # per column its links in link order: each link's entries placed at its column's next slot
+    f_ptr = np.zeros(n_cols + 1, np.int32)
+    for k in range(nnz):
+        f_ptr[flows[k] + 1] += 1
+    for f in range(n_cols):
+        f_ptr[f + 1] += f_ptr[f]
+    at = f_ptr[:-1].copy()
+    f_link = np.empty(nnz, np.int32)
+    f_w = np.empty(nnz)
+    for k in range(nnz):
+        c = flows[k]
+        f_link[at[c]], f_w[at[c]] = link_of[k], weight[k]
+        at[c] += 1
+    return l_ptr, flows, f_ptr, f_link, f_w
+
+
+@jit
 def fill_problem(
-    matrix: tuple[np.ndarray, np.ndarray, np.ndarray],
+    lanes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     n_cols: int,
     extra: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple:
-    """The max-min fill's links (the lane x column CSR ``matrix``, then the arbiters' rows
-    ``extra``: entries row, column, weight, and each row's cap) as the fill takes them: per
-    link its columns, per column its links and weights (in link order), stored zeros left
-    out; and the rows' caps. The rows' entries of one cell are summed in the order given
-    (``waterfill.with_rows``); the rows come pruned (:func:`lone_rows_pruned`). One pass
-    builds what two (the matrix with its rows, the fill's own copy) did."""
-    indptr, indices, data = matrix
+    """The max-min fill's links as the fill takes them: the lanes' (:func:`lane_links`), then
+    the arbiters' rows ``extra`` (entries row, column, weight, and each row's cap) as links
+    after them, stored zeros left out; and the rows' caps. The rows' entries of one cell are
+    summed in the order given (``waterfill.with_rows``); the rows come pruned
+    (:func:`lone_rows_pruned`). Without rows, the lanes' links as they are."""
+    l_ptr0, flows0, f_ptr0, f_link0, f_w0 = lanes
     rows, cols, weights, caps = extra
-    n_lanes = len(indptr) - 1
+    n_lanes = len(l_ptr0) - 1
     n_rows, n = len(caps), len(rows)
+    if n_rows == 0:
+        return l_ptr0, flows0, f_ptr0, f_link0, f_w0, caps.copy()
     # the rows' cells: by row, then column, then place
     order = by_group(by_group(np.arange(n), cols, n_cols), rows, n_rows)
     cell_col = np.empty(n, np.int64)
@@ -95,43 +136,45 @@ def fill_problem(
         cell_w[c] += weights[e]
     for r in range(n_rows):
         row_start[r + 1] += row_start[r]
-    nnz = 0
-    for k in range(len(data)):
-        if data[k] != 0:
-            nnz += 1
+    n_lane_links = len(flows0)
+    nnz = n_lane_links
     for k in range(row_start[n_rows]):
         if cell_w[k] != 0:
             nnz += 1
-    l_ptr = np.zeros(n_lanes + n_rows + 1, np.int32)
+    l_ptr = np.empty(n_lanes + n_rows + 1, np.int32)
+    l_ptr[: n_lanes + 1] = l_ptr0
     flows = np.empty(nnz, np.int32)
-    link_of = np.empty(nnz, np.int32)
-    weight = np.empty(nnz)
-    j = 0
-    for lane in range(n_lanes):
-        for k in range(indptr[lane], indptr[lane + 1]):
-            if data[k] != 0:
-                flows[j], link_of[j], weight[j] = indices[k], lane, data[k]
-                j += 1
-        l_ptr[lane + 1] = j
+    flows[:n_lane_links] = flows0
+    # the rows' links: per column, how many, then each column's lanes' links before its rows'
+    n_extra = np.zeros(n_cols, np.int32)
+    j = n_lane_links
     link = n_lanes
     for r in range(n_rows):
         for k in range(row_start[r], row_start[r + 1]):
             if cell_w[k] != 0:
-                flows[j], link_of[j], weight[j] = cell_col[k], link, cell_w[k]
+                flows[j] = cell_col[k]
+                n_extra[cell_col[k]] += 1
                 j += 1
         link += 1
         l_ptr[link] = j
-    # per column its links in link order: each link's entries placed at its column's next slot
-    f_ptr = np.zeros(n_cols + 1, np.int32)
-    for k in range(nnz):
-        f_ptr[flows[k] + 1] += 1
+    f_ptr = np.empty(n_cols + 1, np.int32)
+    f_ptr[0] = 0
     for f in range(n_cols):
-        f_ptr[f + 1] += f_ptr[f]
-    at = f_ptr[:-1].copy()
+        f_ptr[f + 1] = f_ptr[f] + (f_ptr0[f + 1] - f_ptr0[f]) + n_extra[f]
     f_link = np.empty(nnz, np.int32)
     f_w = np.empty(nnz)
-    for k in range(nnz):
-        c = flows[k]
-        f_link[at[c]], f_w[at[c]] = link_of[k], weight[k]
-        at[c] += 1
+    at = np.empty(n_cols, np.int32)
+    for f in range(n_cols):
+        k0, k = f_ptr0[f], f_ptr[f]
+        for i in range(f_ptr0[f + 1] - k0):
+            f_link[k + i], f_w[k + i] = f_link0[k0 + i], f_w0[k0 + i]
+        at[f] = k + f_ptr0[f + 1] - k0
+    link = n_lanes
+    for r in range(n_rows):
+        for k in range(row_start[r], row_start[r + 1]):
+            if cell_w[k] != 0:
+                col = cell_col[k]
+                f_link[at[col]], f_w[at[col]] = link, cell_w[k]
+                at[col] += 1
+        link += 1
     return l_ptr, flows, f_ptr, f_link, f_w, caps.copy()

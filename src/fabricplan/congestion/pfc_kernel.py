@@ -1,7 +1,7 @@
 """One event of a lossless fabric without end-to-end congestion control (InfiniBand credits,
 RoCE with PFC only), compiled: :meth:`.flowcontrol.Phases.__call__` from what the senders push
-to the rates, for problems below ``kernels.COMPILED_MIN_SIZE`` once the process has Numba
-loaded.
+to the rates, at every event of a seed's compiled run (:mod:`.seed_kernel`, any size) and of a
+small run's Python loop once the process has Numba loaded.
 
 It makes the same float operations in the same order as the array code it stands for (sums in
 entry order, as ``np.bincount`` makes them; sorts stable, as ``np.lexsort`` and the stable
@@ -209,7 +209,8 @@ def pfc_rates(
     ports: tuple[np.ndarray, np.ndarray, np.ndarray],
     entries: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     passes: int,
-    matrix: tuple[np.ndarray, np.ndarray, np.ndarray],
+    levels: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    links: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     threshold_kb: float,
     tolerance: float,
     arbiter_levels: int,
@@ -221,7 +222,9 @@ def pfc_rates(
     (ingress, egress), the pair upstream of it (-1: none), its port id; ``ports``: the port ids'
     keys (egress x lanes + ingress), which pairs are open-loop senders, the window (KB) a
     windowed pair may queue; ``entries``: per routed entry its lane, whether it leaves a NIC,
-    its column and weight; ``matrix``: the lane x column CSR arrays.
+    its column and weight; ``levels``: the entries and pairs by their lane's level for the
+    arrivals' sweep (:func:`.rebuild_kernel.entry_levels`; empty: ``passes`` passes instead);
+    ``links``: the lanes' links of the fill (:func:`.fill_links.lane_links`).
 
     Returns the rates, the pause share per lane, the capacity left per lane, the hot lanes and
     how many of each one's ingress ports bring more than their share, and (``victims``, when
@@ -246,7 +249,7 @@ def pfc_rates(
         p_w,
         sel,
         passes,
-        (none, none, none, none),
+        levels,
     )
     out = p_out[sel]
     arriving = bincount(out, bring, lanes)
@@ -321,7 +324,7 @@ def pfc_rates(
             )
             extra = (rows, cols, weights, caps)
     links, flows, f_ptr, f_link, f_w, extra_cap = fill_problem(
-        matrix, n_cols, lone_rows_pruned(extra, n_cols)
+        links, n_cols, lone_rows_pruned(extra, n_cols)
     )
     eff = capacity * 1.0 * (1 - pause)
     fill = (links, flows, f_ptr, f_link, f_w)

@@ -131,6 +131,42 @@ def chain_levels(lanes: int, into: np.ndarray, out: np.ndarray, most: int) -> tu
 
 
 @jit
+def entry_levels(
+    lane: np.ndarray, e_in: np.ndarray, port_keys: np.ndarray, lanes: int, most: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``ports._entry_levels``: the routed entries and the port pairs (by their ingress entry)
+    grouped by their lane's level (:func:`chain_levels` over the ports ``port_keys``, egress x
+    ``lanes`` + ingress), as orders (stable) and group pointers, for the arrivals' one sweep
+    level by level; empty when the chains do not settle within ``most`` pairs."""
+    settled, level = chain_levels(lanes, port_keys % lanes, port_keys // lanes, most)
+    none = np.zeros(0, np.int64)
+    if not settled:
+        return none, none, none, none
+    bins = (level.max() if lanes else 0) + 1
+    entry_level = np.empty(len(lane), np.int64)
+    for i in range(len(lane)):
+        entry_level[i] = level[lane[i]]
+    pair_level = np.empty(len(e_in), np.int64)
+    for i in range(len(e_in)):
+        pair_level[i] = entry_level[e_in[i]]
+    entry_ptr = np.zeros(bins + 1, np.int64)
+    pair_ptr = np.zeros(bins + 1, np.int64)
+    for x in entry_level:
+        entry_ptr[x + 1] += 1
+    for x in pair_level:
+        pair_ptr[x + 1] += 1
+    for b in range(bins):
+        entry_ptr[b + 1] += entry_ptr[b]
+        pair_ptr[b + 1] += pair_ptr[b]
+    return (
+        by_group(np.arange(len(lane)), entry_level, bins),
+        entry_ptr,
+        by_group(np.arange(len(e_in)), pair_level, bins),
+        pair_ptr,
+    )
+
+
+@jit
 def _matrix(
     lane: np.ndarray, col: np.ndarray, weight: np.ndarray, lanes: int, columns: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -54,8 +54,7 @@ def run_seed(
     """One seed's run to completion (the arguments are documented where the caller builds
     them: :func:`.seed_run.compiled_run`).
 
-    Returns whether it ran (False: a batch of moves left a problem too large for the compiled
-    event, and nothing is kept), the finish times, the events, each event's duration and
+    Returns the finish times, the events, each event's duration and
     paused share, the first pauses' victims (and whether any), the busiest phase's running
     job columns, hot lanes, queues and utilisation, the paths at the end and the moves made."""
     size_bytes, start_us, col_cap, push, job, window_kb = columns
@@ -66,7 +65,7 @@ def run_seed(
     level_kb = policy[0]  # the queue levels (the rest is due_moves')
     can_move, xon_kb, xoff_kb, rtt_us, go_back_n, held_kb, move_merge, n_groups = moves
     threshold_kb, tolerance, arbiter_levels, victim_loss, held_share, max_moves = limits[:6]
-    finish_merge, start_merge, time_roundoff, bytes_roundoff, min_size = limits[6:]
+    finish_merge, start_merge, time_roundoff, bytes_roundoff, levels_from, most = limits[6:]
     lanes = len(capacity)
     n = len(size_bytes)
     n_hop = len(col_of)
@@ -86,9 +85,9 @@ def run_seed(
         window_kb,
         sizes,
     )
-    (r_lane, r_flow, r_weight), pairs, pp_flow, ports, entries, passes, matrix = tables_of(
-        built, col_of
-    )
+    tables = tables_of(built, col_of, sizes, levels_from, most)
+    (r_lane, r_flow, r_weight), pairs, pp_flow, ports, entries, passes, levels = tables[:7]
+    matrix, links = tables[7:]
     # FlowletMoves' state
     due = np.full(n_hop, np.inf)
     moved = np.zeros(n_hop, np.int64)
@@ -179,9 +178,6 @@ def run_seed(
                 if len(went):
                     leave = np.zeros(len(r_lane), np.bool_)
                     leave[cand[c_leave]] = True
-                    n_entries = len(r_lane) - np.count_nonzero(leave) + len(f_lane)
-                    if max(len(matrix[1]), n_entries) >= min_size:
-                        return (False, *_empty(n, lanes))
                     went_flag = np.zeros(n_hop, np.bool_)
                     went_flag[went] = True
                     old = (pairs[0], pairs[1], pp_flow, pairs[3], pairs[5], pairs[4])
@@ -197,9 +193,9 @@ def run_seed(
                         window_kb,
                         sizes,
                     )
-                    (r_lane, r_flow, r_weight), pairs, pp_flow, ports, entries, passes, matrix = (
-                        tables_of(built, col_of)
-                    )
+                    tables = tables_of(built, col_of, sizes, levels_from, most)
+                    (r_lane, r_flow, r_weight), pairs, pp_flow, ports, entries = tables[:5]
+                    passes, levels, matrix, links = tables[5:]
                     changed = True  # the next rates (and pauses, queues) are the new paths'
                     p_flow, p_out, p_in, p_switch = up_pairs(
                         r_lane, pp_flow, pairs[5], pairs[4], up_lane, movable, tail
@@ -225,7 +221,8 @@ def run_seed(
                 ports,
                 entries,
                 passes,
-                matrix,
+                levels,
+                links,
                 threshold_kb,
                 tolerance,
                 arbiter_levels,
@@ -311,7 +308,6 @@ def run_seed(
         done |= ending
         left[ending] = 0.0
     return (
-        True,
         finish,
         events,
         durations[:n_durations].copy(),
@@ -324,24 +320,4 @@ def run_seed(
         utilisation,
         (r_lane, r_flow, r_weight),
         n_moves,
-    )
-
-
-@jit
-def _empty(n: int, lanes: int) -> tuple:
-    """The results of a run given up (their types only)."""
-    none = np.zeros(0, np.int64)
-    return (
-        np.zeros(n),
-        0,
-        np.zeros(0),
-        np.zeros(0),
-        np.zeros(n, np.bool_),
-        False,
-        -1,
-        none,
-        np.zeros(0),
-        np.zeros(lanes),
-        (none, none, np.zeros(0)),
-        0,
     )

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabricplan.congestion.fill_links import lane_links
 from fabricplan.congestion.jitted import jit
+from fabricplan.congestion.rebuild_kernel import entry_levels
 
 # NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src, ``pairwise_sum``):
 # below this many items a plain loop, up to the block size eight running sums, above it halves.
@@ -92,17 +94,27 @@ def up_pairs(lane, pp_flow, e_out, e_in, up_lane, movable, tail) -> tuple:
 
 
 @jit
-def tables_of(built: tuple, col_of: np.ndarray) -> tuple:
+def tables_of(built: tuple, col_of: np.ndarray, sizes: tuple, levels_from: int, most: int) -> tuple:
     """What the events read of :func:`.rebuild_kernel.rebuild`'s tables: the paths, the port
     pairs as :func:`.pfc_kernel.pfc_rates` takes them (egress, ingress, column, weight, entries
     in and out, upstream pair, port id), each pair's hop flow, the ports (keys, open-loop,
-    window), the routed entries (lane, leaves a NIC, column, weight), the passes, the matrix."""
+    window), the routed entries (lane, leaves a NIC, column, weight), the passes, the matrix;
+    and, built once for the events on these paths, the entries and pairs by level for the
+    arrivals' sweep (from ``levels_from`` entries, chains of at most ``most`` pairs, as
+    ``ports.PathArrivals`` sweeps; empty below) and the lanes' links of the fill (``sizes``:
+    lanes, columns, as :func:`.rebuild_kernel.rebuild` takes them)."""
+    lanes, n_cols = sizes[0], sizes[1]
     routed, new, matrix, keys, arr, upstream, win = built
     r_lane, r_flow, r_weight = routed
     pairs = (new[0], new[1], col_of[new[2]], new[3], new[5], new[4], upstream, keys[1])
     ports = (keys[0], win[0], win[1])
     entries = (r_lane, arr[0], col_of[r_flow], r_weight)
-    return routed, pairs, new[2], ports, entries, arr[1], matrix
+    none = np.zeros(0, np.int64)
+    levels = (none, none, none, none)
+    if len(r_lane) >= levels_from:
+        levels = entry_levels(r_lane, new[5], keys[0], lanes, most)
+    links = lane_links(matrix, n_cols)
+    return routed, pairs, new[2], ports, entries, arr[1], levels, matrix, links
 
 
 # The loops over a run's columns and entries sit in functions of their own: inline in the long
