@@ -26,7 +26,8 @@ import numpy as np
 # kernels are used. Numba costs a process about 0.35 s the first time (0.14 s to import, 0.2 s
 # to set up and load a cached kernel): array code is faster below this size, where advise's
 # congestion cases all fall (at most ~10k non-zeros on 16k GPUs); an all-to-all over 128 hosts
-# (65k) is above it.
+# (65k) is above it. A seed's whole compiled run (seed_kernel), taken at any size in a process
+# that holds the kernels, sweeps the arrivals level by level from this size, as the array code.
 COMPILED_MIN_SIZE = 20_000
 
 

@@ -54,9 +54,9 @@ def run_seed(
     """One seed's run to completion (the arguments are documented where the caller builds
     them: :func:`.seed_run.compiled_run`).
 
-    Returns the finish times, the events, each event's duration and
-    paused share, the first pauses' victims (and whether any), the busiest phase's running
-    job columns, hot lanes, queues and utilisation, the paths at the end and the moves made."""
+    Returns the finish times, the events, each event's duration and paused share, the first
+    pauses' victims (and whether any), the busiest phase's running job columns, hot lanes,
+    queues and utilisation, the paths at the end and the moves made."""
     size_bytes, start_us, col_cap, push, job, window_kb = columns
     col_of, movable = flows
     capacity, tail, head, kind, leaf, vertices, into_nic, up_lane = net[:8]

@@ -1,7 +1,6 @@
 """A seed's whole run in one compiled call (:mod:`~fabricplan.congestion.seed_kernel`), for
-runs of credit or PFC-only flow control, small and large, in a process that holds the
-kernels: with
-flowlet moves (:func:`compiled_run`) or on the paths as routed (:func:`compiled_fixed_run`).
+runs of credit or PFC-only flow control, small and large, in a process that holds the kernels:
+with flowlet moves (:func:`compiled_run`) or on the paths as routed (:func:`compiled_fixed_run`).
 Each gives, bit for bit, what :func:`~fabricplan.congestion.waterfill.complete` over
 :class:`~fabricplan.congestion.flowcontrol.Phases` (and
 :class:`~fabricplan.congestion.flowlet.FlowletMoves`) gives. Here: what decides that a run goes
@@ -41,7 +40,7 @@ def compiled_run(
     compiled kernels): the caller runs the loop. The model's constants are read from their
     modules at each call, as the loop reads them."""
     r = moves.routed
-    if not _compiles(fc, r):
+    if not _compiles(fc):
         return None
     net, pol = moves.net, moves.policy
     tw = moves.towards
@@ -87,7 +86,7 @@ def compiled_fixed_run(
     as routed (ECMP, adaptive routing; ``dst``: each hop flow's receiver), in one compiled
     call, bit for bit: what :func:`compiled_run` does without moves. Fills ``record``. None
     where the events would not run compiled (as for :func:`compiled_run`)."""
-    if not _compiles(fc, routed):
+    if not _compiles(fc):
         return None
     used = np.zeros(net.lanes + 1, bool)
     used[routed.lane] = True
@@ -96,7 +95,7 @@ def compiled_fixed_run(
     return _run(paths, fc, columns, _NO_MOVES, _NO_DUE_POLICY, _IDLE_RNG, record)[0]
 
 
-def _compiles(fc: FlowControl, r: Routed) -> bool:
+def _compiles(fc: FlowControl) -> bool:
     """Whether a run's events run compiled: credit or PFC-only flow control, in a process that
     holds the kernels. Large runs too: with the lanes' links of the fill kept per set of paths
     and the arrivals swept level by level, a 128-host all-to-all with flowlet moves ran a
