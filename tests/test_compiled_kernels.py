@@ -156,3 +156,35 @@ def test_lane_levels_compiled_are_the_array_codes(seed, lanes, pairs, loops):
         assert levels[True] is None
     else:
         assert np.array_equal(levels[False], levels[True])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 30), st.integers(1, 120), st.booleans())
+def test_entry_levels_compiled_are_the_array_codes(seed, lanes, entries, loops):
+    # routed entries on random lanes, port pairs joining two entries (from a lower lane to a
+    # higher one, or any two, which may close a loop): the entries and pairs grouped by their
+    # lane's level, in the same stable order compiled or not (None for a loop alike)
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(seed)
+    lane = rng.integers(0, lanes, entries)
+    e_in, e_out = rng.integers(0, entries, (2, int(rng.integers(0, 2 * entries))))
+    if not loops:
+        e_in, e_out = np.where(lane[e_in] <= lane[e_out], (e_in, e_out), (e_out, e_in))
+    keep = lane[e_in] != lane[e_out]
+    e_in, e_out = e_in[keep], e_out[keep]
+    keys = np.unique(lane[e_out] * lanes + lane[e_in])
+    net = SimpleNamespace(lanes=lanes, capacity=np.ones(lanes))
+    pp = SimpleNamespace(e_in=e_in, out=lane[e_out], into=lane[e_in])
+    got = {}
+    for compiled in (False, True):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(kernels, "loaded", lambda c=compiled: c)
+            mp.setattr(kernels, "COMPILED_MIN_SIZE", 0)
+            got[compiled] = ports._entry_levels(net, lane, pp, keys)
+    if got[False] is None:
+        assert got[True] is None
+    else:
+        assert got[True] is not None and len(got[False]) == len(got[True]) == 4
+        for a, b in zip(got[False], got[True], strict=True):
+            assert np.array_equal(a, b)

@@ -16,6 +16,7 @@ import copy
 import numpy as np
 
 from fabricplan.congestion import kernels
+from fabricplan.congestion.fill_links import lane_links
 from fabricplan.congestion.flowcontrol import (
     ARBITER_LEVELS,
     OVERLOAD_TOLERANCE,
@@ -60,8 +61,6 @@ def compiled_rates(ph: Phases, running: np.ndarray) -> np.ndarray:
 def _kernel_arrays(ph: Phases) -> tuple:
     """What the compiled event reads, in the types it was compiled for (indices int64); the
     fill's links of the lanes built once for the phases' events."""
-    from fabricplan.congestion.fill_links import lane_links  # imports Numba
-
     pp, arr, a = ph.pairs, ph.arrivals, ph.a
     assert pp is not None
     pairs = (

@@ -170,6 +170,18 @@ def _entry_levels(
         return None
     if ports is None:
         ports = port_ids(net, pp.out, pp.into)[0]
+    if kernels.loaded():  # the compiled grouping a seed's compiled run uses (the same order)
+        from fabricplan.congestion.rebuild_kernel import entry_levels  # imports Numba
+
+        i64 = np.int64
+        got = entry_levels(
+            np.asarray(lane, i64),
+            np.asarray(pp.e_in, i64),
+            np.asarray(ports, i64),
+            net.lanes,
+            MAX_LANE_CHAIN,
+        )
+        return got if len(got[1]) else None
     level = lane_levels(len(net.capacity), ports % net.lanes, ports // net.lanes)
     if level is None:
         return None
