@@ -336,3 +336,19 @@ def test_calibrate_on_tcpx_fits_what_a_channel_carries(tmp_path):
     assert fit["rms_log_error_after"] < fit["rms_log_error_before"]
     text = out.read_text()
     assert "channel_goodput_GBps = { low = 4.42" in text
+
+
+def test_validate_packet_level_held_back_case():
+    # a held-back case alone: no suite case, its two routings, both within 10 %
+    data = json.loads(
+        run("validate", "--suite", "packet-level", "--case", "incast8", "--json").stdout
+    )
+    assert data["cases"] == []
+    held = data["held_back"]
+    assert [c["routing"] for c in held] == ["ecmp", "flowlet"]
+    assert all(c["within_tolerance"] for c in held)
+    assert held[0]["measured_fct_us"]["max"] == pytest.approx(649.541)
+    text = run("validate", "--suite", "packet-level", "--case", "incast8").stdout
+    assert "held back, within 10 % on p50, p99 and max: 2/2" in text
+    bad = run("validate", "--suite", "packet-level", "--case", "nope")
+    assert bad.returncode == 2 and "incast32nic" in bad.stdout + bad.stderr

@@ -4,6 +4,7 @@ flow lists, permutations and the routing modes, and the packet-level comparison.
 
 from __future__ import annotations
 
+import csv
 import json
 from unittest.mock import patch
 
@@ -735,3 +736,34 @@ def test_the_reference_runs_carry_whole_packets_where_its_sender_sends_them():
     runs = P.simulator_of()
     assert {runs[("a2a64", r)] for r in ("ecmp", "flowlet")} <= set(s.whole_packet_simulators)
     assert runs[("a2a64", "spray")] not in s.whole_packet_simulators
+
+
+def test_held_back_cases_are_the_recorded_traffic():
+    # each recorded run carried as many flows as the case's list, over 5 seeds (one flowlet
+    # run left out, as its notes say), on the routings the RoCE simulator has
+    m = P.measured()
+    rows = list(csv.DictReader((P.DATA / "htsim_held_back.csv").read_text().splitlines()))
+    names = {c.name for c in P.HELD_BACK}
+    assert not names & {c.name for c in P.CASES}
+    for case in P.HELD_BACK:
+        n = len(case.flows().src)
+        for routing in ("ecmp", "flowlet"):
+            mine = [r for r in rows if (r["case"], r["routing"]) == (case.name, routing)]
+            assert {int(r["flows"]) for r in mine} == {n}, case.name
+            left_out = (case.name, routing) == ("incast24v", "flowlet")
+            assert m[(case.name, routing)]["seeds"] == (4 if left_out else 5)
+    assert {r["case"] for r in rows} == names
+    assert {r["routing"] for r in rows} == {"ecmp", "flowlet"}
+
+
+def test_held_back_incast_matches_and_its_senders_other_flows_are_the_documented_miss():
+    # 8 -> 1: the receiver's link sets the pace, within 1 % of the simulator under both
+    # routings. Flows that share the incast senders' own links finish far sooner here than
+    # there (pauses spread one level): what docs/congestion.md and `congestion`'s "not
+    # modelled" say; the incast's own tail is right
+    for c in P.check_all(only="incast8", cases=P.HELD_BACK):
+        assert all(abs(e) < 0.01 for e in c.errors.values()), (c.routing, c.errors)
+    nic = P.check_all(only="incast32nic", cases=P.HELD_BACK)
+    ecmp = next(c for c in nic if c.routing == "ecmp")
+    assert ecmp.errors["p50"] < -0.5
+    assert abs(ecmp.errors["max"]) < 0.01
