@@ -183,7 +183,10 @@ HELD_BACK = (
         "incast 24 -> 1 from hosts 8-31, 2,000,000 B each, and 24 victims: each sender also "
         "sends 2,000,000 B to host i + 56",
         lambda: _with_victims(
-            _incast_from(np.arange(8, 32), 2_000_000), np.arange(8, 32), np.arange(64, 88), 2e6
+            _incast_from(np.arange(8, 32), 2_000_000),
+            np.arange(8, 32),
+            np.arange(64, 88),
+            2_000_000,
         ),
     ),
     RefCase(
@@ -195,7 +198,7 @@ HELD_BACK = (
             _incast_from(_NIC_SHARERS, 1_500_000),
             _NIC_SHARERS,
             _NIC_SHARERS // 8 * 8 + (_NIC_SHARERS + 4) % 8,
-            1e6,
+            1_000_000,
         ),
     ),
     RefCase(
@@ -207,7 +210,7 @@ HELD_BACK = (
             _incast_from(np.r_[np.arange(8, 32), np.arange(48, 52)], 2_000_000),
             np.arange(52, 56),
             np.arange(100, 104),
-            2e6,
+            2_000_000,
         ),
     ),
 )
