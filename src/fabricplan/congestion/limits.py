@@ -6,10 +6,10 @@ from __future__ import annotations
 COMMON = (
     "buffer shared between a switch's ports (each port's thresholds are fixed)",
     "congestion spreading beyond the congested port's own feeders (one level of pauses): "
-    "flows that share an incast sender's link are held only as far as that level reaches, "
-    "where lossless back-pressure holds them with the incast (in a packet-level simulator with "
-    "PFC their median flow ends 1.7-4.6x later than here: validate --suite packet-level, held "
-    "back; errs fast)",
+    "flows that share the sender link of a heavily overloaded incast are held only as far as "
+    "that level reaches, where lossless back-pressure holds them with the incast (in a "
+    "packet-level simulator with PFC the median flow of such traffic ends 1.5-4.6x later than "
+    "here: validate --suite packet-level, held back; errs fast)",
 )
 BY_FAMILY = {
     "roce": (

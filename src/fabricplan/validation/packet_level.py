@@ -160,6 +160,17 @@ def _with_victims(incast: FlowList, src: np.ndarray, dst: np.ndarray, size: floa
     )
 
 
+def _beside_incast(senders: np.ndarray, flows_each: int, size: float) -> FlowList:
+    """Each sender's flow to host 0, then its ``flows_each - 1`` others, to hosts from 64 on
+    (each its own), sender by sender: the sender's NIC splits its rate over its flows, so host
+    0's link is offered ``len(senders) / flows_each`` times a NIC's rate."""
+    src = np.repeat(senders, flows_each)
+    dst = np.zeros(len(src), np.int64)
+    others = np.arange(len(src)) % flows_each != 0
+    dst[others] = 64 + np.arange(np.count_nonzero(others))
+    return FlowList(src, dst, np.full(len(src), size), np.zeros(len(src)))
+
+
 # Hosts 0-127 on the reference's 128-host fabric sit 8 to a leaf (K = 16).
 _NIC_SHARERS = np.arange(16, 48)
 # Cases recorded after the model was set (its state before they were added), never used to choose
@@ -212,6 +223,20 @@ HELD_BACK = (
             np.arange(100, 104),
             2_000_000,
         ),
+    ),
+    RefCase(
+        "inc7light",
+        128,
+        "one host on each of leaves 1-7 sends 6 flows of 2,000,000 B: one to host 0 (its link "
+        "offered 58 GB/s) and 5 to hosts of their own",
+        lambda: _beside_incast(np.arange(1, 8) * 8, 6, 2_000_000),
+    ),
+    RefCase(
+        "inc7heavy",
+        128,
+        "one host on each of leaves 1-7 sends 2 flows of 2,000,000 B: one to host 0 (its link "
+        "offered 175 GB/s) and one to a host of its own",
+        lambda: _beside_incast(np.arange(1, 8) * 8, 2, 2_000_000),
     ),
 )
 
