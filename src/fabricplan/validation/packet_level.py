@@ -171,8 +171,12 @@ def _beside_incast(senders: np.ndarray, flows_each: int, size: float) -> FlowLis
     return FlowList(src, dst, np.full(len(src), size), np.zeros(len(src)))
 
 
-# Hosts 0-127 on the reference's 128-host fabric sit 8 to a leaf (K = 16).
+# Hosts per leaf on the reference's 2-tier fat-tree: K / 2 of a K = 16 switch's ports face down,
+# so hosts 0-7 are leaf 0's, 8-15 leaf 1's, and so on.
+_HOSTS_PER_LEAF = 8
 _NIC_SHARERS = np.arange(16, 48)
+# one host on each of leaves 1-7
+_ONE_PER_LEAF = np.arange(1, 8) * _HOSTS_PER_LEAF
 # Cases recorded after the model was set (its state before they were added), never used to choose
 # anything in it: how it does on traffic it was not developed on. Not part of the suite's
 # target; ECMP and flowlet routing only (the RoCE simulator).
@@ -208,7 +212,8 @@ HELD_BACK = (
         lambda: _with_victims(
             _incast_from(_NIC_SHARERS, 1_500_000),
             _NIC_SHARERS,
-            _NIC_SHARERS // 8 * 8 + (_NIC_SHARERS + 4) % 8,
+            _NIC_SHARERS // _HOSTS_PER_LEAF * _HOSTS_PER_LEAF
+            + (_NIC_SHARERS + _HOSTS_PER_LEAF // 2) % _HOSTS_PER_LEAF,
             1_000_000,
         ),
     ),
@@ -229,14 +234,14 @@ HELD_BACK = (
         128,
         "one host on each of leaves 1-7 sends 6 flows of 2,000,000 B: one to host 0 (its link "
         "offered 58 GB/s) and 5 to hosts of their own",
-        lambda: _beside_incast(np.arange(1, 8) * 8, 6, 2_000_000),
+        lambda: _beside_incast(_ONE_PER_LEAF, 6, 2_000_000),
     ),
     RefCase(
         "inc7heavy",
         128,
         "one host on each of leaves 1-7 sends 2 flows of 2,000,000 B: one to host 0 (its link "
         "offered 175 GB/s) and one to a host of its own",
-        lambda: _beside_incast(np.arange(1, 8) * 8, 2, 2_000_000),
+        lambda: _beside_incast(_ONE_PER_LEAF, 2, 2_000_000),
     ),
 )
 
