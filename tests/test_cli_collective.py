@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fabricplan.validation import packet_level as P
 from test_cli import DESIGN_EXAMPLE, run
 
 DATA = Path(__file__).resolve().parents[1] / "src/fabricplan/validation/data/nccl-tests"
@@ -339,16 +340,27 @@ def test_calibrate_on_tcpx_fits_what_a_channel_carries(tmp_path):
 
 
 def test_validate_packet_level_held_back_case():
-    # a held-back case alone: no suite case, its two routings, both within 10 %
+    # a case developed on alone: no suite case, its two routings, both within 10 %
     data = json.loads(
         run("validate", "--suite", "packet-level", "--case", "incast8", "--json").stdout
     )
-    assert data["cases"] == []
-    held = data["held_back"]
-    assert [c["routing"] for c in held] == ["ecmp", "flowlet"]
-    assert all(c["within_tolerance"] for c in held)
-    assert held[0]["measured_fct_us"]["max"] == pytest.approx(649.541)
+    assert data["cases"] == [] and data["held_back"] == []
+    developed = data["developed"]
+    assert [c["routing"] for c in developed] == ["ecmp", "flowlet"]
+    assert all(c["within_tolerance"] for c in developed)
+    assert developed[0]["measured_fct_us"]["max"] == pytest.approx(649.541)
     text = run("validate", "--suite", "packet-level", "--case", "incast8").stdout
+    assert "developed on, within 10 % on p50, p99 and max: 2/2" in text
+    # a held-back one: its own table and count
+    data = json.loads(
+        run("validate", "--suite", "packet-level", "--case", "incast10local", "--json").stdout
+    )
+    held = data["held_back"]
+    assert data["developed"] == [] and [c["routing"] for c in held] == ["ecmp", "flowlet"]
+    assert held[0]["measured_fct_us"]["max"] == pytest.approx(
+        P.measured()[("incast10local", "ecmp")]["max"]
+    )
+    text = run("validate", "--suite", "packet-level", "--case", "incast10local").stdout
     assert "held back, within 10 % on p50, p99 and max: 2/2" in text
     bad = run("validate", "--suite", "packet-level", "--case", "nope")
     assert bad.returncode == 2 and "incast32nic" in bad.stdout + bad.stderr

@@ -738,32 +738,43 @@ def test_the_reference_runs_carry_whole_packets_where_its_sender_sends_them():
     assert runs[("a2a64", "spray")] not in s.whole_packet_simulators
 
 
-def test_held_back_cases_are_the_recorded_traffic():
+def test_developed_and_held_back_cases_are_the_recorded_traffic():
     # each recorded run carried as many flows as the case's list, over 5 seeds (one flowlet
-    # run left out, as its notes say), on the routings the RoCE simulator has
+    # run left out, as its notes say), on the routings the RoCE simulator has; no case is in
+    # two sets
     m = P.measured()
-    rows = list(csv.DictReader((P.DATA / "htsim_held_back.csv").read_text().splitlines()))
-    names = {c.name for c in P.HELD_BACK}
-    assert not names & {c.name for c in P.CASES}
-    for case in P.HELD_BACK:
-        n = len(case.flows().src)
-        for routing in ("ecmp", "flowlet"):
-            mine = [r for r in rows if (r["case"], r["routing"]) == (case.name, routing)]
-            assert {int(r["flows"]) for r in mine} == {n}, case.name
-            left_out = (case.name, routing) == ("incast24v", "flowlet")
-            assert m[(case.name, routing)]["seeds"] == (4 if left_out else 5)
-    assert {r["case"] for r in rows} == names
-    assert {r["routing"] for r in rows} == {"ecmp", "flowlet"}
+    suite = {c.name for c in P.CASES}
+    developed = {c.name for c in P.DEVELOPED}
+    held = {c.name for c in P.HELD_BACK}
+    assert not (suite & developed or suite & held or developed & held)
+    for cases, data in ((P.DEVELOPED, "htsim_developed.csv"), (P.HELD_BACK, "htsim_held_back.csv")):
+        rows = list(csv.DictReader((P.DATA / data).read_text().splitlines()))
+        for case in cases:
+            n = len(case.flows().src)
+            for routing in ("ecmp", "flowlet"):
+                mine = [r for r in rows if (r["case"], r["routing"]) == (case.name, routing)]
+                assert {int(r["flows"]) for r in mine} == {n}, case.name
+                left_out = (case.name, routing) == ("incast24v", "flowlet")
+                assert m[(case.name, routing)]["seeds"] == (4 if left_out else 5)
+        assert {r["case"] for r in rows} == {c.name for c in cases}
+        assert {r["routing"] for r in rows} == {"ecmp", "flowlet"}
 
 
-def test_held_back_incast_matches_and_its_senders_other_flows_are_the_documented_miss():
-    # 8 -> 1: the receiver's link sets the pace, within 1 % of the simulator under both
-    # routings. Flows that share the incast senders' own links finish far sooner here than
-    # there (pauses spread one level): what docs/congestion.md and `congestion`'s "not
-    # modelled" say; the incast's own tail is right
-    for c in P.check_all(only="incast8", cases=P.HELD_BACK):
+def test_an_incast_senders_other_flows_are_held_with_it_as_in_the_packet_simulator():
+    # 8 -> 1: the receiver's link sets the pace, within 1 % under both routings. Where each
+    # incast sender also sends elsewhere, PFC reaches its NIC and holds that flow with the
+    # incast (nic_turns): within 5 % of the simulator under ECMP, where one level of pauses
+    # alone had them 68-78 % early
+    for c in P.check_all(only="incast8", cases=P.DEVELOPED):
         assert all(abs(e) < 0.01 for e in c.errors.values()), (c.routing, c.errors)
-    nic = P.check_all(only="incast32nic", cases=P.HELD_BACK)
-    ecmp = next(c for c in nic if c.routing == "ecmp")
-    assert ecmp.errors["p50"] < -0.5
-    assert abs(ecmp.errors["max"]) < 0.01
+    for name in ("incast24v", "incast32nic", "inc7heavy"):
+        ecmp = next(c for c in P.check_all(only=name, cases=P.DEVELOPED) if c.routing == "ecmp")
+        assert all(abs(e) < 0.05 for e in ecmp.errors.values()), (name, ecmp.errors)
+
+
+def test_a_nic_with_two_incast_flows_is_the_documented_held_back_miss():
+    # hosts sending into two incasts at once and a third flow: here each NIC is held to its
+    # slower incast flow's rate, so both receivers idle part of the time (+36 % on every
+    # figure); in the packet simulator they stay full. docs/congestion.md reports it
+    ecmp = next(c for c in P.check_all(only="threeway", cases=P.HELD_BACK) if c.routing == "ecmp")
+    assert all(e > 0.25 for e in ecmp.errors.values()), ecmp.errors

@@ -1,6 +1,7 @@
 """``fabricplan validate --suite packet-level``: the congestion simulator against a packet-level
 simulator's recorded runs, case by case, with the error and the speed: the suite's cases (the
-target), then the held-back ones (recorded after the model was set; no target)."""
+target), the cases the model was since developed on, then the held-back ones (recorded after
+the model was set; no target)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from fabricplan.validation import packet_level as P
 
 
 def show_packet_level(case: str | None, as_json: bool) -> None:
-    names = [c.name for c in P.CASES + P.HELD_BACK]
+    everything = P.CASES + P.DEVELOPED + P.HELD_BACK
+    names = [c.name for c in everything]
     if case is not None and case not in names:
         fail(
             f"--case: {case!r} is not a packet-level case; known: {', '.join(names)}",
             as_json=as_json,
         )
-    total = sum(1 for c in P.CASES + P.HELD_BACK if case in (None, c.name)) * len(P.ROUTINGS)
+    total = sum(1 for c in everything if case in (None, c.name)) * len(P.ROUTINGS)
     with progress_bar(disable=as_json) as bar:
         task = bar.add_task("simulating", total=total)
 
@@ -25,6 +27,7 @@ def show_packet_level(case: str | None, as_json: bool) -> None:
             bar.advance(task, n)
 
         checks = P.check_all(only=case, progress=tick)
+        developed = P.check_all(only=case, progress=tick, cases=P.DEVELOPED)
         held = P.check_all(only=case, progress=tick, cases=P.HELD_BACK)
     if as_json:
         emit_json(
@@ -32,6 +35,8 @@ def show_packet_level(case: str | None, as_json: bool) -> None:
                 "reference": P.meta()["simulator"],
                 "tolerance": P.TOLERANCE,
                 "cases": [c.to_dict() for c in checks],
+                "developed": [c.to_dict() for c in developed],
+                "developed_note": P.meta()["developed"]["what"],
                 "held_back": [c.to_dict() for c in held],
                 "held_back_note": P.meta()["held_back"]["what"],
             }
@@ -49,6 +54,13 @@ def show_packet_level(case: str | None, as_json: bool) -> None:
         console.print(
             f"within 10 % on p50, p99 and max: {ok}/{len(checks)}; at least 10x faster per "
             f"seed than one reference run: {fast}/{len(checks)}",
+            highlight=False,
+        )
+    if developed:
+        _table(f"Developed on: {P.meta()['developed']['what']}", developed)
+        console.print(
+            f"developed on, within 10 % on p50, p99 and max: {sum(c.within for c in developed)}/"
+            f"{len(developed)} (no target)",
             highlight=False,
         )
     if held:

@@ -24,6 +24,7 @@ from fabricplan.congestion.flowcontrol import (
     Phases,
 )
 from fabricplan.congestion.network import Routed
+from fabricplan.congestion.nic_turns import FILL_ROUNDOFF, HELD_TOLERANCE
 from fabricplan.congestion.ports import NO_LEVELS, PathArrivals, PortPairs
 from fabricplan.congestion.rebuild_kernel import rebuild
 from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Rows
@@ -36,8 +37,14 @@ def compiled_rates(ph: Phases, running: np.ndarray) -> np.ndarray:
 
     if ph._kernel_args is None:
         ph._kernel_args = _kernel_arrays(ph)
-    columns, pairs, ports, entries, passes, levels, links = ph._kernel_args
-    rates, pause, eff, hot_lanes, n_over, unpaused = pfc_rates(
+    columns, pairs, ports, entries, passes, levels, links, nic = ph._kernel_args
+    t = ph.turns
+    turns = (
+        (*nic, t.stranded, True, HELD_TOLERANCE, FILL_ROUNDOFF)
+        if t is not None
+        else (*nic, np.zeros(0), False, HELD_TOLERANCE, FILL_ROUNDOFF)
+    )
+    out = pfc_rates(
         running,
         *columns,
         pairs,
@@ -50,7 +57,11 @@ def compiled_rates(ph: Phases, running: np.ndarray) -> np.ndarray:
         OVERLOAD_TOLERANCE,
         ARBITER_LEVELS,
         ph.record.victims is None,
+        turns,
     )
+    rates, pause, eff, hot_lanes, n_over, unpaused, excess, onset = out[:8]
+    if t is not None:
+        t.excess, t.onset_us = excess, float(onset)
     queues = ph._held_queues(hot_lanes, n_over)
     if ph.record.victims is None and np.count_nonzero(pause):
         ph.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
@@ -79,7 +90,14 @@ def _kernel_arrays(ph: Phases) -> tuple:
     levels = arr.levels if arr.levels is not None else NO_LEVELS
     # per column its push and own cap, per lane its capacity
     columns = (np.asarray(ph.push, float), np.asarray(ph.cap, float), arr.cap)
-    return columns, pairs, ports, entries, arr.passes, levels, lane_links(matrix, a.shape[1])
+    t = ph.turns  # per column its NIC's lane and ingress ports, XOFF in bytes
+    nic = (
+        (i64(t.nic), np.asarray(t.ports, float), float(t.threshold_bytes))
+        if t is not None
+        else (np.zeros(0, np.int64), np.zeros(0), 0.0)
+    )
+    links = lane_links(matrix, a.shape[1])
+    return columns, pairs, ports, entries, arr.passes, levels, links, nic
 
 
 def moved(

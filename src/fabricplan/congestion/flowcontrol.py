@@ -44,6 +44,7 @@ from fabricplan.congestion.dcqcn import Quality, fluid_keys, fluids_of
 from fabricplan.congestion.groupfill import group_fill
 from fabricplan.congestion.groups import runs, unique_inverse
 from fabricplan.congestion.network import Network, Routed
+from fabricplan.congestion.nic_turns import NicTurns, held_nics
 from fabricplan.congestion.ports import PathArrivals, PortPairs, port_ids, port_pairs
 from fabricplan.congestion.settings import FlowSettings
 from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Matrix, max_min_rates, with_rows
@@ -160,7 +161,7 @@ class Phases:
     share; background at its load); ``demand_cap``: a column's own rate limit (background);
     ``self_clocked``: windowed columns (ring and tree channels); ``a_t``: ``a``'s transpose,
     for the compiled fill (None: built where needed); ``pairs``: ``port_pairs(net, routed)``,
-    when the caller has them."""
+    when the caller has them; ``turns``: the run's sender NICs (:mod:`.nic_turns`)."""
 
     def __init__(
         self,
@@ -176,8 +177,11 @@ class Phases:
         fc: FlowControl,
         rtt_us: float,
         pairs: PortPairs | None = None,
+        turns: NicTurns | None = None,
     ) -> None:
         self.net, self.a, self.a_t, self.fc = net, a, a_t, fc
+        # the senders' NICs (credit or PFC only): kept by the run, over flowlet rebuilds
+        self.turns = turns if fc.pauses and not fc.dcqcn else None
         # each entry's lane, for small runs: a weighted bincount makes the sparse product's
         # additions in the same order without its fixed cost
         self._a_lane = (
@@ -230,7 +234,39 @@ class Phases:
             from fabricplan.congestion.compiled_phases import compiled_rates  # imports Numba
 
             return compiled_rates(self, running)
-        push = np.where(running, self.push, 0.0)
+        cap = net.capacity
+        rates, pause, mult, queues, m, extra_cap = self._event(running, left, self.push, None)
+        held = None if self.turns is None else held_nics(self.turns, running, rates, cap)
+        if held is not None and held[1] is not None:
+            # a NIC paused (its thresholds filled): its senders push only what gets out
+            out = held[1]
+            nic = self.turns.nic if self.turns is not None else np.zeros(0, np.int64)
+            push = np.where(nic >= 0, self.push * out[np.maximum(nic, 0)], self.push)
+            rates, pause, mult, queues, m, extra_cap = self._event(running, left, push, held[0])
+        elif held is not None:  # only turns: the same pushes, less room on the NICs
+            pause = np.maximum(pause, held[0])
+            c = np.concatenate([cap * mult * (1 - pause), extra_cap])
+            rates = max_min_rates(m, c, running, self.cap, self.a_t if m is self.a else None)
+        eff = cap * mult * (1 - pause)
+        if self.record.victims is None and np.count_nonzero(pause):  # the first phase with pauses
+            c0 = np.concatenate([cap * mult, extra_cap])
+            unpaused = max_min_rates(m, c0, running, self.cap)
+            self.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
+        self._note(running, rates, pause, queues, eff)
+        return rates
+
+    def _event(
+        self,
+        running: np.ndarray,
+        left: np.ndarray,
+        push_col: np.ndarray,
+        extra_pause: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict, Matrix, np.ndarray]:
+        """One pass from what the senders push (``push_col``): the rates, pauses, capacity
+        congestion control leaves, queues, and the fill's matrix and extra capacities;
+        ``extra_pause``: pauses per lane the NICs add."""
+        net, a = self.net, self.a
+        push = np.where(running, push_col, 0.0)
         lanes = net.lanes
         cap = net.capacity
         sel = running[self.p_col].nonzero()[0]
@@ -281,15 +317,22 @@ class Phases:
                     rows, cols, weights, extra_cap = self._arbitrated(sel, h, inv, share, bring)
                     m = with_rows(a, rows, cols, weights, len(extra_cap))
                 pause = self._spread(pause, out, sel, bring, cap)
+        if extra_pause is not None:
+            pause = np.maximum(pause, extra_pause)
         eff = cap * mult * (1 - pause)
         c = np.concatenate([eff, extra_cap])
         rates = max_min_rates(m, c, running, self.cap, self.a_t if m is a else None)
-        if self.record.victims is None and np.count_nonzero(pause):  # the first phase with pauses
-            c0 = np.concatenate([cap * mult, extra_cap])
-            unpaused = max_min_rates(m, c0, running, self.cap)
-            self.record.victims = running & (rates < unpaused * (1 - VICTIM_LOSS))
-        self._note(running, rates, pause, queues, eff)
-        return rates
+        return rates, pause, mult, queues, m, extra_cap
+
+    def next_onset_us(self, now_us: float) -> float:
+        """When the next sender NIC fills its thresholds (inf: none), under the rates of the
+        call just made at ``now_us``."""
+        return np.inf if self.turns is None else now_us + self.turns.onset_us
+
+    def elapse(self, dt_us: float) -> None:
+        """The phase of the last call lasted ``dt_us``."""
+        if self.turns is not None:
+            self.turns.elapse(dt_us)
 
     def _held_queues(self, hot_lanes: np.ndarray, n_over: np.ndarray) -> dict:
         """Each hot port's queue without DCQCN: PFC (or credits) hold each ingress port that

@@ -254,6 +254,13 @@ class FlowletMoves:
         )
         return soonest
 
+    def next_onset_us(self, now_us: float) -> float:
+        """When the current paths' phases change of their own (:meth:`Phases.next_onset_us`)."""
+        return self.phases.next_onset_us(now_us)
+
+    def elapse(self, dt_us: float) -> None:
+        self.phases.elapse(dt_us)
+
     def change(self, now_us: float) -> np.ndarray:
         """Move the flows due by ``now_us`` (and those due soon after: ``MOVE_MERGE``)."""
         pol, net, r = self.policy, self.net, self.routed

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 COMMON = (
     "buffer shared between a switch's ports (each port's thresholds are fixed)",
-    "congestion spreading beyond the congested port's own feeders (one level of pauses): "
-    "flows that share the sender link of a heavily overloaded incast are held only as far as "
-    "that level reaches, where lossless back-pressure holds them with the incast (in a "
-    "packet-level simulator with PFC the median flow of such traffic ends 1.5-4.6x later than "
-    "here: validate --suite packet-level, held back; errs fast)",
+    "congestion spreading between switches beyond the congested port's own feeders (one level "
+    "of pauses; a sender's own NIC is held once the flow it strands fills the thresholds on "
+    "its path)",
+    "on lossless fabrics without congestion control (PFC only, InfiniBand credits), a sender "
+    "NIC held back by two or more flows at different rates: here every flow of it is held to "
+    "the slowest one's rate, so two incasts sharing their senders leave both receivers "
+    "idle part of the time (36 % slower than a packet-level simulator, which keeps them full: "
+    "validate --suite packet-level, held back; errs slow)",
 )
 BY_FAMILY = {
     "roce": (

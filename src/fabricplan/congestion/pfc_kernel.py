@@ -25,6 +25,7 @@ from fabricplan.congestion.jitted import (
     unique_pairs,
     wrap,
 )
+from fabricplan.congestion.nic_kernel import held_nics
 
 _fill = kernels.fill()
 _brought = kernels.brought()
@@ -200,35 +201,15 @@ def _arbiter_rows(
 
 
 @jit
-def pfc_rates(
-    running: np.ndarray,
-    push_col: np.ndarray,
-    cap_col: np.ndarray,
-    capacity: np.ndarray,
-    pairs: tuple[np.ndarray, ...],
-    ports: tuple[np.ndarray, np.ndarray, np.ndarray],
-    entries: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    passes: int,
-    levels: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    links: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    threshold_kb: float,
-    tolerance: float,
-    arbiter_levels: int,
-    victims: bool,
-) -> tuple[np.ndarray, ...]:
-    """Rates of the running columns (``Phases.__call__`` for credit or PFC-only flow control).
-
-    ``pairs``: per port pair, its egress and ingress lanes, column, weight, routed entries
-    (ingress, egress), the pair upstream of it (-1: none), its port id; ``ports``: the port ids'
-    keys (egress x lanes + ingress), which pairs are open-loop senders, the window (KB) a
-    windowed pair may queue; ``entries``: per routed entry its lane, whether it leaves a NIC,
-    its column and weight; ``levels``: the entries and pairs by their lane's level for the
-    arrivals' sweep (:func:`.rebuild_kernel.entry_levels`; empty: ``passes`` passes instead);
-    ``links``: the lanes' links of the fill (:func:`.fill_links.lane_links`).
-
-    Returns the rates, the pause share per lane, the capacity left per lane, the hot lanes and
-    how many of each one's ingress ports bring more than their share, and (``victims``, when
-    anything pauses) the rates without the pauses (empty otherwise)."""
+def _event(
+    running: np.ndarray, push_col: np.ndarray, given: tuple, extra_pause: np.ndarray
+) -> tuple:
+    """One pass of :func:`pfc_rates` from what the senders push (``Phases._event``): the rates,
+    pauses, capacity left, hot lanes and their ingress ports over their share, and the fill's
+    problem; ``given``: :func:`pfc_rates`' arguments from ``cap_col`` to ``arbiter_levels``;
+    ``extra_pause`` (empty: none): pauses per lane the NICs add."""
+    (cap_col, capacity, pairs, ports), (entries, passes, levels, links), limits = given
+    threshold_kb, tolerance, arbiter_levels = limits
     p_out, p_in, p_col, p_w, e_in, e_out, upstream, p_port = pairs
     port_keys, p_open, p_window_kb = ports
     lane, first, col_of_entry, weight = entries
@@ -326,10 +307,86 @@ def pfc_rates(
     links, flows, f_ptr, f_link, f_w, extra_cap = fill_problem(
         links, n_cols, lone_rows_pruned(extra, n_cols)
     )
+    if len(extra_pause):  # the NICs the event before held
+        pause = np.maximum(pause, extra_pause)
     eff = capacity * 1.0 * (1 - pause)
     fill = (links, flows, f_ptr, f_link, f_w)
     rates = _fill(*fill, np.concatenate((eff, extra_cap)), running, cap_col)
+    return rates, pause, eff, hot_lanes, n_over, fill, extra_cap
+
+
+@jit
+def pfc_rates(
+    running: np.ndarray,
+    push_col: np.ndarray,
+    cap_col: np.ndarray,
+    capacity: np.ndarray,
+    pairs: tuple[np.ndarray, ...],
+    ports: tuple[np.ndarray, np.ndarray, np.ndarray],
+    entries: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    passes: int,
+    levels: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    links: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    threshold_kb: float,
+    tolerance: float,
+    arbiter_levels: int,
+    victims: bool,
+    turns: tuple,
+) -> tuple:
+    """Rates of the running columns (``Phases.__call__`` for credit or PFC-only flow control).
+
+    ``pairs``: per port pair, its egress and ingress lanes, column, weight, routed entries
+    (ingress, egress), the pair upstream of it (-1: none), its port id; ``ports``: the port ids'
+    keys (egress x lanes + ingress), which pairs are open-loop senders, the window (KB) a
+    windowed pair may queue; ``entries``: per routed entry its lane, whether it leaves a NIC,
+    its column and weight; ``levels``: the entries and pairs by their lane's level for the
+    arrivals' sweep (:func:`.rebuild_kernel.entry_levels`; empty: ``passes`` passes instead);
+    ``links``: the lanes' links of the fill (:func:`.fill_links.lane_links`); ``turns``: the
+    senders' NICs (:mod:`.nic_turns`): per column its NIC's lane and ingress ports, XOFF in
+    bytes, per lane the stranded bytes (updated), whether they act, and the two tolerances.
+
+    Returns the rates, the pause share per lane, the capacity left per lane, the hot lanes and
+    how many of each one's ingress ports bring more than their share, (``victims``, when
+    anything pauses) the rates without the pauses (empty otherwise), and the NICs' excess per
+    lane, the time to the next NIC's onset and whether any NIC's state can change the rates."""
+    lanes = len(capacity)
+    given = (
+        (cap_col, capacity, pairs, ports),
+        (entries, passes, levels, links),
+        (threshold_kb, tolerance, arbiter_levels),
+    )
+    rates, pause, eff, hot_lanes, n_over, fill, extra_cap = _event(
+        running, push_col, given, np.zeros(0)
+    )
+    nic, nic_ports, threshold_bytes, stranded, acting, held_tolerance, fill_roundoff = turns
+    excess = np.zeros(lanes)
+    onset = np.inf
+    live = False
+    if acting:
+        held, binds, out, paused, excess, onset, live = held_nics(
+            nic,
+            nic_ports,
+            threshold_bytes,
+            stranded,
+            running,
+            rates,
+            capacity,
+            held_tolerance,
+            fill_roundoff,
+        )
+        if binds and paused:  # a NIC paused: its senders push only what gets out
+            push2 = push_col.copy()
+            for c in range(len(nic)):
+                if nic[c] >= 0:
+                    push2[c] = push_col[c] * out[nic[c]]
+            rates, pause, eff, hot_lanes, n_over, fill, extra_cap = _event(
+                running, push2, given, held
+            )
+        elif binds:  # only turns: the same pushes, less room on the NICs
+            pause = np.maximum(pause, held)
+            eff = capacity * 1.0 * (1 - pause)
+            rates = _fill(*fill, np.concatenate((eff, extra_cap)), running, cap_col)
     unpaused = np.zeros(0)
     if victims and pause.any():
         unpaused = _fill(*fill, np.concatenate((capacity * 1.0, extra_cap)), running, cap_col)
-    return rates, pause, eff, hot_lanes, n_over, unpaused
+    return rates, pause, eff, hot_lanes, n_over, unpaused, excess, onset, live

@@ -49,6 +49,7 @@ def run_seed(
     policy: tuple,
     moves: tuple,
     limits: tuple,
+    turns: tuple,
     rng: np.random.Generator,
 ) -> tuple:
     """One seed's run to completion (the arguments are documented where the caller builds
@@ -66,6 +67,8 @@ def run_seed(
     can_move, xon_kb, xoff_kb, rtt_us, go_back_n, held_kb, move_merge, n_groups = moves
     threshold_kb, tolerance, arbiter_levels, victim_loss, held_share, max_moves = limits[:6]
     finish_merge, start_merge, time_roundoff, bytes_roundoff, levels_from, most = limits[6:]
+    # the senders' NICs (nic_turns): per column its NIC's lane and ingress ports, XOFF in bytes
+    nic, nic_ports, threshold_bytes, nic_acting, held_tolerance, fill_roundoff = turns
     lanes = len(capacity)
     n = len(size_bytes)
     n_hop = len(col_of)
@@ -134,6 +137,12 @@ def run_seed(
     changed = True  # the paths moved since the last event's rates
     paused = 0.0
     rates = np.zeros(n)
+    # NicTurns' state: per lane the bytes stranded and stranded per us; the next onset; whether
+    # a NIC's state can change the rates (then they are worked out at every event)
+    stranded = np.zeros(lanes)
+    nic_excess = np.zeros(lanes)
+    hold_at = np.inf
+    nic_live = False
     while (finite & ~done).any():
         running = (start <= now * (1 + time_roundoff) + time_roundoff) & ~done
         if move_at <= now * (1 + time_roundoff) + time_roundoff:
@@ -210,9 +219,9 @@ def run_seed(
             add_resend(left, resend, running, finite)
         # Phases.__call__ (compiled_rates), then its _note; the same rates again when
         # neither the paths nor the running columns changed (a batch that moved nothing)
-        if changed or not (running == last_running).all():
+        if changed or nic_live or not (running == last_running).all():
             changed = False
-            rates, pause, eff, hot_lanes, n_over, unpaused = pfc_rates(
+            out = pfc_rates(
                 running,
                 push,
                 col_cap,
@@ -227,7 +236,19 @@ def run_seed(
                 tolerance,
                 arbiter_levels,
                 no_victims,
+                (
+                    nic,
+                    nic_ports,
+                    threshold_bytes,
+                    stranded,
+                    nic_acting,
+                    held_tolerance,
+                    fill_roundoff,
+                ),
             )
+            rates, pause, eff, hot_lanes, n_over, unpaused = out[:6]
+            nic_excess, onset, nic_live = out[6:]
+            hold_at = now + onset
             hot_kb = np.empty(len(hot_lanes))
             for k in range(len(hot_lanes)):
                 hot_kb[k] = held_kb * max(n_over[k], 1.0)
@@ -279,7 +300,7 @@ def run_seed(
         pending = start[(start > now) & ~done]
         next_start = pending.min() - now if len(pending) else np.inf
         first_end = to_end.min()
-        next_move = max(move_at - now, 0.0)
+        next_move = max(min(move_at, hold_at) - now, 0.0)
         dt = min(first_end, next_start, next_move)
         if not np.isfinite(dt):
             break
@@ -298,6 +319,8 @@ def run_seed(
                 if start[c] > now and start[c] <= now + dt:
                     start[c] = now + dt
         advance(left, rates, running, finite, dt)
+        for j in range(lanes):  # NicTurns.elapse
+            stranded[j] += nic_excess[j] * 1e3 * dt
         now += dt
         durations[n_durations] = dt
         n_durations += 1

@@ -14,12 +14,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fabricplan.congestion import flowcontrol, flowlet, kernels, waterfill
+from fabricplan.congestion import flowcontrol, flowlet, kernels, nic_turns, waterfill
 from fabricplan.congestion.adaptive import TIE_JITTER_GBPS
 from fabricplan.congestion.compiled_phases import i64
 from fabricplan.congestion.flowcontrol import FlowControl, RunRecord, window_kb
 from fabricplan.congestion.flowlet import FlowletMoves
 from fabricplan.congestion.network import Network, Routed, Towards, UpDown, closer_ports
+from fabricplan.congestion.nic_turns import NicTurns
 from fabricplan.congestion.ports import MAX_LANE_CHAIN
 from fabricplan.congestion.waterfill import Completion
 from fabricplan.topology.graph import LEAF
@@ -29,6 +30,7 @@ def compiled_run(
     moves: FlowletMoves,
     fc: FlowControl,
     columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    turns: NicTurns | None = None,
 ) -> Completion | None:
     """:func:`.waterfill.complete` of a flowlet run in one compiled call (:mod:`.seed_kernel`),
     giving bit for bit what the Python loop over ``moves`` gives: finish times, events and
@@ -61,6 +63,7 @@ def compiled_run(
         moves.due_policy,
         moves.rng,
         moves.record,
+        turns,
     )
     done, moves.routed, n_moves = out
     moves.moves += n_moves
@@ -81,6 +84,7 @@ def compiled_fixed_run(
     fc: FlowControl,
     columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     record: RunRecord,
+    turns: NicTurns | None = None,
 ) -> Completion | None:
     """:func:`.waterfill.complete` over :class:`.flowcontrol.Phases` of a run whose paths stay
     as routed (ECMP, adaptive routing; ``dst``: each hop flow's receiver), in one compiled
@@ -92,7 +96,7 @@ def compiled_fixed_run(
     used[routed.lane] = True
     # the routing tables go in as a flowlet run's do (the same compiled call), and are never read
     paths = (net, net.towards(dst), used, routed, col_of, np.zeros(len(col_of), bool))
-    return _run(paths, fc, columns, _NO_MOVES, _NO_DUE_POLICY, _IDLE_RNG, record)[0]
+    return _run(paths, fc, columns, _NO_MOVES, _NO_DUE_POLICY, _IDLE_RNG, record, turns)[0]
 
 
 def _compiles(fc: FlowControl) -> bool:
@@ -113,11 +117,12 @@ def _run(
     due_policy: tuple,
     rng: np.random.Generator,
     record: RunRecord,
+    turns: NicTurns | None,
 ) -> tuple[Completion, Routed, int]:
     """One :func:`.seed_kernel.run_seed` call: ``paths`` (the network, where flows go on to,
     the lanes used, the first paths, each hop flow's column, whether it may move), the moves'
-    settings and policy; fills ``record``. Returns the completion, the paths at the end and
-    the moves made."""
+    settings and policy, the senders' NICs (None: left out); fills ``record``. Returns the
+    completion, the paths at the end and the moves made."""
     from fabricplan.congestion.seed_kernel import run_seed  # it loads the compiled kernels
 
     net, tw, used, r, col_of, movable = paths
@@ -165,6 +170,8 @@ def _run(
             kernels.COMPILED_MIN_SIZE,
             MAX_LANE_CHAIN,
         ),
+        # the senders' NICs: per column its NIC's lane (renumbered) and ingress ports, XOFF
+        _nic_args(turns, index),
         rng,
     )
     finish, events, durations, paused, victims, any_victims, busiest = out[:7]
@@ -178,6 +185,15 @@ def _run(
     record.queue_kb = {j: (kb,) for j, kb in zip(hot, busy_kb.tolist(), strict=True)}
     done = Completion(finish, int(events), durations.tolist())
     return done, Routed(lane_of[lane], flow, weight), int(n_moves)
+
+
+def _nic_args(turns: NicTurns | None, index: np.ndarray) -> tuple:
+    """What the compiled run reads of the senders' NICs, lanes in the run's numbers."""
+    tol = (nic_turns.HELD_TOLERANCE, nic_turns.FILL_ROUNDOFF)
+    if turns is None or not (turns.nic >= 0).any():
+        return (np.zeros(0, np.int64), np.zeros(0), 0.0, False, *tol)
+    nic = i64(np.where(turns.nic >= 0, index[np.maximum(turns.nic, 0)], -1))
+    return (nic, np.asarray(turns.ports, float), float(turns.threshold_bytes), True, *tol)
 
 
 # The last answers of _reachable_ports and _lane_tables, by what they were asked: every seed of

@@ -39,6 +39,7 @@ from fabricplan.congestion.network import (
     Network,
     Routed,
 )
+from fabricplan.congestion.nic_turns import NicTurns
 from fabricplan.congestion.ports import PortPairs
 from fabricplan.congestion.seeds import run_seeds, stream, workers_for
 from fabricplan.congestion.spraying import spray_drain_us
@@ -139,6 +140,9 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     demand = np.concatenate([alone.nic_rates, tr.demand_GBps[n_job:]])
     routed = route_flows(Where(net, st.routing, case, st.nodes), tr, demand, rng)
     cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
+    # the senders' NICs, kept over the run (flowlet moves rebuild the phases, not these)
+    open_loop = ~tr.self_clocked & ~np.isfinite(cap)
+    turns = NicTurns.of(net, routed, tr.column, open_loop, st.fc.threshold_kb)
 
     def phases_of(r: Routed, pairs: PortPairs | None = None) -> Phases:
         a = _columns(net, r, tr)
@@ -157,6 +161,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
             st.fc,
             2 * st.sys.p2p_latency_us,
             pairs,
+            turns,
         )
 
     moves = None
@@ -175,9 +180,9 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
 
         columns = (tr.column_bytes, starts, cap, demand, job_col, tr.self_clocked)
         if moves is not None:
-            done, rec = compiled_run(moves, st.fc, columns), moves.record
+            done, rec = compiled_run(moves, st.fc, columns, turns), moves.record
         else:
-            done = compiled_fixed_run(net, routed, tr.column, tr.dst, st.fc, columns, rec)
+            done = compiled_fixed_run(net, routed, tr.column, tr.dst, st.fc, columns, rec, turns)
     if done is None:
         rates = moves if moves is not None else phases_of(routed)
         ph = rates.phases if isinstance(rates, FlowletMoves) else rates

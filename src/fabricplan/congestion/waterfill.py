@@ -297,7 +297,8 @@ def complete(
     CSR, when the caller has it already. ``rates(running, bytes_left)``, when given, sets each
     phase's rates instead of plain max-min sharing (flow control evaluated at every event);
     when it is also :class:`Rerouting`, its moves are events too, and a move's resent bytes
-    join the flow's bytes left.
+    join the flow's bytes left; when it has ``next_onset_us`` and ``elapse`` (a change of its
+    own at a time it gives, told each phase's length), that time is an event too.
     """
     n = a.shape[1]
     start = np.zeros(n) if start_us is None else np.array(start_us, float)
@@ -314,7 +315,10 @@ def complete(
     if rates is None and a_t is None and a.nnz >= kernels.COMPILED_MIN_SIZE:
         a_t = a.T.tocsr()  # once for every event's compiled fill
     moves = rates if hasattr(rates, "next_change_us") else None
-    move_at = np.inf
+    # rates that change at a time of their own as well (a sender NIC held once the queues
+    # behind it fill: flowcontrol.Phases), told how long each phase lasted
+    timed = rates if hasattr(rates, "next_onset_us") else None
+    move_at = hold_at = np.inf
     while np.count_nonzero(finite & ~done):
         running = (start <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF) & ~done
         if moves is not None and move_at <= now * (1 + TIME_ROUNDOFF) + TIME_ROUNDOFF:
@@ -325,6 +329,8 @@ def complete(
             rate = rates(running, left)
         if moves is not None:
             move_at = moves.next_change_us(now)
+        if timed is not None:
+            hold_at = timed.next_onset_us(now)
         events += 1
         # divided where a flow moves only: no division warnings to silence at every event
         moving = running & finite & (rate > 0)
@@ -332,7 +338,7 @@ def complete(
         pending = start[(start > now) & ~done]
         next_start = pending.min() - now if len(pending) else np.inf
         first_end = to_end.min(initial=np.inf)
-        next_move = max(move_at - now, 0.0)
+        next_move = max(min(move_at, hold_at) - now, 0.0)
         dt = min(first_end, next_start, next_move)
         if not np.isfinite(dt):
             break  # remaining flows can never move (zero capacity): they never finish
@@ -350,6 +356,8 @@ def complete(
                 dt = float(soon.max()) - now
                 start = np.where((start > now) & (start <= now + dt), now + dt, start)
         left = np.where(running & finite, left - rate * 1e3 * dt, left)
+        if timed is not None:
+            timed.elapse(dt)
         now += dt
         durations.append(float(dt))
         merged = np.flatnonzero(ending)  # each at its own time, ``own``

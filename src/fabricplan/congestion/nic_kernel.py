@@ -1,0 +1,82 @@
+""":func:`.nic_turns.held_nics`, compiled, for the compiled PFC event (:mod:`.pfc_kernel`): the
+same float operations in the same order (sums in column order, as ``np.bincount`` makes them),
+so a run's rates do not depend on which of the two computed them (tested)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabricplan.congestion.jitted import jit
+
+
+@jit
+def held_nics(
+    nic: np.ndarray,
+    ports: np.ndarray,
+    threshold_bytes: float,
+    stranded: np.ndarray,
+    running: np.ndarray,
+    rates: np.ndarray,
+    capacity: np.ndarray,
+    held_tolerance: float,
+    fill_roundoff: float,
+) -> tuple[np.ndarray, bool, np.ndarray, bool, np.ndarray, float, bool]:
+    """Per lane the pause the NICs add (zero where none binds) and whether any binds; per lane
+    the share of its senders' push that gets out where a NIC is paused (its thresholds filled;
+    1 elsewhere) and whether any is; per lane the excess its most held flow strands (GB/s); the
+    time to the next NIC's onset (us); whether any NIC with two flows or more holds one back
+    (its state can change the rates). Resets ``stranded`` where nothing is held, as the array
+    code does."""
+    lanes = len(capacity)
+    k = np.zeros(lanes, np.int64)
+    for c in range(len(nic)):
+        if running[c] and nic[c] >= 0:
+            k[nic[c]] += 1
+    worst = np.ones(lanes)
+    excess = np.zeros(lanes)
+    need = np.zeros(lanes)
+    n_held = np.zeros(lanes, np.int64)
+    got = np.zeros(lanes)
+    load = np.zeros(lanes)
+    for c in range(len(nic)):
+        j = nic[c]
+        if not running[c] or j < 0:
+            continue
+        turn = capacity[j] / max(k[j], 1)
+        r = rates[c]
+        load[j] += r
+        if r < turn * (1 - held_tolerance):
+            worst[j] = min(worst[j], r / turn)
+            excess[j] = max(excess[j], turn - r)
+            need[j] = max(need[j], ports[c])
+            n_held[j] += 1
+            got[j] += r
+    p = np.zeros(lanes)
+    out = np.ones(lanes)
+    binds = False
+    paused = False
+    onset = np.inf
+    live = False
+    for j in range(lanes):
+        if excess[j] <= 0:
+            stranded[j] = 0.0
+        nj = need[j] * threshold_bytes
+        filled = excess[j] > 0 and stranded[j] >= nj * (1 - fill_roundoff)
+        turn = capacity[j] / max(k[j], 1)
+        room = got[j] + capacity[j] - n_held[j] * turn
+        p_turns = 0.0
+        if n_held[j] > 0 and load[j] > room * (1 + held_tolerance):
+            p_turns = 1 - room / capacity[j]
+        p_held = 1 - worst[j] if filled else 0.0
+        pj = max(p_turns, p_held)
+        if pj > 0 and load[j] > capacity[j] * (1 - pj) * (1 + held_tolerance):
+            p[j] = pj
+            binds = True
+            if filled:
+                out[j] = 1 - pj
+                paused = True
+        if excess[j] > 0 and k[j] > 1:
+            live = True
+            if not filled:
+                onset = min(onset, (nj - stranded[j]) / (excess[j] * 1e3))
+    return p, binds, out, paused, excess, onset, live

@@ -1,0 +1,134 @@
+"""What a sender's NIC does on a lossless fabric without end-to-end congestion control (RoCE
+with PFC only, InfiniBand credits), which max-min sharing alone misses:
+
+- **Turns.** The NIC serves its flows round-robin, one turn each, and an open-loop sender
+  (no window, no rate cut) keeps sending a flow that is held back further on: its bytes wait
+  in the switches' queues. So a flow held back downstream still takes its turn at the NIC, and
+  the NIC's other flows share only what those turns leave (``C - held x C / k`` for ``k``
+  flows), not the whole of what the held flow cannot use.
+- **Stranded bytes.** What a held flow sends beyond what it gets through piles up in the
+  queues along its path. Once that fills the pause threshold of every switch ingress port
+  between the NIC and where the flow is held (XOFF per port), the pauses reach the NIC itself
+  (PFC) or the NIC runs out of credits: the NIC then sends only as fast as its most held flow
+  drains, ``1 - rate / turn`` of the time paused, and every other flow it sends is held with it
+  (head-of-line blocking at the sender, the victims of an incast's senders).
+
+The onset is an event of the run (``onset_us``): behind a heavy incast the thresholds fill in
+microseconds; behind the few percent an ECMP collision overloads a port, they take longer than
+the flows last, and the NIC is never held (as a packet-level simulator shows: an all-to-all's
+senders paused a few percent of the time, an incast's senders most of it).
+
+Windowed senders (NCCL's ring and tree channels) and rate-limited ones (background) are left
+out: a window caps what a held flow leaves in the fabric, and a rate limit is not a turn.
+:mod:`.nic_kernel` is the compiled twin of :func:`held_nics` (same operations, same order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricplan.congestion.network import Network, Routed
+from fabricplan.topology.graph import LEAF
+
+# A flow is held back when it gets less than its turn by more than float round-off; a NIC's
+# load binds a pause when it beats what the pause leaves by more than that.
+HELD_TOLERANCE = 1e-6
+# Stranded bytes count as filling the thresholds within float round-off of them (the onset
+# event lands on the fill time computed from them).
+FILL_ROUNDOFF = 1e-9
+
+
+@dataclass
+class NicTurns:
+    """One run's sender NICs: per column its NIC's lane (-1: not an open-loop sender with one
+    NIC) and the switch ingress ports on its path; per lane the bytes its most held flow has
+    stranded and strands per microsecond now; when the next NIC fills its thresholds."""
+
+    nic: np.ndarray
+    ports: np.ndarray
+    threshold_bytes: float  # XOFF (or a credit buffer) per ingress port
+    stranded: np.ndarray
+    excess: np.ndarray  # GB/s
+    onset_us: float = np.inf  # from the last event's time
+
+    @classmethod
+    def of(
+        cls,
+        net: Network,
+        routed: Routed,
+        col_of: np.ndarray,
+        open_loop: np.ndarray,
+        threshold_kb: float,
+    ) -> NicTurns:
+        """``open_loop``: per column, whether its sender pushes without a window or rate limit."""
+        n = len(open_loop)
+        flow, lane, w = routed.flow, routed.lane, np.asarray(routed.weight, float)
+        col = col_of[flow]
+        at_nic = net.graph.vertex_kind[net.tail[lane]] < LEAF
+        lo = np.full(n, net.lanes)
+        hi = np.full(n, -1)
+        np.minimum.at(lo, col[at_nic], lane[at_nic])
+        np.maximum.at(hi, col[at_nic], lane[at_nic])
+        one_flow = np.bincount(col_of, minlength=n) == 1
+        nic = np.where(open_loop & one_flow & (lo == hi), hi, -1)
+        # the lanes of its path, each counted by its share: ingress ports are one fewer
+        ports = np.bincount(col, weights=w, minlength=n) - 1.0
+        return cls(
+            nic.astype(np.int64),
+            ports,
+            float(threshold_kb) * 1024,
+            np.zeros(net.lanes),
+            np.zeros(net.lanes),
+        )
+
+    def elapse(self, dt_us: float) -> None:
+        """A phase of ``dt_us`` passed at the current excess."""
+        self.stranded += self.excess * 1e3 * dt_us
+
+
+def held_nics(
+    t: NicTurns, running: np.ndarray, rates: np.ndarray, capacity: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The pause per lane that the NICs' turns and filled thresholds add to ``rates`` (the
+    event's rates without them) and, where a NIC is paused (its thresholds filled), the share
+    of what its senders push that gets out (None: none paused); None where nothing binds.
+    Updates ``t``'s excess and onset."""
+    lanes = len(capacity)
+    cols = np.flatnonzero(running & (t.nic >= 0))
+    lane = t.nic[cols]
+    r = rates[cols]
+    k = np.bincount(lane, minlength=lanes)
+    turn = capacity / np.maximum(k, 1)
+    s = turn[lane]
+    held = r < s * (1 - HELD_TOLERANCE)
+    worst = np.ones(lanes)
+    np.minimum.at(worst, lane[held], r[held] / s[held])
+    excess = np.zeros(lanes)
+    np.maximum.at(excess, lane[held], s[held] - r[held])
+    need = np.zeros(lanes)
+    np.maximum.at(need, lane[held], t.ports[cols[held]])
+    need = need * t.threshold_bytes
+    t.stranded = np.where(excess > 0, t.stranded, 0.0)  # nothing held: the queues drain
+    filled = (excess > 0) & (t.stranded >= need * (1 - FILL_ROUNDOFF))
+    n_held = np.bincount(lane[held], minlength=lanes)
+    got = np.bincount(lane[held], weights=r[held], minlength=lanes)
+    load = np.bincount(lane, weights=r, minlength=lanes)
+    # turns: the held flows' turns are not the others'
+    room = got + capacity - n_held * turn
+    short = (n_held > 0) & (load > room * (1 + HELD_TOLERANCE))
+    p_turns = np.where(short, 1 - room / capacity, 0.0)
+    # filled thresholds: the NIC sends as fast as its most held flow drains
+    p_held = np.where(filled, 1 - worst, 0.0)
+    p = np.maximum(p_turns, p_held)
+    binds = (p > 0) & (load > capacity * (1 - p) * (1 + HELD_TOLERANCE))
+    # only a NIC with another flow to hold is worth an event
+    soon = (excess > 0) & ~filled & (k > 1)
+    wait = np.divide(need - t.stranded, excess * 1e3, out=np.full(lanes, np.inf), where=soon)
+    t.excess = excess
+    t.onset_us = float(wait.min(initial=np.inf))
+    if not binds.any():
+        return None
+    paused = binds & filled
+    return np.where(binds, p, 0.0), (np.where(paused, 1 - p, 1.0) if paused.any() else None)
