@@ -83,6 +83,13 @@ class NicTurns:
             np.zeros(net.lanes),
         )
 
+    @property
+    def shared(self) -> bool:
+        """Whether any NIC sends two flows or more: else turns and holds change nothing (an
+        incast's or a permutation's senders), and a run leaves them out."""
+        nic = self.nic[self.nic >= 0]
+        return len(nic) > len(np.unique(nic))
+
     def elapse(self, dt_us: float) -> None:
         """A phase of ``dt_us`` passed at the current excess."""
         self.stranded += self.excess * 1e3 * dt_us

@@ -142,7 +142,9 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
     # the senders' NICs, kept over the run (flowlet moves rebuild the phases, not these)
     open_loop = ~tr.self_clocked & ~np.isfinite(cap)
-    turns = NicTurns.of(net, routed, tr.column, open_loop, st.fc.threshold_kb)
+    turns: NicTurns | None = NicTurns.of(net, routed, tr.column, open_loop, st.fc.threshold_kb)
+    if turns is not None and not turns.shared:
+        turns = None
 
     def phases_of(r: Routed, pairs: PortPairs | None = None) -> Phases:
         a = _columns(net, r, tr)
