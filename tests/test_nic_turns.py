@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from fabricplan.congestion import kernels, seed_run
 from fabricplan.congestion import simulate as S
 from fabricplan.congestion.flowfile import FlowList
-from fabricplan.congestion.nic_turns import FILL_ROUNDOFF, HELD_TOLERANCE, NicTurns, held_nics
+from fabricplan.congestion.nic_turns import (
+    FILL_ROUNDOFF,
+    HELD_TOLERANCE,
+    ONSET_MERGE,
+    NicTurns,
+    held_nics,
+)
 from fabricplan.validation import packet_level as P
 
 C = 50.0  # GB/s, the NIC lane's
@@ -89,10 +95,12 @@ def test_the_compiled_nics_are_the_array_code_bit_for_bit(seed, n, lanes):
     rates = rng.random(n) * 60 * rng.choice([0.3, 1.0], n)
     stranded = rng.random(lanes) * 4000 * rng.choice([0.0, 1.0], lanes)
     t = NicTurns(nic, ports, XOFF, stranded.copy(), np.zeros(lanes))
+    t.elapsed_us = float(rng.random() * 100)
     want = held_nics(t, running, rates, cap)
     s = stranded.copy()
+    window = ONSET_MERGE * t.elapsed_us
     p, binds, out, paused, excess, onset, _live = compiled(
-        nic, ports, XOFF, s, running, rates, cap, HELD_TOLERANCE, FILL_ROUNDOFF
+        nic, ports, XOFF, s, running, rates, cap, HELD_TOLERANCE, FILL_ROUNDOFF, window
     )
     assert binds == (want is not None)
     if want is not None:

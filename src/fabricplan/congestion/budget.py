@@ -19,14 +19,15 @@ from fabricplan.congestion.case import FRAGMENTED_CLUSTER_FACTOR, Case
 # Time per flow per seed, microseconds, by pattern, and the flow count it was measured at: the
 # event loop's work grows with the flows and with how many of them finish at distinct times.
 # The highest seen per flow (small fabrics cost more per flow): ring 3.1 us at 2k flows (1,024
-# GPUs; 1.9 at 16k-33k), pipeline 28 at 1k, tree 8.3 at 14k, all-to-all 16.8 at 130k (1,024
-# GPUs, misconfigured RoCE; tuned 6.6) and 22 at 522k (2,048 GPUs), incast 80 at 4k,
+# GPUs; 1.9 at 16k-33k), pipeline 28 at 1k, tree 8.3 at 14k, all-to-all 23 at 130k (1,024
+# GPUs, RoCE on PFC alone, whose senders' NICs are held at events of their own; misconfigured
+# RoCE 16.8, tuned 6.6) and 22 at 522k (2,048 GPUs), incast 80 at 4k,
 # permutation 680 at 1k (fat-tree). A listed flow file is priced as a permutation.
 SEED_US_PER_FLOW: dict[str, tuple[float, int]] = {
     "ring-allreduce": (3.2, 2_048),
     "pipeline": (28.0, 1_016),
     "tree-allreduce": (8.5, 131_072),
-    "alltoall": (18.0, 130_048),
+    "alltoall": (24.0, 130_048),
     "incast": (80.0, 4_096),
     "permutation": (700.0, 1_024),
     "flows": (700.0, 1_024),
@@ -37,7 +38,8 @@ PATTERN_SEED_US: dict[str, float] = {"incast": 250_000.0}
 # Routings that split a flow over several paths multiply its routed entries and port pairs, and
 # the time per seed with them (all measured against ECMP on the same case): adaptive routing's
 # 8 pieces cost 1.5-3x on 512-GPU all-to-alls and 15x on an InfiniBand one over 1,024 GPUs
-# (12.6 s a seed), 4-5x on rings and trees; spraying over every path 36x on a 512-GPU all-to-all
+# (12.6 s a seed; 30 s since its senders' NICs are held, 10x the PFC-only RoCE one), 4-5x on
+# rings and trees; spraying over every path 36x on a 512-GPU all-to-all
 # (28 s a seed) and 6x on a 4,096-GPU ring. The highest seen, so the estimate errs long.
 ROUTING_COST_FACTOR = {"adaptive": 15.0, "spray": 40.0, "packet-spray": 40.0}
 # Time every seed costs whatever its size, microseconds: routing, the event loop's set-up, flow

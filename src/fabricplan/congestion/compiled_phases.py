@@ -24,7 +24,7 @@ from fabricplan.congestion.flowcontrol import (
     Phases,
 )
 from fabricplan.congestion.network import Routed
-from fabricplan.congestion.nic_turns import FILL_ROUNDOFF, HELD_TOLERANCE
+from fabricplan.congestion.nic_turns import FILL_ROUNDOFF, HELD_TOLERANCE, ONSET_MERGE
 from fabricplan.congestion.ports import NO_LEVELS, PathArrivals, PortPairs
 from fabricplan.congestion.rebuild_kernel import rebuild
 from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Rows
@@ -39,10 +39,11 @@ def compiled_rates(ph: Phases, running: np.ndarray) -> np.ndarray:
         ph._kernel_args = _kernel_arrays(ph)
     columns, pairs, ports, entries, passes, levels, links, nic = ph._kernel_args
     t = ph.turns
+    tolerances = (HELD_TOLERANCE, FILL_ROUNDOFF)
     turns = (
-        (*nic, t.stranded, True, HELD_TOLERANCE, FILL_ROUNDOFF)
+        (*nic, t.stranded, True, tolerances, ONSET_MERGE * t.elapsed_us)
         if t is not None
-        else (*nic, np.zeros(0), False, HELD_TOLERANCE, FILL_ROUNDOFF)
+        else (*nic, np.zeros(0), False, tolerances, 0.0)
     )
     out = pfc_rates(
         running,

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 COMMON = (
     "buffer shared between a switch's ports (each port's thresholds are fixed)",
-    "congestion spreading between switches beyond the congested port's own feeders (one level "
-    "of pauses; a sender's own NIC is held once the flow it strands fills the thresholds on "
-    "its path)",
+    "congestion spreading through the switches beyond the congested port's own feeders (one "
+    "level of pauses between switches; a sender's own NIC is held once a flow it sends has "
+    "stranded the thresholds' worth of bytes on its path): flows that share only switches' "
+    "paths with a heavy incast end up to 74 % early beside it, where a packet-level simulator's "
+    "pauses spread through the spines (validate --suite packet-level, held back; errs fast)",
     "on lossless fabrics without congestion control (PFC only, InfiniBand credits), a sender "
-    "NIC held back by two or more flows at different rates: here every flow of it is held to "
-    "the slowest one's rate, so two incasts sharing their senders leave both receivers "
-    "idle part of the time (36 % slower than a packet-level simulator, which keeps them full: "
-    "validate --suite packet-level, held back; errs slow)",
+    "NIC paused only as far as all its held flows together need: the victims of a heavy incast "
+    "that share its senders' NICs end 10-24 % early (errs fast)",
 )
 BY_FAMILY = {
     "roce": (

@@ -20,6 +20,7 @@ def held_nics(
     capacity: np.ndarray,
     held_tolerance: float,
     fill_roundoff: float,
+    window_us: float,
 ) -> tuple[np.ndarray, bool, np.ndarray, bool, np.ndarray, float, bool]:
     """Per lane the pause the NICs add (zero where none binds) and whether any binds; per lane
     the share of its senders' push that gets out where a NIC is paused (its thresholds filled;
@@ -32,7 +33,6 @@ def held_nics(
     for c in range(len(nic)):
         if running[c] and nic[c] >= 0:
             k[nic[c]] += 1
-    worst = np.ones(lanes)
     excess = np.zeros(lanes)
     need = np.zeros(lanes)
     n_held = np.zeros(lanes, np.int64)
@@ -46,7 +46,6 @@ def held_nics(
         r = rates[c]
         load[j] += r
         if r < turn * (1 - held_tolerance):
-            worst[j] = min(worst[j], r / turn)
             excess[j] = max(excess[j], turn - r)
             need[j] = max(need[j], ports[c])
             n_held[j] += 1
@@ -55,8 +54,9 @@ def held_nics(
     out = np.ones(lanes)
     binds = False
     paused = False
-    onset = np.inf
+    first = np.inf
     live = False
+    wait = np.full(lanes, np.inf)
     for j in range(lanes):
         if excess[j] <= 0:
             stranded[j] = 0.0
@@ -67,7 +67,7 @@ def held_nics(
         p_turns = 0.0
         if n_held[j] > 0 and load[j] > room * (1 + held_tolerance):
             p_turns = 1 - room / capacity[j]
-        p_held = 1 - worst[j] if filled else 0.0
+        p_held = 1 - got[j] / max(n_held[j] * turn, 1e-300) if filled else 0.0
         pj = max(p_turns, p_held)
         if pj > 0 and load[j] > capacity[j] * (1 - pj) * (1 + held_tolerance):
             p[j] = pj
@@ -78,5 +78,11 @@ def held_nics(
         if excess[j] > 0 and k[j] > 1:
             live = True
             if not filled:
-                onset = min(onset, (nj - stranded[j]) / (excess[j] * 1e3))
+                wait[j] = (nj - stranded[j]) / (excess[j] * 1e3)
+                first = min(first, wait[j])
+    # onsets within ``window_us`` after the next are one event, at the last of them
+    onset = first
+    for j in range(lanes):
+        if wait[j] <= first + window_us:
+            onset = max(onset, wait[j])
     return p, binds, out, paused, excess, onset, live

@@ -7,16 +7,18 @@ with PFC only, InfiniBand credits), which max-min sharing alone misses:
   the NIC's other flows share only what those turns leave (``C - held x C / k`` for ``k``
   flows), not the whole of what the held flow cannot use.
 - **Stranded bytes.** What a held flow sends beyond what it gets through piles up in the
-  queues along its path. Once that fills the pause threshold of every switch ingress port
-  between the NIC and where the flow is held (XOFF per port), the pauses reach the NIC itself
-  (PFC) or the NIC runs out of credits: the NIC then sends only as fast as its most held flow
-  drains, ``1 - rate / turn`` of the time paused, and every other flow it sends is held with it
-  (head-of-line blocking at the sender, the victims of an incast's senders).
+  queues along its path. Once the most held flow's excess fills the pause threshold of every
+  switch ingress port on its path (XOFF per port), the pauses reach the NIC itself (PFC) or the
+  NIC runs out of credits: the NIC then sends only as fast as its held flows drain together
+  (``1 - their rates / their turns`` of the time paused: its pause follows the bytes all of them
+  leave in its first switch), and every other flow it sends is held with them (head-of-line
+  blocking at the sender, the victims of an incast's senders). Held to its most held flow
+  alone, a NIC held two incasts sharing their senders and a long all-to-all slower than a
+  packet-level simulator shows (docs/congestion.md).
 
-The onset is an event of the run (``onset_us``): behind a heavy incast the thresholds fill in
-microseconds; behind the few percent an ECMP collision overloads a port, they take longer than
-the flows last, and the NIC is never held (as a packet-level simulator shows: an all-to-all's
-senders paused a few percent of the time, an incast's senders most of it).
+The onset is an event of the run (``onset_us``; onsets close together are one event,
+``ONSET_MERGE``): behind a heavy incast the thresholds fill in microseconds; behind the few
+percent an ECMP collision overloads a port, they take longer than short flows last.
 
 Windowed senders (NCCL's ring and tree channels) and rate-limited ones (background) are left
 out: a window caps what a held flow leaves in the fabric, and a rate limit is not a turn.
@@ -30,11 +32,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.congestion.network import Network, Routed
+from fabricplan.congestion.waterfill import FINISH_MERGE
 from fabricplan.topology.graph import LEAF
 
 # A flow is held back when it gets less than its turn by more than float round-off; a NIC's
 # load binds a pause when it beats what the pause leaves by more than that.
 HELD_TOLERANCE = 1e-6
+# Onsets within this share of the run's elapsed time after the next one are taken together, at
+# the last of them (waterfill.FINISH_MERGE's rule for finishes): each NIC is held from its own
+# fill time at the latest that much later, which errs fast; an all-to-all over 1,024 GPUs
+# otherwise has an event for nearly every NIC.
+ONSET_MERGE = FINISH_MERGE
 # Stranded bytes count as filling the thresholds within float round-off of them (the onset
 # event lands on the fill time computed from them).
 FILL_ROUNDOFF = 1e-9
@@ -52,6 +60,7 @@ class NicTurns:
     stranded: np.ndarray
     excess: np.ndarray  # GB/s
     onset_us: float = np.inf  # from the last event's time
+    elapsed_us: float = 0.0  # the run's time so far
 
     @classmethod
     def of(
@@ -93,6 +102,7 @@ class NicTurns:
     def elapse(self, dt_us: float) -> None:
         """A phase of ``dt_us`` passed at the current excess."""
         self.stranded += self.excess * 1e3 * dt_us
+        self.elapsed_us += dt_us
 
 
 def held_nics(
@@ -110,8 +120,6 @@ def held_nics(
     turn = capacity / np.maximum(k, 1)
     s = turn[lane]
     held = r < s * (1 - HELD_TOLERANCE)
-    worst = np.ones(lanes)
-    np.minimum.at(worst, lane[held], r[held] / s[held])
     excess = np.zeros(lanes)
     np.maximum.at(excess, lane[held], s[held] - r[held])
     need = np.zeros(lanes)
@@ -126,15 +134,18 @@ def held_nics(
     room = got + capacity - n_held * turn
     short = (n_held > 0) & (load > room * (1 + HELD_TOLERANCE))
     p_turns = np.where(short, 1 - room / capacity, 0.0)
-    # filled thresholds: the NIC sends as fast as its most held flow drains
-    p_held = np.where(filled, 1 - worst, 0.0)
+    # filled thresholds: the NIC sends as fast as its held flows drain together
+    drain = got / np.maximum(n_held * turn, 1e-300)
+    p_held = np.where(filled, 1 - drain, 0.0)
     p = np.maximum(p_turns, p_held)
     binds = (p > 0) & (load > capacity * (1 - p) * (1 + HELD_TOLERANCE))
     # only a NIC with another flow to hold is worth an event
     soon = (excess > 0) & ~filled & (k > 1)
     wait = np.divide(need - t.stranded, excess * 1e3, out=np.full(lanes, np.inf), where=soon)
     t.excess = excess
-    t.onset_us = float(wait.min(initial=np.inf))
+    # onsets close together are one event, at the last of them (as finishes are: FINISH_MERGE)
+    first = float(wait.min(initial=np.inf))
+    t.onset_us = float(wait[wait <= first + ONSET_MERGE * t.elapsed_us].max(initial=first))
     if not binds.any():
         return None
     paused = binds & filled

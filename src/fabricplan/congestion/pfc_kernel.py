@@ -343,7 +343,8 @@ def pfc_rates(
     arrivals' sweep (:func:`.rebuild_kernel.entry_levels`; empty: ``passes`` passes instead);
     ``links``: the lanes' links of the fill (:func:`.fill_links.lane_links`); ``turns``: the
     senders' NICs (:mod:`.nic_turns`): per column its NIC's lane and ingress ports, XOFF in
-    bytes, per lane the stranded bytes (updated), whether they act, and the two tolerances.
+    bytes, per lane the stranded bytes (updated), whether they act, the two tolerances, and the
+    window (us) within which onsets are taken together.
 
     Returns the rates, the pause share per lane, the capacity left per lane, the hot lanes and
     how many of each one's ingress ports bring more than their share, (``victims``, when
@@ -358,7 +359,8 @@ def pfc_rates(
     rates, pause, eff, hot_lanes, n_over, fill, extra_cap = _event(
         running, push_col, given, np.zeros(0)
     )
-    nic, nic_ports, threshold_bytes, stranded, acting, held_tolerance, fill_roundoff = turns
+    nic, nic_ports, threshold_bytes, stranded, acting, tolerances, window_us = turns
+    held_tolerance, fill_roundoff = tolerances
     excess = np.zeros(lanes)
     onset = np.inf
     live = False
@@ -373,6 +375,7 @@ def pfc_rates(
             capacity,
             held_tolerance,
             fill_roundoff,
+            window_us,
         )
         if binds and paused:  # a NIC paused: its senders push only what gets out
             push2 = push_col.copy()

@@ -68,7 +68,7 @@ def run_seed(
     threshold_kb, tolerance, arbiter_levels, victim_loss, held_share, max_moves = limits[:6]
     finish_merge, start_merge, time_roundoff, bytes_roundoff, levels_from, most = limits[6:]
     # the senders' NICs (nic_turns): per column its NIC's lane and ingress ports, XOFF in bytes
-    nic, nic_ports, threshold_bytes, nic_acting, held_tolerance, fill_roundoff = turns
+    nic, nic_ports, threshold_bytes, nic_acting, tolerances, onset_merge = turns
     lanes = len(capacity)
     n = len(size_bytes)
     n_hop = len(col_of)
@@ -143,6 +143,7 @@ def run_seed(
     nic_excess = np.zeros(lanes)
     hold_at = np.inf
     nic_live = False
+    nic_elapsed = 0.0  # NicTurns.elapsed_us: summed phase by phase, as there
     while (finite & ~done).any():
         running = (start <= now * (1 + time_roundoff) + time_roundoff) & ~done
         if move_at <= now * (1 + time_roundoff) + time_roundoff:
@@ -242,8 +243,8 @@ def run_seed(
                     threshold_bytes,
                     stranded,
                     nic_acting,
-                    held_tolerance,
-                    fill_roundoff,
+                    tolerances,
+                    onset_merge * nic_elapsed,
                 ),
             )
             rates, pause, eff, hot_lanes, n_over, unpaused = out[:6]
@@ -321,6 +322,7 @@ def run_seed(
         advance(left, rates, running, finite, dt)
         for j in range(lanes):  # NicTurns.elapse
             stranded[j] += nic_excess[j] * 1e3 * dt
+        nic_elapsed += dt
         now += dt
         durations[n_durations] = dt
         n_durations += 1

@@ -190,10 +190,11 @@ def _run(
 def _nic_args(turns: NicTurns | None, index: np.ndarray) -> tuple:
     """What the compiled run reads of the senders' NICs, lanes in the run's numbers."""
     tol = (nic_turns.HELD_TOLERANCE, nic_turns.FILL_ROUNDOFF)
+    merge = nic_turns.ONSET_MERGE
     if turns is None or not (turns.nic >= 0).any():
-        return (np.zeros(0, np.int64), np.zeros(0), 0.0, False, *tol)
+        return (np.zeros(0, np.int64), np.zeros(0), 0.0, False, tol, merge)
     nic = i64(np.where(turns.nic >= 0, index[np.maximum(turns.nic, 0)], -1))
-    return (nic, np.asarray(turns.ports, float), float(turns.threshold_bytes), True, *tol)
+    return (nic, np.asarray(turns.ports, float), float(turns.threshold_bytes), True, tol, merge)
 
 
 # The last answers of _reachable_ports and _lane_tables, by what they were asked: every seed of
