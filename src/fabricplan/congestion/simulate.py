@@ -143,7 +143,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     # the senders' NICs, kept over the run (flowlet moves rebuild the phases, not these)
     open_loop = ~tr.self_clocked & ~np.isfinite(cap)
     turns: NicTurns | None = NicTurns.of(net, routed, tr.column, open_loop, st.fc.threshold_kb)
-    if turns is not None and not turns.shared:
+    if not turns.shared:  # no NIC sends two flows: nothing of theirs can change the run
         turns = None
 
     def phases_of(r: Routed, pairs: PortPairs | None = None) -> Phases:
