@@ -43,14 +43,14 @@ def test_a_held_flow_keeps_its_turn_then_fills_the_thresholds_and_holds_the_nic(
     t = _turns([0, 0], [2, 1])
     running = np.ones(2, bool)
     rates = np.array([12.5, 37.5])
-    p, out = held_nics(t, running, rates, cap)
+    p, out = held_nics(t, running, rates, cap, np.zeros(len(cap)))
     assert p[0] == pytest.approx(0.25) and not p[1:].any()
     assert out is None  # turns only: the NIC is not paused yet
     # the held flow strands 25 - 12.5 GB/s against XOFF on each of its 2 ingress ports
     assert t.excess[0] == pytest.approx(12.5)
     assert t.onset_us == pytest.approx(2 * XOFF / 12.5e3)
     t.elapse(t.onset_us)
-    p, out = held_nics(t, running, rates, cap)
+    p, out = held_nics(t, running, rates, cap, np.zeros(len(cap)))
     # filled: the NIC sends as fast as the held flow drains, half the time, and every flow of
     # it (the free one too) gets what its turn then gives, 12.5
     assert p[0] == pytest.approx(0.5) and out[0] == pytest.approx(0.5)
@@ -61,25 +61,38 @@ def test_nothing_binds_for_one_flow_a_nic_free_flows_or_flows_of_no_nic():
     cap = np.array([C, C, C])
     # one flow on its NIC, held: holding the NIC holds nothing else, and no event is drawn
     t = _turns([0], [3])
-    assert held_nics(t, np.ones(1, bool), np.array([5.0]), cap) is None
+    assert held_nics(t, np.ones(1, bool), np.array([5.0]), cap, np.zeros(3)) is None
     assert t.onset_us == np.inf and t.excess[0] == pytest.approx(45.0)
     # two flows at their turns: nothing held
     t = _turns([1, 1], [3, 3])
-    assert held_nics(t, np.ones(2, bool), np.array([25.0, 25.0]), cap) is None
+    assert held_nics(t, np.ones(2, bool), np.array([25.0, 25.0]), cap, np.zeros(3)) is None
     assert not t.excess.any()
     # not open-loop senders (-1): left out
     t = _turns([-1, -1], [3, 3])
-    assert held_nics(t, np.ones(2, bool), np.array([1.0, 49.0]), cap) is None
+    assert held_nics(t, np.ones(2, bool), np.array([1.0, 49.0]), cap, np.zeros(3)) is None
 
 
 def test_stranded_bytes_drain_once_nothing_is_held():
     cap = np.array([C, C, C])
     t = _turns([0, 0], [1, 1])
-    held_nics(t, np.ones(2, bool), np.array([12.5, 37.5]), cap)
+    held_nics(t, np.ones(2, bool), np.array([12.5, 37.5]), cap, np.zeros(3))
     t.elapse(0.04)
     assert t.stranded[0] == pytest.approx(500.0)
-    held_nics(t, np.ones(2, bool), np.array([25.0, 25.0]), cap)
+    held_nics(t, np.ones(2, bool), np.array([25.0, 25.0]), cap, np.zeros(3))
     assert t.stranded[0] == 0.0
+
+
+def test_a_flow_slowed_only_by_its_nics_own_pause_strands_nothing():
+    # the NIC link paused half the time by its first switch: turns are 12.5 of 25 sent; a flow
+    # at 12 is held (it strands 0.5 GB/s), one at 12.5 only waits with the NIC and is not
+    cap = np.array([C, C, C])
+    pause = np.array([0.5, 0.0, 0.0])
+    t = _turns([0, 0], [2, 2])
+    assert held_nics(t, np.ones(2, bool), np.array([12.0, 12.5]), cap, pause) is None
+    assert t.excess[0] == pytest.approx(0.5)
+    t = _turns([0, 0], [2, 2])
+    held_nics(t, np.ones(2, bool), np.array([12.5, 12.5]), cap, pause)
+    assert not t.excess.any()
 
 
 @settings(max_examples=60, deadline=None)
@@ -94,13 +107,14 @@ def test_the_compiled_nics_are_the_array_code_bit_for_bit(seed, n, lanes):
     cap = rng.choice([25.0, 50.0, 100.0], lanes)
     rates = rng.random(n) * 60 * rng.choice([0.3, 1.0], n)
     stranded = rng.random(lanes) * 4000 * rng.choice([0.0, 1.0], lanes)
+    pause = rng.random(lanes) * rng.choice([0.0, 1.0], lanes)
     t = NicTurns(nic, ports, XOFF, stranded.copy(), np.zeros(lanes))
     t.elapsed_us = float(rng.random() * 100)
-    want = held_nics(t, running, rates, cap)
+    want = held_nics(t, running, rates, cap, pause)
     s = stranded.copy()
     window = ONSET_MERGE * t.elapsed_us
     p, binds, out, paused, excess, onset, _live = compiled(
-        nic, ports, XOFF, s, running, rates, cap, HELD_TOLERANCE, FILL_ROUNDOFF, window
+        nic, ports, XOFF, s, running, rates, cap, pause, HELD_TOLERANCE, FILL_ROUNDOFF, window
     )
     assert binds == (want is not None)
     if want is not None:

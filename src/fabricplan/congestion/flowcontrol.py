@@ -236,7 +236,8 @@ class Phases:
             return compiled_rates(self, running)
         cap = net.capacity
         rates, pause, mult, queues, m, extra_cap = self._event(running, left, self.push, None)
-        held = None if self.turns is None else held_nics(self.turns, running, rates, cap)
+        turns = self.turns
+        held = None if turns is None else held_nics(turns, running, rates, cap, pause)
         if held is not None and held[1] is not None:
             # a NIC paused (its thresholds filled): its senders push only what gets out
             out = held[1]

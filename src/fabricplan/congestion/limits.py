@@ -7,12 +7,11 @@ COMMON = (
     "buffer shared between a switch's ports (each port's thresholds are fixed)",
     "congestion spreading through the switches beyond the congested port's own feeders (one "
     "level of pauses between switches; a sender's own NIC is held once a flow it sends has "
-    "stranded the thresholds' worth of bytes on its path): flows that share only switches' "
-    "paths with a heavy incast end up to 74 % early beside it, where a packet-level simulator's "
+    "stranded the thresholds' worth of bytes on its path): flows whose paths meet a heavy "
+    "incast's only at switches end 21-66 % early beside it, where a packet-level simulator's "
     "pauses spread through the spines (validate --suite packet-level, held back; errs fast)",
-    "on lossless fabrics without congestion control (PFC only, InfiniBand credits), a sender "
-    "NIC paused only as far as all its held flows together need: the victims of a heavy incast "
-    "that share its senders' NICs end 10-24 % early (errs fast)",
+    "an all-to-all's tail beside a hot receiver: 27-37 % early at p99 against a packet-level "
+    "simulator (validate --suite packet-level, held back; errs fast), not located",
 )
 BY_FAMILY = {
     "roce": (

@@ -18,11 +18,13 @@ def held_nics(
     running: np.ndarray,
     rates: np.ndarray,
     capacity: np.ndarray,
+    pause: np.ndarray,
     held_tolerance: float,
     fill_roundoff: float,
     window_us: float,
 ) -> tuple[np.ndarray, bool, np.ndarray, bool, np.ndarray, float, bool]:
-    """Per lane the pause the NICs add (zero where none binds) and whether any binds; per lane
+    """:func:`.nic_turns.held_nics` (``pause``: the event's pause per lane). Per lane the
+    pause the NICs add (zero where none binds) and whether any binds; per lane
     the share of its senders' push that gets out where a NIC is paused (its thresholds filled;
     1 elsewhere) and whether any is; per lane the excess its most held flow strands (GB/s); the
     time to the next NIC's onset (us); whether any NIC with two flows or more holds one back
@@ -42,7 +44,7 @@ def held_nics(
         j = nic[c]
         if not running[c] or j < 0:
             continue
-        turn = capacity[j] / max(k[j], 1)
+        turn = capacity[j] * (1 - pause[j]) / max(k[j], 1)
         r = rates[c]
         load[j] += r
         if r < turn * (1 - held_tolerance):
@@ -62,12 +64,14 @@ def held_nics(
             stranded[j] = 0.0
         nj = need[j] * threshold_bytes
         filled = excess[j] > 0 and stranded[j] >= nj * (1 - fill_roundoff)
-        turn = capacity[j] / max(k[j], 1)
-        room = got[j] + capacity[j] - n_held[j] * turn
+        sending = capacity[j] * (1 - pause[j])
+        turn = sending / max(k[j], 1)
+        room = got[j] + sending - n_held[j] * turn
         p_turns = 0.0
         if n_held[j] > 0 and load[j] > room * (1 + held_tolerance):
             p_turns = 1 - room / capacity[j]
-        p_held = 1 - got[j] / max(n_held[j] * turn, 1e-300) if filled else 0.0
+        full = n_held[j] * (capacity[j] / max(k[j], 1))
+        p_held = 1 - got[j] / max(full, 1e-300) if filled else 0.0
         pj = max(p_turns, p_held)
         if pj > 0 and load[j] > capacity[j] * (1 - pj) * (1 + held_tolerance):
             p[j] = pj

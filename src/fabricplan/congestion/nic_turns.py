@@ -106,18 +106,27 @@ class NicTurns:
 
 
 def held_nics(
-    t: NicTurns, running: np.ndarray, rates: np.ndarray, capacity: np.ndarray
+    t: NicTurns,
+    running: np.ndarray,
+    rates: np.ndarray,
+    capacity: np.ndarray,
+    pause: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray | None] | None:
     """The pause per lane that the NICs' turns and filled thresholds add to ``rates`` (the
-    event's rates without them) and, where a NIC is paused (its thresholds filled), the share
-    of what its senders push that gets out (None: none paused); None where nothing binds.
-    Updates ``t``'s excess and onset."""
+    event's rates without them, under the event's ``pause`` per lane) and, where a NIC is
+    paused (its thresholds filled), the share of what its senders push that gets out (None:
+    none paused); None where nothing binds. Updates ``t``'s excess and onset.
+
+    A NIC link its first switch already pauses (a hot port there) gives turns only in the time
+    it sends: a flow is held back downstream when it gets less than that turn, and a flow the
+    pause alone slows strands nothing."""
     lanes = len(capacity)
     cols = np.flatnonzero(running & (t.nic >= 0))
     lane = t.nic[cols]
     r = rates[cols]
     k = np.bincount(lane, minlength=lanes)
-    turn = capacity / np.maximum(k, 1)
+    sending = capacity * (1 - pause)
+    turn = sending / np.maximum(k, 1)
     s = turn[lane]
     held = r < s * (1 - HELD_TOLERANCE)
     excess = np.zeros(lanes)
@@ -131,11 +140,11 @@ def held_nics(
     got = np.bincount(lane[held], weights=r[held], minlength=lanes)
     load = np.bincount(lane, weights=r, minlength=lanes)
     # turns: the held flows' turns are not the others'
-    room = got + capacity - n_held * turn
+    room = got + sending - n_held * turn
     short = (n_held > 0) & (load > room * (1 + HELD_TOLERANCE))
     p_turns = np.where(short, 1 - room / capacity, 0.0)
     # filled thresholds: the NIC sends as fast as its held flows drain together
-    drain = got / np.maximum(n_held * turn, 1e-300)
+    drain = got / np.maximum(n_held * (capacity / np.maximum(k, 1)), 1e-300)
     p_held = np.where(filled, 1 - drain, 0.0)
     p = np.maximum(p_turns, p_held)
     binds = (p > 0) & (load > capacity * (1 - p) * (1 + HELD_TOLERANCE))

@@ -373,6 +373,7 @@ def pfc_rates(
             running,
             rates,
             capacity,
+            pause,
             held_tolerance,
             fill_roundoff,
             window_us,

@@ -272,6 +272,18 @@ def _plus(*lists: FlowList) -> FlowList:
     )
 
 
+def _incast_and_two_more(
+    senders: np.ndarray, receiver: int, size: float, offsets: tuple[int, int], other: float
+) -> FlowList:
+    """An incast from ``senders`` to ``receiver``, then each sender's flow to the host
+    ``offsets[0]`` from it, then to the host ``offsets[1]`` from it (``other`` bytes each)."""
+    return _plus(
+        _flows(senders, receiver, size),
+        _flows(senders, senders + offsets[0], other),
+        _flows(senders, senders + offsets[1], other),
+    )
+
+
 def _flows(src: np.ndarray, dst: np.ndarray | int, size: float) -> FlowList:
     n = len(src)
     return FlowList(src, np.broadcast_to(dst, n).astype(np.int64), np.full(n, size), np.zeros(n))
@@ -336,20 +348,16 @@ def _six_heavy() -> FlowList:
     return FlowList(src, dst, np.full(24, 1_500_000.0), np.zeros(24))
 
 
-# Cases recorded once the senders' NICs' model was final (the last fix included), compared only
-# afterwards and never used to choose anything in it: how the model does on traffic it was not
-# developed on. No target.
-HELD_BACK = (
+# Cases recorded once that was in, compared afterwards; the NICs' victims were still early
+# (their flows that only the NIC's own pause slows counted as held back downstream), so a
+# NIC's turns now count only the time its link sends: cases developed on too.
+DEVELOPED_NIC_TURNS = (
     RefCase(
         "incast24mix",
         128,
         "incast 24 -> 1 from hosts 40-63 to host 127, 1,000,000 B each, and each sender "
         "500,000 B to host - 40 and to host + 40",
-        lambda: _plus(
-            _flows(_LEAF_2_TO_4, 127, 1_000_000),
-            _flows(_LEAF_2_TO_4, _LEAF_2_TO_4 - 40, 500_000),
-            _flows(_LEAF_2_TO_4, _LEAF_2_TO_4 + 40, 500_000),
-        ),
+        lambda: _incast_and_two_more(_LEAF_2_TO_4, 127, 1_000_000, (-40, 40), 500_000),
     ),
     RefCase(
         "a2a48hot",
@@ -374,5 +382,69 @@ HELD_BACK = (
             _flows(np.arange(128), _random_derangement(128, 11), 1_000_000),
             _flows(np.arange(64, 96), 5, 1_000_000),
         ),
+    ),
+)
+DEVELOPED += DEVELOPED_NIC_TURNS
+_TWELVE_FAR = np.arange(100, 112)
+_FORTY_NEAR = np.arange(1, 41)
+
+
+def _two_a2a_and_hot() -> FlowList:
+    """All-to-all among hosts 0-23 and among hosts 64-87 (400,000 B a pair), and hosts 0-7
+    each 1,000,000 B to host 70."""
+    return _plus(
+        _a2a_among(0, 24, 400_000),
+        _a2a_among(64, 24, 400_000),
+        _flows(np.arange(8), 70, 1_000_000),
+    )
+
+
+def _fan_out() -> FlowList:
+    """Hosts 8-15 and 56-63 each send 1,000,000 B to one host on each of leaves 3-6, so that
+    every receiver gets two flows (a 2 -> 1 incast) and every sender four."""
+    src, dst = [], []
+    for group in (np.arange(8, 16), np.arange(56, 64)):
+        for i, x in enumerate(group):
+            for j, base in enumerate((24, 32, 40, 48)):
+                src.append(x)
+                dst.append(base + (i + j) % 8)
+    return FlowList(
+        np.array(src), np.array(dst), np.full(len(src), 1_000_000.0), np.zeros(len(src))
+    )
+
+
+# Cases recorded once the senders' NICs' model was final (every fix above included), compared
+# only afterwards and never used to choose anything in it: how the model does on traffic it
+# was not developed on. No target.
+HELD_BACK = (
+    RefCase(
+        "incast12x3",
+        128,
+        "incast 12 -> 1 from hosts 100-111 to host 50, 1,200,000 B each, and each sender "
+        "600,000 B to host - 96 and to host - 84",
+        lambda: _incast_and_two_more(_TWELVE_FAR, 50, 1_200_000, (-96, -84), 600_000),
+    ),
+    RefCase(
+        "a2a24x2",
+        128,
+        "all-to-all among hosts 0-23 and among hosts 64-87, 400,000 B a pair, and hosts 0-7 "
+        "each 1,000,000 B to host 70",
+        _two_a2a_and_hot,
+    ),
+    RefCase(
+        "incast40local",
+        128,
+        "incast 40 -> 1 from hosts 1-40 (7 on the receiver's leaf), 600,000 B each, and each "
+        "sender 600,000 B to host + 64",
+        lambda: _plus(
+            _flows(_FORTY_NEAR, 0, 600_000), _flows(_FORTY_NEAR, _FORTY_NEAR + 64, 600_000)
+        ),
+    ),
+    RefCase(
+        "fanout",
+        128,
+        "hosts 8-15 and 56-63 each send 1,000,000 B to one host on each of leaves 3-6 (every "
+        "receiver two flows)",
+        _fan_out,
     ),
 )
