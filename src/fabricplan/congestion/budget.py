@@ -38,7 +38,7 @@ PATTERN_SEED_US: dict[str, float] = {"incast": 250_000.0}
 # Routings that split a flow over several paths multiply its routed entries and port pairs, and
 # the time per seed with them (all measured against ECMP on the same case): adaptive routing's
 # 8 pieces cost 1.5-3x on 512-GPU all-to-alls and 15x on an InfiniBand one over 1,024 GPUs
-# (12.6 s a seed; 30 s since its senders' NICs are held, 10x the PFC-only RoCE one), 4-5x on
+# (12.6 s a seed; 30-37 s since its senders' NICs are held, 10x the PFC-only RoCE one), 4-5x on
 # rings and trees; spraying over every path 36x on a 512-GPU all-to-all
 # (28 s a seed) and 6x on a 4,096-GPU ring. The highest seen, so the estimate errs long.
 ROUTING_COST_FACTOR = {"adaptive": 15.0, "spray": 40.0, "packet-spray": 40.0}
