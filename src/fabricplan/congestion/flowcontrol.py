@@ -238,10 +238,9 @@ class Phases:
         rates, pause, mult, queues, m, extra_cap = self._event(running, left, self.push, None)
         turns = self.turns
         held = None if turns is None else held_nics(turns, running, rates, cap, pause)
-        if held is not None and held[1] is not None:
+        if turns is not None and held is not None and held[1] is not None:
             # a NIC paused (its thresholds filled): its senders push only what gets out
-            out = held[1]
-            nic = self.turns.nic if self.turns is not None else np.zeros(0, np.int64)
+            out, nic = held[1], turns.nic
             push = np.where(nic >= 0, self.push * out[np.maximum(nic, 0)], self.push)
             rates, pause, mult, queues, m, extra_cap = self._event(running, left, push, held[0])
         elif held is not None:  # only turns: the same pushes, less room on the NICs
