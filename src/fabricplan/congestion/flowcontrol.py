@@ -128,6 +128,13 @@ class FlowControl:
         return self.quality is not None and self.quality.ecn
 
     @property
+    def lossless_open_loop(self) -> bool:
+        """Lossless without end-to-end congestion control (credits, or PFC alone): nothing
+        but the pauses slows a sender, so a held flow keeps its NIC's turns
+        (:mod:`.nic_turns`)."""
+        return self.pauses and not self.dcqcn
+
+    @property
     def threshold_kb(self) -> float:
         """Queue per ingress port at which the port is paused (or, lossy, the port drops)."""
         if self.quality is None:
@@ -181,7 +188,7 @@ class Phases:
     ) -> None:
         self.net, self.a, self.a_t, self.fc = net, a, a_t, fc
         # the senders' NICs (credit or PFC only): kept by the run, over flowlet rebuilds
-        self.turns = turns if fc.pauses and not fc.dcqcn else None
+        self.turns = turns if fc.lossless_open_loop else None
         # each entry's lane, for small runs: a weighted bincount makes the sparse product's
         # additions in the same order without its fixed cost
         self._a_lane = (
@@ -215,7 +222,7 @@ class Phases:
         # compiled call (compiled_phases.moved), and on a small problem an event is one compiled
         # call too, once the process has the compiled kernels (pfc_kernel; the same rates as
         # the array code)
-        self._pfc_only = pp is not None and not fc.dcqcn and fc.pauses and SPREAD_LEVELS < 2
+        self._pfc_only = pp is not None and fc.lossless_open_loop and SPREAD_LEVELS < 2
         self._compiled = self._pfc_only and max(a.nnz, len(routed.lane)) < kernels.COMPILED_MIN_SIZE
         self._kernel_args: tuple | None = None
         self.record = RunRecord()
@@ -311,7 +318,7 @@ class Phases:
                 share, pause, mult, queues = self._hot_ports(
                     running, inv, w_h, p_lane, p_from, p_bring, arriving, left, opened
                 )
-                if not self.fc.dcqcn and self.fc.pauses:
+                if self.fc.lossless_open_loop:
                     # the arbiter's per-port shares bind the flows of each port, and each
                     # switch upstream shares what its port gets the same way
                     rows, cols, weights, extra_cap = self._arbitrated(sel, h, inv, share, bring)

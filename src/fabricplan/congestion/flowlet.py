@@ -259,6 +259,7 @@ class FlowletMoves:
         return self.phases.next_onset_us(now_us)
 
     def elapse(self, dt_us: float) -> None:
+        """The phase of the last call lasted ``dt_us`` (:meth:`Phases.elapse`)."""
         self.phases.elapse(dt_us)
 
     def change(self, now_us: float) -> np.ndarray:

@@ -105,7 +105,7 @@ def _compiles(fc: FlowControl) -> bool:
     and the arrivals swept level by level, a 128-host all-to-all with flowlet moves ran a
     third faster in one compiled call than in the Python loop around compiled pieces (1.05
     against 1.56 s a seed), and a 1,024-GPU all-to-all on PFC alone at 0.9 of its speed."""
-    compiled = not fc.dcqcn and fc.pauses and flowcontrol.SPREAD_LEVELS < 2
+    compiled = fc.lossless_open_loop and flowcontrol.SPREAD_LEVELS < 2
     return compiled and kernels.loaded()
 
 

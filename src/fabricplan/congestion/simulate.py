@@ -140,11 +140,13 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     demand = np.concatenate([alone.nic_rates, tr.demand_GBps[n_job:]])
     routed = route_flows(Where(net, st.routing, case, st.nodes), tr, demand, rng)
     cap = np.where(np.isfinite(tr.demand_GBps), tr.demand_GBps, np.inf)
-    # the senders' NICs, kept over the run (flowlet moves rebuild the phases, not these)
-    open_loop = ~tr.self_clocked & ~np.isfinite(cap)
-    turns: NicTurns | None = NicTurns.of(net, routed, tr.column, open_loop, st.fc.threshold_kb)
-    if not turns.shared:  # no NIC sends two flows: nothing of theirs can change the run
-        turns = None
+    # the senders' NICs, kept over the run (flowlet moves rebuild the phases, not these); only
+    # where nothing but pauses slows a sender, and some NIC sends two flows or more
+    turns: NicTurns | None = None
+    if st.fc.lossless_open_loop:
+        open_loop = ~tr.self_clocked & ~np.isfinite(cap)
+        turns = NicTurns.of(net, routed, tr.column, open_loop, st.fc.threshold_kb)
+        turns = turns if turns.shared else None
 
     def phases_of(r: Routed, pairs: PortPairs | None = None) -> Phases:
         a = _columns(net, r, tr)

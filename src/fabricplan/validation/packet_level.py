@@ -28,10 +28,13 @@ from fabricplan.congestion.case import Case
 from fabricplan.congestion.flowfile import FlowList
 from fabricplan.congestion.settings import FlowSettings
 from fabricplan.congestion.simulate import run_case
-from fabricplan.validation.packet_cases import CASES, DEVELOPED, HELD_BACK, ROUTINGS, RefCase
 
-# the case sets, for callers of this module
-__all__ = ["CASES", "DEVELOPED", "HELD_BACK", "ROUTINGS", "RefCase"]
+# the case sets, kept in their own module and read through this one
+from fabricplan.validation.packet_cases import CASES as CASES
+from fabricplan.validation.packet_cases import DEVELOPED as DEVELOPED
+from fabricplan.validation.packet_cases import HELD_BACK as HELD_BACK
+from fabricplan.validation.packet_cases import ROUTINGS as ROUTINGS
+from fabricplan.validation.packet_cases import RefCase as RefCase
 
 DATA = resources.files("fabricplan.validation") / "data" / "packet-level"
 TOLERANCE = 0.10  # the target: p50, p99 and max within 10 % on every case
