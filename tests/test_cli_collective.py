@@ -353,14 +353,14 @@ def test_validate_packet_level_held_back_case():
     assert "developed on, within 10 % on p50, p99 and max: 2/2" in text
     # a held-back one: its own table and count
     data = json.loads(
-        run("validate", "--suite", "packet-level", "--case", "fanout", "--json").stdout
+        run("validate", "--suite", "packet-level", "--case", "a2ainc", "--json").stdout
     )
     held = data["held_back"]
     assert data["developed"] == [] and [c["routing"] for c in held] == ["ecmp", "flowlet"]
     assert held[0]["measured_fct_us"]["max"] == pytest.approx(
-        P.measured()[("fanout", "ecmp")]["max"]
+        P.measured()[("a2ainc", "ecmp")]["max"]
     )
-    text = run("validate", "--suite", "packet-level", "--case", "fanout").stdout
+    text = run("validate", "--suite", "packet-level", "--case", "a2ainc").stdout
     assert "held back, within 10 % on p50, p99 and max: 2/2" in text
     bad = run("validate", "--suite", "packet-level", "--case", "nope")
     assert bad.returncode == 2 and "incast32nic" in bad.stdout + bad.stderr

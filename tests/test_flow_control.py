@@ -772,13 +772,20 @@ def test_an_incast_senders_other_flows_are_held_with_it_as_in_the_packet_simulat
     # 8 -> 1: the receiver's link sets the pace, within 1 % under both routings. Where each
     # incast sender also sends elsewhere, PFC reaches its NIC and holds that flow with the
     # incast (nic_turns): the median flow within 12 % of the simulator under ECMP, where one
-    # level of pauses alone had it 35-78 % early; the tails stay within 1 %
+    # level of pauses alone had it 35-78 % early; the tails stay within 2 %
     for c in P.check_all(only="incast8", cases=P.DEVELOPED):
         assert all(abs(e) < 0.01 for e in c.errors.values()), (c.routing, c.errors)
     for name in ("incast24v", "incast32nic", "inc7heavy"):
         ecmp = next(c for c in P.check_all(only=name, cases=P.DEVELOPED) if c.routing == "ecmp")
         assert -0.12 < ecmp.errors["p50"] < 0.05, (name, ecmp.errors)
-        assert abs(ecmp.errors["max"]) < 0.01, (name, ecmp.errors)
+        assert abs(ecmp.errors["max"]) < 0.02, (name, ecmp.errors)
+    # 24 senders, each with two flows beside the incast: the incast's flows fill the port pairs
+    # near the receiver together, so the NICs are held within microseconds, and the median
+    # (a victim) is within 25 %; with each held flow filling every port of its path alone it
+    # was 66 % early
+    mix = P.check_all(only="incast24mix", cases=P.DEVELOPED)
+    ecmp = next(c for c in mix if c.routing == "ecmp")
+    assert -0.25 < ecmp.errors["p50"] < 0.05 and abs(ecmp.errors["max"]) < 0.02, ecmp.errors
 
 
 def test_a_long_all_to_all_keeps_its_senders_free_as_in_the_packet_simulator():

@@ -291,3 +291,24 @@ def test_structural_limits_can_be_raised_and_a_bad_factor_is_refused():
     assert raised.returncode == 2 and "at most" not in raised.stdout + raised.stderr
     bad = check({"FABRICPLAN_LIMITS_SCALE": "0.5"})
     assert bad.returncode == 2 and "'0.5' is not allowed" in bad.stdout + bad.stderr
+
+
+def test_the_estimate_errs_long_where_flow_control_holds_the_senders_nics():
+    # measured on this 2-core machine, one seed of an all-to-all over 1,024 GPUs: tuned RoCE
+    # 0.8 s, RoCE on PFC alone 7.6 s (its NICs held: nic_turns), InfiniBand (adaptive
+    # routing, credits) 26 s; the estimate must not fall below any, and must leave the
+    # InfiniBand case under the default one-minute budget
+    from fabricplan.catalog import default_catalog
+    from fabricplan.congestion.budget import DEFAULT_TIME_BUDGET_S, estimate_case
+    from fabricplan.congestion.case import Case
+    from fabricplan.congestion.settings import FlowSettings
+
+    def per_seed(fabric, **kw):
+        case = Case(gpus=1024, fabric=fabric, pattern="alltoall", seeds=1, **kw)
+        return estimate_case(case, default_catalog()).per_seed_s
+
+    tuned = per_seed("roce-400g")
+    pfc_only = per_seed("roce-400g", flow=FlowSettings(congestion_control="none"))
+    ib = per_seed("ib-ndr")
+    assert tuned > 0.8 and pfc_only > 7.6 and pfc_only > 2.5 * tuned
+    assert 26 < ib < DEFAULT_TIME_BUDGET_S

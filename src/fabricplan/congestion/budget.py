@@ -15,13 +15,15 @@ from fabricplan.catalog import Catalog
 from fabricplan.catalog.providers import node_nics
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.case import FRAGMENTED_CLUSTER_FACTOR, Case
+from fabricplan.congestion.dcqcn import quality
+from fabricplan.congestion.flowcontrol import FlowControl
 
 # Time per flow per seed, microseconds, by pattern, and the flow count it was measured at: the
 # event loop's work grows with the flows and with how many of them finish at distinct times.
 # The highest seen per flow (small fabrics cost more per flow): ring 3.1 us at 2k flows (1,024
 # GPUs; 1.9 at 16k-33k), pipeline 28 at 1k, tree 8.3 at 14k, all-to-all 23 at 130k (1,024
-# GPUs, RoCE on PFC alone, whose senders' NICs are held at events of their own; misconfigured
-# RoCE 16.8, tuned 6.6) and 22 at 522k (2,048 GPUs), incast 80 at 4k,
+# GPUs; misconfigured RoCE 16.8, tuned 6.6; PFC alone, below) and 22 at 522k (2,048 GPUs),
+# incast 80 at 4k,
 # permutation 680 at 1k (fat-tree). A listed flow file is priced as a permutation.
 SEED_US_PER_FLOW: dict[str, tuple[float, int]] = {
     "ring-allreduce": (3.2, 2_048),
@@ -38,10 +40,15 @@ PATTERN_SEED_US: dict[str, float] = {"incast": 250_000.0}
 # Routings that split a flow over several paths multiply its routed entries and port pairs, and
 # the time per seed with them (all measured against ECMP on the same case): adaptive routing's
 # 8 pieces cost 1.5-3x on 512-GPU all-to-alls and 15x on an InfiniBand one over 1,024 GPUs
-# (12.6 s a seed; 30-37 s since its senders' NICs are held, 10x the PFC-only RoCE one), 4-5x on
-# rings and trees; spraying over every path 36x on a 512-GPU all-to-all
+# before its senders' NICs were held (12.6 s a seed; 26 s now, 3.4x the PFC-only RoCE one), 4-5x
+# on rings and trees; spraying over every path 36x on a 512-GPU all-to-all
 # (28 s a seed) and 6x on a 4,096-GPU ring. The highest seen, so the estimate errs long.
-ROUTING_COST_FACTOR = {"adaptive": 15.0, "spray": 40.0, "packet-spray": 40.0}
+ROUTING_COST_FACTOR = {"adaptive": 5.0, "spray": 40.0, "packet-spray": 40.0}
+# Senders whose NICs are held (credit or PFC-only flow control: nic_turns) cost more where a
+# NIC sends many flows: their holds start at events of their own, and an event with a NIC paused
+# is worked out twice. All-to-all over 1,024 GPUs on RoCE with PFC alone: 7.6 s a seed (102
+# events), 58 us a flow, 2.4x the pattern's figure above; 3x, to err long.
+HELD_NICS_COST_FACTOR = {"alltoall": 3.0}
 # Time every seed costs whatever its size, microseconds: routing, the event loop's set-up, flow
 # control and the latency probes of even a 16-GPU case (1.0-1.25 ms measured quiet, up to 1.45
 # ms with the machine's other core busy: 53,446 seeds of a 16-GPU ring took 60-77 s).
@@ -93,9 +100,11 @@ def estimate(
     qps: int = 1,
     listed: int = 0,
     routing: str = "ecmp",
+    held_nics: bool = False,
 ) -> Estimate:
     """The estimate for ``seeds`` runs of ``pattern`` over ``nodes`` nodes in a fabric of
-    ``cluster_gpus`` GPUs (``listed``: the flows of a flow file), routed by ``routing``."""
+    ``cluster_gpus`` GPUs (``listed``: the flows of a flow file), routed by ``routing``;
+    ``held_nics``: flow control holds the senders' NICs (credit or PFC only)."""
     flows = T.flow_count(pattern, nodes, nics_per_node, listed=listed) * qps
     per_flow = BYTES_PER_FLOW.get(pattern, DEFAULT_BYTES_PER_FLOW)
     us, measured_at = SEED_US_PER_FLOW[pattern]
@@ -105,7 +114,11 @@ def estimate(
         per_seed_s=(
             SEED_OVERHEAD_US
             + PATTERN_SEED_US.get(pattern, 0.0)
-            + us * growth * flows * ROUTING_COST_FACTOR.get(routing, 1.0)
+            + us
+            * growth
+            * flows
+            * ROUTING_COST_FACTOR.get(routing, 1.0)
+            * (HELD_NICS_COST_FACTOR.get(pattern, 1.0) if held_nics else 1.0)
         )
         * 1e-6,
         seeds=seeds,
@@ -123,9 +136,20 @@ def estimate_case(case: Case, cat: Catalog) -> Estimate:
     nodes = max(1, case.gpus // k)
     nics = case.nics_per_node or node_nics(cat, case.gpu, case.fabric)
     cluster = case.cluster_gpus or case.gpus * spread
-    routing = case.routing or cat.fabric(case.fabric).default_routing
+    fab = cat.fabric(case.fabric)
+    routing = case.routing or fab.default_routing
+    qual = quality(case.roce_quality) if fab.family == "roce" else None
+    fc = FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes, case.flow)
     return estimate(
-        case.pattern, nodes, nics, cluster, case.seeds, qps=case.qps, listed=listed, routing=routing
+        case.pattern,
+        nodes,
+        nics,
+        cluster,
+        case.seeds,
+        qps=case.qps,
+        listed=listed,
+        routing=routing,
+        held_nics=fc.lossless_open_loop,
     )
 
 

@@ -91,12 +91,8 @@ def _kernel_arrays(ph: Phases) -> tuple:
     levels = arr.levels if arr.levels is not None else NO_LEVELS
     # per column its push and own cap, per lane its capacity
     columns = (np.asarray(ph.push, float), np.asarray(ph.cap, float), arr.cap)
-    t = ph.turns  # per column its NIC's lane and ingress ports, XOFF in bytes
-    nic = (
-        (i64(t.nic), np.asarray(t.ports, float), float(t.threshold_bytes))
-        if t is not None
-        else (np.zeros(0, np.int64), np.zeros(0), 0.0)
-    )
+    t = ph.turns  # per column its NIC's lane, XOFF in bytes
+    nic = (i64(t.nic), float(t.threshold_bytes)) if t is not None else (np.zeros(0, np.int64), 0.0)
     links = lane_links(matrix, a.shape[1])
     return columns, pairs, ports, entries, arr.passes, levels, links, nic
 

@@ -244,7 +244,9 @@ class Phases:
         cap = net.capacity
         rates, pause, mult, queues, m, extra_cap = self._event(running, left, self.push, None)
         turns = self.turns
-        held = None if turns is None else held_nics(turns, running, rates, cap, pause)
+        held = None
+        if turns is not None:
+            held = held_nics(turns, running, rates, cap, pause, (self.p_port, self.p_col, self.p_w))
         if turns is not None and held is not None and held[1] is not None:
             # a NIC paused (its thresholds filled): its senders push only what gets out
             out, nic = held[1], turns.nic

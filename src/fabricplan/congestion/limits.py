@@ -6,12 +6,13 @@ from __future__ import annotations
 COMMON = (
     "buffer shared between a switch's ports (each port's thresholds are fixed)",
     "congestion spreading through the switches beyond the congested port's own feeders (one "
-    "level of pauses between switches; a sender's own NIC is held once a flow it sends has "
-    "stranded the thresholds' worth of bytes on its path): flows whose paths meet a heavy "
-    "incast's only at switches end 21-66 % early beside it, where a packet-level simulator's "
-    "pauses spread through the spines (validate --suite packet-level, held back; errs fast)",
-    "an all-to-all's tail beside a hot receiver: 27-37 % early at p99 against a packet-level "
-    "simulator (validate --suite packet-level, held back; errs fast), not located",
+    "level of pauses between switches; a sender's own NIC is held once the flows it sends have "
+    "stranded their part of the thresholds on their paths): flows that share only switches "
+    "with a heavy incast end up to 62 % early beside it, and the median flow beside two "
+    "incasts 19 %, where a packet-level simulator's pauses spread through the spines "
+    "(validate --suite packet-level; errs fast)",
+    "an all-to-all's tail beside a hot receiver: 26-37 % early at p99 against a packet-level "
+    "simulator (validate --suite packet-level; errs fast), not located",
 )
 BY_FAMILY = {
     "roce": (
@@ -31,7 +32,9 @@ FLOWLET = (
     "the queues a flowlet switch compares its ports by swinging packet by packet: here a port "
     "its next switch pauses holds the PFC band and any other none, so flows leave paused or "
     "overloaded ports only, not ports loaded just to capacity, and an all-to-all's slowest "
-    "flows end up to 15 % sooner than a packet-level simulator's (errs fast)",
+    "flows end up to 15 % sooner than a packet-level simulator's; nor a move at every pause "
+    "and the go-back-N resends it brings, which make the tails beside an incast 18-51 % longer "
+    "there (validate --suite packet-level; errs fast)",
 )
 SPRAY = (
     "sprayers that cycle through a fixed set of path labels (their split over ports is itself "

@@ -12,7 +12,7 @@ from fabricplan.congestion.jitted import jit
 @jit
 def held_nics(
     nic: np.ndarray,
-    ports: np.ndarray,
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
     threshold_bytes: float,
     stranded: np.ndarray,
     running: np.ndarray,
@@ -23,7 +23,8 @@ def held_nics(
     fill_roundoff: float,
     window_us: float,
 ) -> tuple[np.ndarray, bool, np.ndarray, bool, np.ndarray, float, bool]:
-    """:func:`.nic_turns.held_nics` (``pause``: the event's pause per lane). Per lane the
+    """:func:`.nic_turns.held_nics` (``pause``: the event's pause per lane; ``pairs``: per port
+    pair its (ingress, egress) id, column and weight). Per lane the
     pause the NICs add (zero where none binds) and whether any binds; per lane
     the share of its senders' push that gets out where a NIC is paused (its thresholds filled;
     1 elsewhere) and whether any is; per lane the excess its most held flow strands (GB/s); the
@@ -36,10 +37,10 @@ def held_nics(
         if running[c] and nic[c] >= 0:
             k[nic[c]] += 1
     excess = np.zeros(lanes)
-    need = np.zeros(lanes)
     n_held = np.zeros(lanes, np.int64)
     got = np.zeros(lanes)
     load = np.zeros(lanes)
+    x = np.zeros(len(nic))  # per column its excess, where held
     for c in range(len(nic)):
         j = nic[c]
         if not running[c] or j < 0:
@@ -48,10 +49,28 @@ def held_nics(
         r = rates[c]
         load[j] += r
         if r < turn * (1 - held_tolerance):
-            excess[j] = max(excess[j], turn - r)
-            need[j] = max(need[j], ports[c])
+            x[c] = turn - r
+            excess[j] = max(excess[j], x[c])
             n_held[j] += 1
             got[j] += r
+    # each held flow's part of XOFF on the pairs of its path, and its NIC's: its most held flow's
+    p_port, p_col, p_w = pairs
+    n_ports = 0
+    for i in range(len(p_port)):
+        n_ports = max(n_ports, p_port[i] + 1)
+    through = np.zeros(n_ports)
+    for i in range(len(p_port)):
+        through[p_port[i]] += x[p_col[i]] * p_w[i]
+    parts = np.zeros(len(nic))
+    for i in range(len(p_port)):
+        ex = x[p_col[i]] * p_w[i]
+        if ex > 0:
+            parts[p_col[i]] += ex / through[p_port[i]] * p_w[i]
+    need = np.zeros(lanes)
+    for c in range(len(nic)):
+        j = nic[c]
+        if j >= 0 and x[c] > 0 and x[c] == excess[j]:
+            need[j] = max(need[j], parts[c])
     p = np.zeros(lanes)
     out = np.ones(lanes)
     binds = False

@@ -7,14 +7,18 @@ with PFC only, InfiniBand credits), which max-min sharing alone misses:
   the NIC's other flows share only what those turns leave (``C - held x C / k`` for ``k``
   flows), not the whole of what the held flow cannot use.
 - **Stranded bytes.** What a held flow sends beyond what it gets through piles up in the
-  queues along its path. Once the most held flow's excess fills the pause threshold of every
-  switch ingress port on its path (XOFF per port), the pauses reach the NIC itself (PFC) or the
-  NIC runs out of credits: the NIC then sends only as fast as its held flows drain together
-  (``1 - their rates / their turns`` of the time paused: its pause follows the bytes all of them
-  leave in its first switch), and every other flow it sends is held with them (head-of-line
-  blocking at the sender, the victims of an incast's senders). Held to its most held flow
-  alone, a NIC held two incasts sharing their senders and a long all-to-all slower than a
-  packet-level simulator shows (docs/congestion.md).
+  queues along its path, switch by switch, and a switch's queue for one (ingress, egress) pair
+  fills with what every held flow through that pair strands: an incast's flows fill the pairs
+  near its receiver together, a sender's own first switch only with its own. Once the most held
+  flow has stranded its part of the pause threshold (XOFF) of every pair on its path (its
+  excess over all the held flows' excess through the pair), the pauses reach the NIC itself
+  (PFC) or the NIC runs out of credits: the NIC then sends only as fast as its held flows drain
+  together (``1 - their rates / their turns`` of the time paused: its pause follows the bytes
+  all of them leave in its first switch), and every other flow it sends is held with them
+  (head-of-line blocking at the sender, the victims of an incast's senders). Held to its most
+  held flow alone, a NIC held two incasts sharing their senders and a long all-to-all slower
+  than a packet-level simulator shows; with each flow filling a whole XOFF on every port of
+  its path alone, the victims of an incast's senders ended 20-66 % early (docs/congestion.md).
 
 The onset is an event of the run (``onset_us``; onsets close together are one event,
 ``ONSET_MERGE``): behind a heavy incast the thresholds fill in microseconds; behind the few
@@ -51,11 +55,10 @@ FILL_ROUNDOFF = 1e-9
 @dataclass
 class NicTurns:
     """One run's sender NICs: per column its NIC's lane (-1: not an open-loop sender with one
-    NIC) and the switch ingress ports on its path; per lane the bytes its most held flow has
-    stranded and strands per microsecond now; when the next NIC fills its thresholds."""
+    NIC); per lane the bytes its most held flow has stranded and strands per microsecond now;
+    when the next NIC fills its thresholds."""
 
     nic: np.ndarray
-    ports: np.ndarray
     threshold_bytes: float  # XOFF (or a credit buffer) per ingress port
     stranded: np.ndarray
     excess: np.ndarray  # GB/s
@@ -73,7 +76,7 @@ class NicTurns:
     ) -> NicTurns:
         """``open_loop``: per column, whether its sender pushes without a window or rate limit."""
         n = len(open_loop)
-        flow, lane, w = routed.flow, routed.lane, np.asarray(routed.weight, float)
+        flow, lane = routed.flow, routed.lane
         col = col_of[flow]
         at_nic = net.graph.vertex_kind[net.tail[lane]] < LEAF
         lo = np.full(n, net.lanes)
@@ -82,11 +85,8 @@ class NicTurns:
         np.maximum.at(hi, col[at_nic], lane[at_nic])
         one_flow = np.bincount(col_of, minlength=n) == 1
         nic = np.where(open_loop & one_flow & (lo == hi), hi, -1)
-        # the lanes of its path, each counted by its share: ingress ports are one fewer
-        ports = np.bincount(col, weights=w, minlength=n) - 1.0
         return cls(
             nic.astype(np.int64),
-            ports,
             float(threshold_kb) * 1024,
             np.zeros(net.lanes),
             np.zeros(net.lanes),
@@ -111,11 +111,13 @@ def held_nics(
     rates: np.ndarray,
     capacity: np.ndarray,
     pause: np.ndarray,
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray | None] | None:
     """The pause per lane that the NICs' turns and filled thresholds add to ``rates`` (the
     event's rates without them, under the event's ``pause`` per lane) and, where a NIC is
     paused (its thresholds filled), the share of what its senders push that gets out (None:
-    none paused); None where nothing binds. Updates ``t``'s excess and onset.
+    none paused); None where nothing binds. Updates ``t``'s excess and onset. ``pairs``: the
+    paths' port pairs (each one's (ingress, egress) id, column, weight).
 
     A NIC link its first switch already pauses (a hot port there) gives turns only in the time
     it sends: a flow is held back downstream when it gets less than that turn, and a flow the
@@ -129,10 +131,24 @@ def held_nics(
     turn = sending / np.maximum(k, 1)
     s = turn[lane]
     held = r < s * (1 - HELD_TOLERANCE)
+    hc, hl, hx = cols[held], lane[held], s[held] - r[held]
     excess = np.zeros(lanes)
-    np.maximum.at(excess, lane[held], s[held] - r[held])
+    np.maximum.at(excess, hl, hx)
+    # each held flow's part of XOFF on each pair of its path: its excess over the excess of all
+    # the held flows through that pair, times its share of the pair's ingress (a flow split
+    # over several egress ports fills one ingress threshold, not one per egress), summed over
+    # the path (in pair order)
+    x = np.zeros(len(t.nic))
+    x[hc] = hx
+    p_port, p_col, p_w = pairs
+    ex = x[p_col] * p_w
+    through = np.bincount(p_port, weights=ex)
+    part = np.divide(ex, through[p_port], out=np.zeros(len(ex)), where=ex > 0) * p_w
+    parts = np.bincount(p_col, weights=part, minlength=len(t.nic))
+    # a NIC's: its most held flow's (the largest of equally held ones)
+    most = hx == excess[hl]
     need = np.zeros(lanes)
-    np.maximum.at(need, lane[held], t.ports[cols[held]])
+    np.maximum.at(need, hl[most], parts[hc[most]])
     need = need * t.threshold_bytes
     t.stranded = np.where(excess > 0, t.stranded, 0.0)  # nothing held: the queues drain
     filled = (excess > 0) & (t.stranded >= need * (1 - FILL_ROUNDOFF))

@@ -342,9 +342,9 @@ def pfc_rates(
     its column and weight; ``levels``: the entries and pairs by their lane's level for the
     arrivals' sweep (:func:`.rebuild_kernel.entry_levels`; empty: ``passes`` passes instead);
     ``links``: the lanes' links of the fill (:func:`.fill_links.lane_links`); ``turns``: the
-    senders' NICs (:mod:`.nic_turns`): per column its NIC's lane and ingress ports, XOFF in
-    bytes, per lane the stranded bytes (updated), whether they act, the two tolerances, and the
-    window (us) within which onsets are taken together.
+    senders' NICs (:mod:`.nic_turns`): per column its NIC's lane, XOFF in bytes, per lane the
+    stranded bytes (updated), whether they act, the two tolerances, and the window (us) within
+    which onsets are taken together.
 
     Returns the rates, the pause share per lane, the capacity left per lane, the hot lanes and
     how many of each one's ingress ports bring more than their share, (``victims``, when
@@ -359,7 +359,7 @@ def pfc_rates(
     rates, pause, eff, hot_lanes, n_over, fill, extra_cap = _event(
         running, push_col, given, np.zeros(0)
     )
-    nic, nic_ports, threshold_bytes, stranded, acting, tolerances, window_us = turns
+    nic, threshold_bytes, stranded, acting, tolerances, window_us = turns
     held_tolerance, fill_roundoff = tolerances
     excess = np.zeros(lanes)
     onset = np.inf
@@ -367,7 +367,7 @@ def pfc_rates(
     if acting:
         held, binds, out, paused, excess, onset, live = held_nics(
             nic,
-            nic_ports,
+            (pairs[7], pairs[2], pairs[3]),
             threshold_bytes,
             stranded,
             running,

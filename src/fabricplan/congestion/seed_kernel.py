@@ -67,8 +67,8 @@ def run_seed(
     can_move, xon_kb, xoff_kb, rtt_us, go_back_n, held_kb, move_merge, n_groups = moves
     threshold_kb, tolerance, arbiter_levels, victim_loss, held_share, max_moves = limits[:6]
     finish_merge, start_merge, time_roundoff, bytes_roundoff, levels_from, most = limits[6:]
-    # the senders' NICs (nic_turns): per column its NIC's lane and ingress ports, XOFF in bytes
-    nic, nic_ports, threshold_bytes, nic_acting, tolerances, onset_merge = turns
+    # the senders' NICs (nic_turns): per column its NIC's lane, XOFF in bytes
+    nic, threshold_bytes, nic_acting, tolerances, onset_merge = turns
     lanes = len(capacity)
     n = len(size_bytes)
     n_hop = len(col_of)
@@ -239,7 +239,6 @@ def run_seed(
                 no_victims,
                 (
                     nic,
-                    nic_ports,
                     threshold_bytes,
                     stranded,
                     nic_acting,

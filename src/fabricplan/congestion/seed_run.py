@@ -170,7 +170,7 @@ def _run(
             kernels.COMPILED_MIN_SIZE,
             MAX_LANE_CHAIN,
         ),
-        # the senders' NICs: per column its NIC's lane (renumbered) and ingress ports, XOFF
+        # the senders' NICs: per column its NIC's lane (renumbered), XOFF
         _nic_args(turns, index),
         rng,
     )
@@ -192,9 +192,9 @@ def _nic_args(turns: NicTurns | None, index: np.ndarray) -> tuple:
     tol = (nic_turns.HELD_TOLERANCE, nic_turns.FILL_ROUNDOFF)
     merge = nic_turns.ONSET_MERGE
     if turns is None or not (turns.nic >= 0).any():
-        return (np.zeros(0, np.int64), np.zeros(0), 0.0, False, tol, merge)
+        return (np.zeros(0, np.int64), 0.0, False, tol, merge)
     nic = i64(np.where(turns.nic >= 0, index[np.maximum(turns.nic, 0)], -1))
-    return (nic, np.asarray(turns.ports, float), float(turns.threshold_bytes), True, tol, merge)
+    return (nic, float(turns.threshold_bytes), True, tol, merge)
 
 
 # The last answers of _reachable_ports and _lane_tables, by what they were asked: every seed of
