@@ -11,14 +11,16 @@ with PFC only, InfiniBand credits), which max-min sharing alone misses:
   fills with what every held flow through that pair strands: an incast's flows fill the pairs
   near its receiver together, a sender's own first switch only with its own. Once the most held
   flow has stranded its part of the pause threshold (XOFF) of every pair on its path (its
-  excess over all the held flows' excess through the pair), the pauses reach the NIC itself
-  (PFC) or the NIC runs out of credits: the NIC then sends only as fast as its held flows drain
-  together (``1 - their rates / their turns`` of the time paused: its pause follows the bytes
-  all of them leave in its first switch), and every other flow it sends is held with them
-  (head-of-line blocking at the sender, the victims of an incast's senders). Held to its most
-  held flow alone, a NIC held two incasts sharing their senders and a long all-to-all slower
-  than a packet-level simulator shows; with each flow filling a whole XOFF on every port of
-  its path alone, the victims of an incast's senders ended 20-66 % early (docs/congestion.md).
+  excess over all the held flows' excess through the pair, times its share of the pair's
+  ingress: a flow split over several egress ports fills one ingress threshold), the pauses
+  reach the NIC itself (PFC) or the NIC runs out of credits: the NIC then sends only as fast
+  as its held flows drain together (``1 - their rates / their turns`` of the time paused: its
+  pause follows the bytes all of them leave in its first switch), and every other flow it
+  sends is held with them (head-of-line blocking at the sender, the victims of an incast's
+  senders). Held to its most held flow alone, a NIC held two incasts sharing their senders and
+  a long all-to-all slower than a packet-level simulator shows; with each flow filling a whole
+  XOFF on every port of its path alone, the victims of an incast's senders ended 20-66 % early
+  (docs/congestion.md).
 
 The onset is an event of the run (``onset_us``; onsets close together are one event,
 ``ONSET_MERGE``): behind a heavy incast the thresholds fill in microseconds; behind the few
