@@ -360,7 +360,13 @@ def test_validate_packet_level_held_back_case():
     assert held[0]["measured_fct_us"]["max"] == pytest.approx(
         P.measured()[("a2ainc", "ecmp")]["max"]
     )
+    # under flowlet routing, beside the simulator's retransmissions: what the moves resend
+    assert "resent_bytes" not in held[0]
+    resent = held[1]["resent_bytes"]
+    assert resent["measured"] == pytest.approx(P.measured_resent()[("a2ainc", "flowlet")])
+    assert resent["measured"] > 0 and resent["predicted"] >= 0
     text = run("validate", "--suite", "packet-level", "--case", "a2ainc").stdout
     assert "held back, within 10 % on p50, p99 and max: 2/2" in text
+    assert "Bytes sent again after flowlet moves" in text
     bad = run("validate", "--suite", "packet-level", "--case", "nope")
     assert bad.returncode == 2 and "incast32nic" in bad.stdout + bad.stderr

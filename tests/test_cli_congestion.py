@@ -122,3 +122,16 @@ def test_congestion_takes_a_spine_ratio_as_topology_does():
     assert thin["fabric_layout"]["switches"]["core"] < flat["fabric_layout"]["switches"]["core"]
     bad = run(*args, "--oversubscription", "1,x")
     assert bad.returncode == 2 and "--oversubscription" in json.loads(bad.stdout)["error"]
+
+
+def test_congestion_says_what_flowlet_moves_resend():
+    # a 1,024-GPU incast on RoCE with PFC alone: flowlet moves reorder flows and RoCE's
+    # go-back-N sends bytes again; ECMP never moves a flow, so it resends nothing
+    args = ("congestion", "--gpus", "1024", "--pattern", "incast", "--seeds", "2")
+    args = (*args, "--fabric", "roce-400g", "--congestion-control", "none", "--routing")
+    moved = json.loads(run(*args, "flowlet", "--json").stdout)
+    fixed = json.loads(run(*args, "ecmp", "--json").stdout)
+    assert moved["resent_bytes"] > 1e8 and fixed["resent_bytes"] == 0.0
+    text = run(*args, "flowlet").stdout
+    assert "resent after flowlet moves (MB, median per run)" in text
+    assert "resent after flowlet moves" not in run(*args, "ecmp").stdout

@@ -803,3 +803,17 @@ def test_traffic_beside_an_incast_on_other_nics_is_the_documented_miss():
     # early (docs/congestion.md; "not modelled"); the tail, the incast's, is right
     ecmp = next(c for c in P.check_all(only="permincast", cases=P.DEVELOPED) if c.routing == "ecmp")
     assert ecmp.errors["p50"] < -0.5 and abs(ecmp.errors["max"]) < 0.01, ecmp.errors
+
+
+def test_flowlet_moves_resend_as_the_packet_simulator_retransmits_where_senders_send_one_flow():
+    # go-back-N after a move: where each incast sender sends only its incast flow, what the
+    # moves send again is within half of what htsim retransmits (median over seeds), and its
+    # flowlet tails are within 10 %; ECMP moves nothing and resends nothing, as htsim
+    for name in ("incast32", "incast28up", "twoincast"):
+        for c in P.check_all(only=name, cases=P.DEVELOPED):
+            if c.routing == "ecmp":
+                assert c.resent_bytes is None and c.within, (name, c.errors)
+                continue
+            ours, ref = c.resent_bytes
+            assert 0.5 < ours / ref < 1.5, (name, ours, ref)
+            assert abs(c.errors["p99"]) < 0.1, (name, c.errors)

@@ -238,3 +238,6 @@ def test_held_nics_give_the_same_figures_run_compiled_or_in_the_loop(routing, mo
     assert np.array_equal(fast.times_us, slow.times_us)
     assert fast.fct_us == slow.fct_us and fast.paused_fraction == slow.paused_fraction
     assert fast.victim_flows == slow.victim_flows
+    # the bytes flowlet moves send again, summed alike (none without moves)
+    assert fast.resent_bytes == slow.resent_bytes
+    assert (fast.resent_bytes > 0) == (routing == "flowlet")

@@ -210,6 +210,11 @@ def congestion(
                 *busbw,
                 ("paused time (share of job links)", r.paused_fraction),
                 ("victim flows (per run)", r.victim_flows),
+                *(
+                    [("resent after flowlet moves (MB, median per run)", r.resent_bytes / 1e6)]
+                    if r.resent_bytes
+                    else []
+                ),
                 (
                     "flow completion p50 / p99 / max (us)",
                     (fct.get("p50"), fct.get("p99"), fct.get("max")),

@@ -70,6 +70,33 @@ def show_packet_level(case: str | None, as_json: bool) -> None:
             f"{len(held)} (no target: how the model does on traffic it was not developed on)",
             highlight=False,
         )
+    resent = [c for c in developed + held if c.resent_bytes is not None]
+    if resent:
+        _resent_table(resent)
+
+
+def _resent_table(checks: list[P.Comparison]) -> None:
+    """What the flowlet moves made RoCE's go-back-N send again, against what the simulator
+    retransmitted (no target: where the two part, the flowlet tails do)."""
+    t = Table(
+        title="Bytes sent again after flowlet moves (MB, median over seeds): fabricplan vs the "
+        "simulator's retransmissions",
+        title_justify="left",
+        title_style="bold",
+    )
+    for col in ("case", "routing", "ours", "ref", "ours / ref", "p99 error"):
+        t.add_column(col, justify="left" if col in ("case", "routing") else "right", no_wrap=True)
+    for c in checks:
+        ours, ref = c.resent_bytes
+        t.add_row(
+            c.case,
+            c.routing,
+            f"{ours / 1e6:,.2f}",
+            f"{ref / 1e6:,.2f}",
+            f"{ours / ref:.2f}" if ref > 0 else "-",
+            f"{100 * c.errors['p99']:+.1f} %",
+        )
+    print_table(t)
 
 
 def _table(title: str, checks: list[P.Comparison]) -> None:

@@ -148,6 +148,8 @@ class CaseResult:
     fct_us: dict[str, float] = field(default_factory=dict)  # p50, p99, max over the job's flows
     not_modelled: list[str] = field(default_factory=list)  # mechanisms the run leaves out
     layout: dict = field(default_factory=dict)
+    # median over seeds of the bytes flowlet moves made go-back-N send again (0: no moves)
+    resent_bytes: float = 0.0
 
     def pct(self, q: float) -> float:
         return float(np.percentile(self.times_us, q))
@@ -199,6 +201,7 @@ class CaseResult:
             "fct_p50_us": self.fct_us.get("p50"),
             "fct_p99_us": self.fct_us.get("p99"),
             "fct_max_us": self.fct_us.get("max"),
+            "resent_bytes": self.resent_bytes,
             "seeds": len(self.times_us),
             "not_modelled": self.not_modelled,
             "fabric_layout": self.layout,

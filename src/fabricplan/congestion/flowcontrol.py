@@ -159,6 +159,9 @@ class RunRecord:
     queue_kb: dict[int, tuple[float, ...]] = field(default_factory=dict)
     utilisation: np.ndarray | None = None
     busiest: int = -1  # running job columns in the phase the queues were kept from
+    # bytes the flowlet moves made RoCE's go-back-N send again, summed batch by batch (each
+    # batch's column by column, in order, as the compiled run sums them)
+    resent_bytes: float = 0.0
 
 
 class Phases:

@@ -342,6 +342,7 @@ class FlowletMoves:
         push = self.phases.push[self.col_of[went]]
         per_move = pol.resend_kb(self.share[went], push, worst[went] > 0) * 1024
         np.add.at(resend, self.col_of[went], per_move)
+        self.record.resent_bytes += sum(resend.tolist())
         return resend
 
     def _pairs_after(self, leave: np.ndarray, routed: Routed, went: np.ndarray) -> PortPairs | None:

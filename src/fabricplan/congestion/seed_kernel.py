@@ -57,7 +57,7 @@ def run_seed(
 
     Returns the finish times, the events, each event's duration and paused share, the first
     pauses' victims (and whether any), the busiest phase's running job columns, hot lanes,
-    queues and utilisation, the paths at the end and the moves made."""
+    queues and utilisation, the paths at the end, the moves made and the bytes they resent."""
     size_bytes, start_us, col_cap, push, job, window_kb = columns
     col_of, movable = flows
     capacity, tail, head, kind, leaf, vertices, into_nic, up_lane = net[:8]
@@ -139,6 +139,7 @@ def run_seed(
     rates = np.zeros(n)
     # NicTurns' state: per lane the bytes stranded and stranded per us; the next onset; whether
     # a NIC's state can change the rates (then they are worked out at every event)
+    resent = 0.0  # the bytes the moves send again, batch by batch
     stranded = np.zeros(lanes)
     nic_excess = np.zeros(lanes)
     hold_at = np.inf
@@ -217,6 +218,10 @@ def run_seed(
                         kb = (xon_kb, xoff_kb, rtt_us)
                         fresh = (f_lane, f_flow)
                         resend_bytes(resend, went, fresh, behind, col_of, share_of, push, kb)
+                    batch = 0.0  # FlowletMoves.change's record of it, column by column
+                    for c in range(n):
+                        batch += resend[c]
+                    resent += batch
             add_resend(left, resend, running, finite)
         # Phases.__call__ (compiled_rates), then its _note; the same rates again when
         # neither the paths nor the running columns changed (a batch that moved nothing)
@@ -344,4 +349,5 @@ def run_seed(
         utilisation,
         (r_lane, r_flow, r_weight),
         n_moves,
+        resent,
     )

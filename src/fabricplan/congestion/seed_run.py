@@ -175,7 +175,8 @@ def _run(
         rng,
     )
     finish, events, durations, paused, victims, any_victims, busiest = out[:7]
-    busy_lanes, busy_kb, utilisation, (lane, flow, weight), n_moves = out[7:]
+    busy_lanes, busy_kb, utilisation, (lane, flow, weight), n_moves, resent = out[7:]
+    record.resent_bytes = float(resent)
     record.paused = paused.tolist()
     record.victims = victims if any_victims else None
     record.busiest = int(busiest)

@@ -105,6 +105,7 @@ class _Seed:
     utilisation: np.ndarray  # per lane; dropped once the hottest links are folded in
     latency_us: np.ndarray  # probe samples
     fct_us: np.ndarray  # per job column: its completion time after its own start
+    resent_bytes: float = 0.0  # what flowlet moves made go-back-N send again
 
 
 def _random_traffic(case: Case) -> bool:
@@ -217,7 +218,7 @@ def _run_seed(st: _Setup, seed: int) -> _Seed:
     drain = _spray_drain_us(st, routed, tr, done.finish_us, starts, rng, pairs)
     finish = done.finish_us[:n_job] + drain
     fct = finish - starts[:n_job] + _path_latency_us(st, routed, tr)[:n_job]
-    return _Seed(t_ideal, float(finish.max()), paused, victims, util, lat, fct)
+    return _Seed(t_ideal, float(finish.max()), paused, victims, util, lat, fct, rec.resent_bytes)
 
 
 def _spray_drain_us(
@@ -411,6 +412,7 @@ def run_case(
         if lat.size
         else {},
         fct_us={"p50": fct[50], "p99": fct[99], "max": fct[100]},
+        resent_bytes=float(np.median([r.resent_bytes for r in runs])),
         not_modelled=not_modelled(fab.family, case.design, routing),
         layout={"tiers": design.layout.tiers, "switches": design.layout.switches},
     )

@@ -128,6 +128,16 @@ def measured() -> dict[tuple[str, str], dict[str, float]]:
     return out
 
 
+@cache
+def measured_resent() -> dict[tuple[str, str], float]:
+    """Per (case, routing): the median over the simulator's seeds of the bytes it retransmitted
+    (flowlet runs of the cases developed on and held back; ECMP retransmits nothing)."""
+    runs: dict[tuple[str, str], list[float]] = {}
+    for r in _rows("htsim_resent.csv"):
+        runs.setdefault((r["case"], r["routing"]), []).append(float(r["retransmitted_bytes"]))
+    return {k: float(np.median(v)) for k, v in runs.items()}
+
+
 @dataclass(frozen=True)
 class Comparison:
     case: str
@@ -137,6 +147,9 @@ class Comparison:
     measured: dict[str, float]
     seconds_per_seed: float  # this model, one core, in-process
     reference_seconds: float  # the simulator, one run
+    # bytes flowlet moves made go-back-N send again, median over seeds: (ours, the
+    # simulator's retransmissions), where the simulator's were recorded
+    resent_bytes: tuple[float, float] | None = None
 
     @property
     def errors(self) -> dict[str, float]:
@@ -162,7 +175,11 @@ class Comparison:
             "seconds_per_seed": self.seconds_per_seed,
             "reference_seconds_per_run": self.reference_seconds,
             "speedup": self.speedup,
-        }
+        } | (
+            {"resent_bytes": {"predicted": self.resent_bytes[0], "measured": self.resent_bytes[1]}}
+            if self.resent_bytes is not None
+            else {}
+        )
 
 
 def flow_case(hosts: int, flows: FlowList, routing: str, seeds: int | None = None) -> Case:
@@ -202,6 +219,7 @@ def compare(case: RefCase, routing: str, seeds: int | None = None, repeats: int 
         r = run_case(c, reference_catalog(), probes=False, workers=1)
         spent.append((time.perf_counter() - t0) / c.seeds)
     m = measured()[(case.name, routing)]
+    ref_resent = measured_resent().get((case.name, routing))
     return Comparison(
         case.name,
         routing,
@@ -210,6 +228,7 @@ def compare(case: RefCase, routing: str, seeds: int | None = None, repeats: int 
         {k: m[k] for k in METRICS},
         float(np.median(spent)),
         m["wall_s"],
+        None if ref_resent is None else (r.resent_bytes, ref_resent),
     )
 
 
