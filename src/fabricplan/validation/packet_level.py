@@ -31,10 +31,10 @@ from fabricplan.congestion.simulate import run_case
 
 # the case sets, kept in their own module and read through this one
 from fabricplan.validation.packet_cases import CASES as CASES
-from fabricplan.validation.packet_cases import DEVELOPED as DEVELOPED
 from fabricplan.validation.packet_cases import HELD_BACK as HELD_BACK
 from fabricplan.validation.packet_cases import ROUTINGS as ROUTINGS
 from fabricplan.validation.packet_cases import RefCase as RefCase
+from fabricplan.validation.packet_developed import DEVELOPED as DEVELOPED
 
 DATA = resources.files("fabricplan.validation") / "data" / "packet-level"
 TOLERANCE = 0.10  # the target: p50, p99 and max within 10 % on every case
