@@ -15,7 +15,6 @@ from fabricplan.catalog import Catalog
 from fabricplan.catalog.providers import node_nics
 from fabricplan.congestion import traffic as T
 from fabricplan.congestion.case import FRAGMENTED_CLUSTER_FACTOR, Case
-from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl
 
 # Time per flow per seed, microseconds, by pattern, and the flow count it was measured at: the
@@ -138,8 +137,7 @@ def estimate_case(case: Case, cat: Catalog) -> Estimate:
     cluster = case.cluster_gpus or case.gpus * spread
     fab = cat.fabric(case.fabric)
     routing = case.routing or fab.default_routing
-    qual = quality(case.roce_quality) if fab.family == "roce" else None
-    fc = FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes, case.flow)
+    fc = FlowControl.of_fabric(fab, case.roce_quality, case.flow)
     return estimate(
         case.pattern,
         nodes,

@@ -34,13 +34,14 @@ link's rate.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.sparse import csr_matrix
 
 from fabricplan.collectives.nccl_constants import SIMPLE_STEP_BYTES
 from fabricplan.congestion import kernels
-from fabricplan.congestion.dcqcn import Quality, fluid_keys, fluids_of
+from fabricplan.congestion.dcqcn import Quality, fluid_keys, fluids_of, quality
 from fabricplan.congestion.groupfill import group_fill
 from fabricplan.congestion.groups import runs, unique_inverse
 from fabricplan.congestion.network import Network, Routed
@@ -49,6 +50,9 @@ from fabricplan.congestion.ports import PathArrivals, PortPairs, port_ids, port_
 from fabricplan.congestion.settings import FlowSettings
 from fabricplan.congestion.waterfill import BINCOUNT_MAX_SIZE, Matrix, max_min_rates, with_rows
 from fabricplan.topology.graph import LEAF
+
+if TYPE_CHECKING:
+    from fabricplan.catalog import Fabric
 
 # Congestion spreads hop by hop: the hot port pauses the ports feeding it (level 1), and a
 # paused link that cannot carry what is pushed into it pauses its own feeders (level 2 and up).
@@ -114,6 +118,15 @@ class FlowControl:
                 f"of the '{q.id}' preset; give both"
             )
         return cls(("pfc" if q.pfc else "lossy") + ("+dcqcn" if q.ecn else ""), q, mtu)
+
+    @classmethod
+    def of_fabric(
+        cls, fab: Fabric, roce_quality: str, settings: FlowSettings | None = None
+    ) -> FlowControl:
+        """What a case runs under on the catalog's fabric ``fab``: its kind of flow control,
+        on RoCE the ``roce_quality`` preset, with ``settings`` over it."""
+        q = quality(roce_quality) if fab.family == "roce" else None
+        return cls.of(fab.flow_control, fab.lossless, q, fab.mtu_bytes, settings)
 
     @property
     def acts(self) -> bool:

@@ -29,7 +29,6 @@ from fabricplan.congestion.case import (
     CaseResult,
     check_route_memory,
 )
-from fabricplan.congestion.dcqcn import quality
 from fabricplan.congestion.flowcontrol import FlowControl, Phases, RunRecord
 from fabricplan.congestion.flowlet import FlowletMoves, FlowletPolicy, flowlet_policy
 from fabricplan.congestion.groups import unique_inverse
@@ -361,8 +360,7 @@ def run_case(
     )
     graph = build_graph(design.layout, sys.nvlink_GBps, sys.nic_GBps)
     net = Network(graph, efficiency=sys.nic_GBps / (fab.line_rate_gbps / 8))
-    qual = quality(case.roce_quality) if fab.family == "roce" else None
-    fc = FlowControl.of(fab.flow_control, fab.lossless, qual, fab.mtu_bytes, case.flow)
+    fc = FlowControl.of_fabric(fab, case.roce_quality, case.flow)
     switch_ns = design.switch.port_to_port_latency_ns.nominal
     st = _Setup(
         case,
