@@ -148,6 +148,7 @@ class FlowletMoves:
         ud = net.up_down  # the network's: read only
         self.tier, self.up_lane, self.into_nic = ud.tier, ud.up_lane, ud.into_nic
         self.switch_ups, self.is_switch_up = ud.switch_ups, ud.is_switch_up
+        self._ups: tuple[np.ndarray, np.ndarray] | None = None  # move_kernel.ups_by_switch
         self.level_kb = np.array(QUEUE_LEVELS) * policy.buffer_kb  # where the levels start
         self.due = np.full(len(movable), np.inf)
         self.moved = np.zeros(len(movable), np.int64)  # moves per hop flow
@@ -295,8 +296,10 @@ class FlowletMoves:
         tw = self.towards
         # compiled: imported late
         from fabricplan.congestion import compiled_phases
-        from fabricplan.congestion.move_kernel import move_groups
+        from fabricplan.congestion.move_kernel import move_groups, ups_by_switch
 
+        if self._ups is None:
+            self._ups = ups_by_switch(self.switch_ups, net.tail, net.graph.vertices)
         lane, flow, went, c_leave = move_groups(
             due,
             bounds,
@@ -306,7 +309,7 @@ class FlowletMoves:
             self.queue,
             self.level_kb,
             self.used,
-            self.switch_ups,
+            self._ups,
             net.tail,
             self.is_switch_up,
             c_flow,

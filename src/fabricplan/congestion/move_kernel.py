@@ -82,6 +82,14 @@ def _route(
 
 
 @jit
+def ups_by_switch(switch_ups: np.ndarray, tail: np.ndarray, vertices: int) -> tuple:
+    """Per switch its up ports (``switch_ups`` grouped by their tail, in order) and where each
+    switch's start (``vertices + 1`` pointers): the same for a whole run, so made once."""
+    ups_of = by_group(switch_ups, tail, vertices)
+    return ups_of, np.searchsorted(tail[ups_of], np.arange(vertices + 1))
+
+
+@jit
 def move_groups(
     due: np.ndarray,
     bounds: np.ndarray,
@@ -91,7 +99,7 @@ def move_groups(
     queue_kb: np.ndarray,
     level_kb: np.ndarray,
     used: np.ndarray,
-    switch_ups: np.ndarray,
+    ups: tuple[np.ndarray, np.ndarray],
     tail: np.ndarray,
     is_switch_up: np.ndarray,
     c_flow: np.ndarray,
@@ -119,9 +127,9 @@ def move_groups(
     in_go = np.zeros(len(at_of), np.bool_)  # per flow: in the group at hand (then: moving)
     c_leave = np.zeros(len(c_flow), np.bool_)
     past = np.zeros(len(c_flow), np.bool_)
-    # per switch its up ports, so that a group's flows are judged at their own switches only
-    ups_of = by_group(switch_ups, tail, vertices)
-    ups_ptr = np.searchsorted(tail[ups_of], np.arange(vertices + 1))
+    # per switch its up ports (:func:`ups_by_switch`), so that a group's flows are judged at
+    # their own switches only
+    ups_of, ups_ptr = ups
     fresh_lane = np.empty(0, np.int64)
     fresh_flow = np.empty(0, np.int64)
     went = np.empty(0, np.int64)

@@ -116,8 +116,9 @@ def _arbiter_rows(
     each one's hot ingress port, the ports' shares); an ingress port held below what it
     brings shares its share in turn over the ports upstream of it, level after level, while
     any is held (``up``: the selected pairs, each pair's upstream pair, each pair's place
-    among the selected or -1; ``pairs``, per selected pair: ingress lane, column, weight,
-    what it brings). Returns the rows' entries (row, column, weight) and the rows' caps.
+    among the selected or -1; ``pairs``: per pair its ingress lane, column and weight, and per
+    selected pair what it brings). Returns the rows' entries (row, column, weight) and the
+    rows' caps.
 
     In loops over scratch arrays made once: the array code's few dozen small arrays per level
     were most of an incast event's time. Same sums in the same order (tested)."""
@@ -131,7 +132,8 @@ def _arbiter_rows(
     caps = np.empty(len(share) + n_h * (levels - 1))
     brought = np.zeros(len(share))
     for k in range(n_h):
-        rows[k], cols[k], weights[k] = inv[k], col[h[k]], w[h[k]]
+        q = sel[h[k]]
+        rows[k], cols[k], weights[k] = inv[k], col[q], w[q]
         brought[inv[k]] += bring[h[k]]
     caps[: len(share)] = share
     n_e, n_c, n_rows = n_h, len(share), len(share)
@@ -156,7 +158,7 @@ def _arbiter_rows(
         if m == 0:
             break
         for k in range(m):
-            ports[k] = into[wrap(prev[k], len(into))]
+            ports[k] = into[sel[wrap(prev[k], len(sel))]]
         n_s, sub = _one_port_each(group, ports, m, len(cap_of))
         if n_s < 0:
             subs, sub = unique_pairs(group[:m], ports[:m], len(cap_of), lanes)
@@ -180,11 +182,16 @@ def _arbiter_rows(
                 sub_share[i] = np.minimum(demand[i], cap_of[above[i]])
         else:
             sub_share = _group_fill(dense, demand, cap_of[above[:n_g]])
-        held = demand > sub_share * (1 + tolerance)
-        if not held.any():
+        held = np.empty(n_s, np.bool_)
+        any_held = False
+        for i in range(n_s):
+            held[i] = demand[i] > sub_share[i] * (1 + tolerance)
+            any_held = any_held or held[i]
+        if not any_held:
             break
         for k in range(m):
-            rows[n_e], cols[n_e], weights[n_e] = n_rows + sub[k], col[member[k]], w[member[k]]
+            q = sel[member[k]]
+            rows[n_e], cols[n_e], weights[n_e] = n_rows + sub[k], col[q], w[q]
             n_e += 1
         for i in range(n_s):
             caps[n_c] = sub_share[i] if held[i] else np.inf
@@ -216,7 +223,18 @@ def _event(
     lanes = len(capacity)
     n_cols = len(running)
     push = np.where(running, push_col, 0.0)
-    sel = np.flatnonzero(running[p_col])
+    # the pairs of running columns (np.flatnonzero(running[p_col])), and each pair's place
+    # among them (-1: not running), in one pass
+    at = np.full(len(p_col), -1, np.int64)
+    n_sel = 0
+    for q in range(len(p_col)):
+        if running[p_col[q]]:
+            at[q] = n_sel
+            n_sel += 1
+    sel = np.empty(n_sel, np.int64)
+    for q in range(len(p_col)):
+        if at[q] >= 0:
+            sel[at[q]] = q
     none = np.zeros(0, np.int64)
     bring = _brought(
         lane,
@@ -234,7 +252,9 @@ def _event(
     )
     out = p_out[sel]
     arriving = bincount(out, bring, lanes)
-    hot = arriving > capacity * (1 + tolerance)
+    hot = np.empty(lanes, np.bool_)
+    for j in range(lanes):
+        hot[j] = arriving[j] > capacity[j] * (1 + tolerance)
     pause = np.zeros(lanes)
     hot_lanes = np.zeros(0, np.int64)
     n_over = np.zeros(0)
@@ -286,19 +306,17 @@ def _event(
             starts, dense = runs(p_lane)
             hot_lanes = p_lane[starts]
             share = _group_fill(dense, p_bring, capacity[hot_lanes])
-            over = p_bring > share * (1 + tolerance)
-            n_over = bincount(dense, over.astype(np.float64), len(hot_lanes))
+            n_over = np.zeros(len(hot_lanes))
             for k in range(len(p_lane)):
-                if over[k]:
+                if p_bring[k] > share[k] * (1 + tolerance):
+                    n_over[dense[k]] += 1.0
                     phi = 1.0 - share[k] / max(p_bring[k], 1e-300)
                     pause[p_from[k]] = max(pause[p_from[k]], phi)
             # the arbiters' rows: each hot port's ingress ports, then up the paths
-            at = np.full(len(p_out), -1, np.int64)
-            at[sel] = np.arange(len(sel))
             rows, cols, weights, caps = _arbiter_rows(
                 (h, inv, share),
                 (sel, upstream, at),
-                (p_in[sel], p_col[sel], p_w[sel], bring),
+                (p_in, p_col, p_w, bring),
                 lanes,
                 tolerance,
                 arbiter_levels,
@@ -309,9 +327,14 @@ def _event(
     )
     if len(extra_pause):  # the NICs the event before held
         pause = np.maximum(pause, extra_pause)
-    eff = capacity * 1.0 * (1 - pause)
+    eff = np.empty(lanes)
+    caps_all = np.empty(lanes + len(extra_cap))  # the fill's links: lanes, then the rows
+    for j in range(lanes):
+        eff[j] = capacity[j] * 1.0 * (1 - pause[j])
+        caps_all[j] = eff[j]
+    caps_all[lanes:] = extra_cap
     fill = (links, flows, f_ptr, f_link, f_w)
-    rates = _fill(*fill, np.concatenate((eff, extra_cap)), running, cap_col)
+    rates = _fill(*fill, caps_all, running, cap_col)
     return rates, pause, eff, hot_lanes, n_over, fill, extra_cap
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from fabricplan.congestion.due_kernel import due_moves
 from fabricplan.congestion.jitted import jit
-from fabricplan.congestion.move_kernel import move_groups
+from fabricplan.congestion.move_kernel import move_groups, ups_by_switch
 from fabricplan.congestion.pfc_kernel import pfc_rates
 from fabricplan.congestion.rebuild_kernel import rebuild
 from fabricplan.congestion.seed_parts import (
@@ -106,6 +106,7 @@ def run_seed(
     last_pause = np.zeros(lanes)
     hot_lanes = np.zeros(0, np.int64)
     hot_kb = np.zeros(0)
+    ups = ups_by_switch(switch_ups, tail, vertices)
     p_flow, p_out, p_in, p_switch = up_pairs(
         r_lane, pp_flow, pairs[5], pairs[4], up_lane, movable, tail
     )
@@ -173,7 +174,7 @@ def run_seed(
                     queue,
                     level_kb,
                     used,
-                    switch_ups,
+                    ups,
                     tail,
                     is_switch_up,
                     c_flow,
