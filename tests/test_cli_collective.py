@@ -353,19 +353,19 @@ def test_validate_packet_level_held_back_case():
     assert "developed on, within 10 % on p50, p99 and max: 2/2" in text
     # a held-back one: its own table and count
     data = json.loads(
-        run("validate", "--suite", "packet-level", "--case", "a2ainc", "--json").stdout
+        run("validate", "--suite", "packet-level", "--case", "incast32half", "--json").stdout
     )
     held = data["held_back"]
     assert data["developed"] == [] and [c["routing"] for c in held] == ["ecmp", "flowlet"]
     assert held[0]["measured_fct_us"]["max"] == pytest.approx(
-        P.measured()[("a2ainc", "ecmp")]["max"]
+        P.measured()[("incast32half", "ecmp")]["max"]
     )
     # under flowlet routing, beside the simulator's retransmissions: what the moves resend
     assert "resent_bytes" not in held[0]
     resent = held[1]["resent_bytes"]
-    assert resent["measured"] == pytest.approx(P.measured_resent()[("a2ainc", "flowlet")])
+    assert resent["measured"] == pytest.approx(P.measured_resent()[("incast32half", "flowlet")])
     assert resent["measured"] > 0 and resent["predicted"] >= 0
-    text = run("validate", "--suite", "packet-level", "--case", "a2ainc").stdout
+    text = run("validate", "--suite", "packet-level", "--case", "incast32half").stdout
     assert "held back, within 10 % on p50, p99 and max: 2/2" in text
     assert "Bytes sent again after flowlet moves" in text
     bad = run("validate", "--suite", "packet-level", "--case", "nope")

@@ -186,6 +186,8 @@ class FlowletMoves:
         # per hop flow leaving a switch upwards: that switch, the lane it left by and came in on
         self.p_flow, self.p_out, self.p_in = pp.flow[up], lane[pp.e_out[up]], lane[pp.e_in[up]]
         self.p_switch = self.net.tail[self.p_out]
+        # every port pair: what a switch sees queued on an up port (due_kernel.seen_paused)
+        self.feeds = (pp.out, pp.into, self.col_of[pp.flow])
 
     @property
     def due_policy(self) -> tuple:
@@ -246,6 +248,7 @@ class FlowletMoves:
             (net.capacity, ph.last_pause, self.into_nic, self.up_lane),
             hot,
             (self.p_flow, self.p_out, self.p_in, self.p_switch),
+            self.feeds,
             (self.switch_ups, net.tail, self.tier),
             (self.due, self.moved, self.moved_due, self.at, self.share),
             self.due_policy,

@@ -289,6 +289,7 @@ def run_seed(
                 (capacity, last_pause, into_nic, up_lane),
                 (hot_lanes, hot_kb),
                 (p_flow, p_out, p_in, p_switch),
+                (pairs[0], pairs[1], pairs[2]),
                 (switch_ups, tail, tier),
                 (due, moved, moved_due, at, share_of),
                 policy,

@@ -1,5 +1,6 @@
 """The packet-level cases recorded as held back and then used to develop the model (the
-senders' NICs, :mod:`fabricplan.congestion.nic_turns`), set by set, each with what its first
+senders' NICs, :mod:`fabricplan.congestion.nic_turns`, and what a flowlet switch sees of paused
+ports, :func:`fabricplan.congestion.due_kernel.seen_paused`), set by set, each with what its first
 comparison showed: checked still, no longer held back, and no target. ECMP and flowlet routing
 only (the RoCE simulator). Their recorded figures are in ``data/packet-level``
 (``htsim_developed.csv``)."""
@@ -361,3 +362,54 @@ DEVELOPED_SHARED_FILL = (
     ),
 )
 DEVELOPED += DEVELOPED_SHARED_FILL
+_SIXTEEN_FAR = np.arange(16, 32)
+_TWO_DOZEN = np.arange(32, 56)
+_ONE_LEAF = np.arange(40, 48)
+
+
+# Cases recorded once the shared fill of the port pairs was final and compared once: the flows
+# beside an incast under flowlet routing still ended 22-27 % early at the tail; a flowlet
+# switch's view of the up ports its next switch pauses (due_kernel.seen_paused) was then chosen
+# while these were looked at, so they are cases developed on too.
+DEVELOPED_PAIR_FILL = (
+    RefCase(
+        "incast16far",
+        128,
+        "incast 16 -> 1 from hosts 16-31 to host 100, 800,000 B each, and each sender 400,000 B "
+        "to host + 48",
+        lambda: _plus(
+            _flows(_SIXTEEN_FAR, 100, 800_000), _flows(_SIXTEEN_FAR, _SIXTEEN_FAR + 48, 400_000)
+        ),
+    ),
+    RefCase(
+        "twoincast12",
+        128,
+        "hosts 32-43 each 1,000,000 B to host 0 and hosts 44-55 each 1,000,000 B to host 127, "
+        "and each of the 24 senders 300,000 B to host 96 + (its place mod 16)",
+        lambda: _plus(
+            _flows(_TWO_DOZEN[:12], 0, 1_000_000),
+            _flows(_TWO_DOZEN[12:], 127, 1_000_000),
+            _flows(_TWO_DOZEN, 96 + np.arange(24) % 16, 300_000),
+        ),
+    ),
+    RefCase(
+        "a2ainc",
+        128,
+        "all-to-all among hosts 64-79, 300,000 B a pair, and hosts 64-71 each 1,000,000 B to "
+        "host 5",
+        lambda: _plus(_a2a_among(64, 16, 300_000), _flows(np.arange(64, 72), 5, 1_000_000)),
+    ),
+    RefCase(
+        "incast8x4",
+        128,
+        "incast 8 -> 1 from hosts 40-47 (one leaf) to host 120, 1,500,000 B each, and each "
+        "sender 500,000 B to host - 40, - 32 and - 24",
+        lambda: _plus(
+            _flows(_ONE_LEAF, 120, 1_500_000),
+            _flows(_ONE_LEAF, _ONE_LEAF - 40, 500_000),
+            _flows(_ONE_LEAF, _ONE_LEAF - 32, 500_000),
+            _flows(_ONE_LEAF, _ONE_LEAF - 24, 500_000),
+        ),
+    ),
+)
+DEVELOPED += DEVELOPED_PAIR_FILL
