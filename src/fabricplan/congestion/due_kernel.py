@@ -157,15 +157,14 @@ def due_moves(
     level_kb, band_kb, headroom_kb, timeout_us, mtu, move_share, load_tie, paced = policy
     held_share, max_moves = limits
     n = len(col_of)
-    rate = np.empty(n)
-    held = np.empty(n, np.bool_)
-    for f in range(n):
-        c = col_of[f]
-        rate[f] = last_rates[c]
-        held[f] = last_running[c] and rate[f] < push[c] * (1 - held_share)
     held_col = np.empty(len(push), np.bool_)
     for c in range(len(push)):
         held_col[c] = last_running[c] and last_rates[c] < push[c] * (1 - held_share)
+    rate = np.empty(n)
+    held = np.empty(n, np.bool_)
+    for f in range(n):
+        rate[f] = last_rates[col_of[f]]
+        held[f] = held_col[col_of[f]]
     seen = seen_paused(last_pause, held_col, last_running, feeds, up_lane)
     pause, queue, behind, load = _state(
         rate,
