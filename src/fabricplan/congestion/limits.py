@@ -30,13 +30,13 @@ BY_FAMILY = {
 }
 FLOWLET = (
     "the queues a flowlet switch compares its ports by swinging packet by packet: here a port "
-    "its next switch pauses holds the PFC band (an up port only where two ingress ports or "
-    "more feed it) and any other none, so flows leave paused or overloaded ports only, not "
-    "ports loaded just to capacity, and an all-to-all's slowest flows end up to 15 % sooner "
-    "than a packet-level simulator's; nor what go-back-N sends again of a moved flow's packets "
-    "still queued on its old path (a packet-level simulator resends 350-1,000 KB a move, this "
-    "model 60-240 KB), which makes the tails beside an incast 11-49 % longer there (validate "
-    "--suite packet-level; errs fast)",
+    "its next switch pauses holds the PFC band (so does an up port whose next switch's port on "
+    "is paused, where two ingress ports or more feed it) and any other none, so flows leave "
+    "paused or overloaded ports only, not ports loaded just to capacity, and an all-to-all's "
+    "slowest flows end up to 15 % sooner than a packet-level simulator's; nor what go-back-N "
+    "sends again of a moved flow's packets still queued on its old path (a packet-level "
+    "simulator resends 350-1,000 KB a move, this model 60-240 KB), which makes the tails "
+    "beside an incast 11-49 % longer there (validate --suite packet-level; errs fast)",
 )
 SPRAY = (
     "sprayers that cycle through a fixed set of path labels (their split over ports is itself "
