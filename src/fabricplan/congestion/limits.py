@@ -36,7 +36,8 @@ FLOWLET = (
     "slowest flows end up to 15 % sooner than a packet-level simulator's; nor what go-back-N "
     "sends again of a moved flow's packets still queued on its old path (a packet-level "
     "simulator resends 350-1,000 KB a move, this model 60-240 KB), which makes the tails "
-    "beside an incast 11-49 % longer there (validate --suite packet-level; errs fast)",
+    "beside an incast 11-49 % longer there, and an all-to-all's tail beside a hot receiver "
+    "up to 45 % (validate --suite packet-level; errs fast)",
 )
 SPRAY = (
     "sprayers that cycle through a fixed set of path labels (their split over ports is itself "

@@ -84,7 +84,8 @@ def _route(
 @jit
 def ups_by_switch(switch_ups: np.ndarray, tail: np.ndarray, vertices: int) -> tuple:
     """Per switch its up ports (``switch_ups`` grouped by their tail, in order) and where each
-    switch's start (``vertices + 1`` pointers): the same for a whole run, so made once."""
+    switch's ports start among them (``vertices + 1`` pointers): the same for a whole run, so
+    a run makes them once, not at every batch of moves."""
     ups_of = by_group(switch_ups, tail, vertices)
     return ups_of, np.searchsorted(tail[ups_of], np.arange(vertices + 1))
 
