@@ -33,35 +33,61 @@ def _route(
     switches they lead to ``heads``, each flow's receiver's downlink): the downlinks, then hop
     by hop each flow still short of its leaf takes the closer port with the least standing
     load, a lane's queue level plus its ``used`` weight (``standing``: queues, level
-    thresholds, ``used``; ``+ jitter_gbps`` x a uniform draw per port, drawn per hop as one
-    (flows, ports) array). Entries (lane, index into ``go``) in the order the array router
-    gives them."""
-    dist, out, heads, down_lane = tables
-    queue, level_kb, used = standing
+    thresholds, ``used``; ``+ jitter_gbps`` x a uniform draw per port, drawn per hop for the
+    flows still moving, flow by flow, port by port). Entries (lane, index into ``go``) in the
+    order the array router gives them."""
     n = len(go)
-    width = out.shape[1]
     most = 0
     for i in range(n):
-        most = max(most, dist[target[i], start[i]])
+        most = max(most, tables[0][target[i], start[i]])
     lanes = np.empty(n * (most + 1), np.int64)
     flows = np.empty(n * (most + 1), np.int64)
+    scratch = np.empty((2, n), np.int64)
+    k = _route_into(go, start, target, standing, tables, jitter_gbps, rng, (lanes, flows), scratch)
+    return lanes[:k], flows[:k]
+
+
+@jit
+def _route_into(
+    go: np.ndarray,
+    start: np.ndarray,
+    target: np.ndarray,
+    standing: tuple[np.ndarray, np.ndarray, np.ndarray],
+    tables: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    jitter_gbps: float,
+    rng: np.random.Generator,
+    entries: tuple[np.ndarray, np.ndarray],
+    scratch: np.ndarray,
+) -> int:
+    """:func:`_route` into ``entries`` (room for every flow's hops), with ``scratch`` (2 x at
+    least ``len(go)``) for the flows' switches and the flows still moving: a batch of moves
+    routes group after group into arrays it makes once. Returns how many entries it wrote."""
+    dist, out, heads, down_lane = tables
+    queue, level_kb, used = standing
+    lanes, flows = entries
+    n = len(go)
+    width = out.shape[1]
     for i in range(n):
         lanes[i] = down_lane[go[i]]
         flows[i] = i
     k = n
-    at = start.copy()
-    moving = np.arange(n)
+    at = scratch[0]
+    moving = scratch[1]
+    for i in range(n):
+        at[i] = start[i]
+        moving[i] = i
+    n_moving = n
     while True:
         keep = 0
-        for j in range(len(moving)):
+        for j in range(n_moving):
             i = moving[j]
             if dist[target[i], at[i]] > 0:
                 moving[keep] = i
                 keep += 1
-        moving = moving[:keep]
+        n_moving = keep
         if keep == 0:
             break
-        draw = rng.random((keep, width))
+        # the draws in the order of one (flows, ports) array of them: flow by flow, port by port
         for j in range(keep):
             i = moving[j]
             v, d = at[i], dist[target[i], at[i]]
@@ -70,7 +96,7 @@ def _route(
                 lane = out[v, c]
                 closer = lane >= 0 and dist[target[i], heads[v, c]] == d - 1
                 load = level_of(queue[lane], level_kb) + used[lane] if closer else np.inf
-                score = load + draw[j, c] * jitter_gbps
+                score = load + rng.random() * jitter_gbps
                 if col < 0 or score < best:
                     best, col = score, c
             if not (out[v, col] >= 0 and dist[target[i], heads[v, col]] == d - 1):
@@ -78,7 +104,7 @@ def _route(
             lanes[k], flows[k] = out[v, col], i
             at[i] = heads[v, col]
             k += 1
-    return lanes[:k], flows[:k]
+    return k
 
 
 @jit
@@ -131,16 +157,36 @@ def move_groups(
     # per switch its up ports (:func:`ups_by_switch`), so that a group's flows are judged at
     # their own switches only
     ups_of, ups_ptr = ups
-    fresh_lane = np.empty(0, np.int64)
-    fresh_flow = np.empty(0, np.int64)
-    went = np.empty(0, np.int64)
+    dist = tables[0]
+    # what the groups write, made once for the batch (a group's arrays, one after the other,
+    # were most of a small batch's time): the moved flows' entries and the flows, a group's
+    # flows and their switches, targets and entries
+    widest = 0
+    most = 0
+    for g in range(len(bounds) - 1):
+        widest = max(widest, bounds[g + 1] - bounds[g])
+    for f in due:
+        if at_of[f] >= sw0:
+            most = max(most, dist[target[f], at_of[f] - sw0])
+    room = widest * (most + 1)
+    fresh_lane = np.empty(len(due) * (most + 1), np.int64)
+    fresh_flow = np.empty(len(due) * (most + 1), np.int64)
+    went = np.empty(len(due), np.int64)
+    n_fresh = 0
+    n_went = 0
+    go = np.empty(widest, np.int64)
+    start = np.empty(widest, np.int64)
+    tgt = np.empty(widest, np.int64)
+    same = np.empty(widest, np.bool_)
+    lanes = np.empty(room, np.int64)
+    flows = np.empty(room, np.int64)
+    scratch = np.empty((2, widest), np.int64)
     clamped = False  # every queue clamped at 0 once: then only those a group lowered
     for g in range(len(bounds) - 1):
-        group = due[bounds[g] : bounds[g + 1]]
         # queue levels where they are read (the flow's switch's up ports, its own port)
-        go = np.empty(len(group), np.int64)
         n_go = 0
-        for f in group:
+        for q in range(bounds[g], bounds[g + 1]):
+            f = due[q]
             v = wrap(at_of[f], vertices)
             best = np.inf  # its switch's emptiest up port's level
             for k in range(ups_ptr[v], ups_ptr[v + 1]):
@@ -149,11 +195,10 @@ def move_groups(
             if best < own and current[f] >= 0:
                 go[n_go] = f
                 n_go += 1
-        go = go[:n_go]
         if n_go == 0:
             continue
-        for f in go:
-            in_go[f] = True
+        for i in range(n_go):
+            in_go[go[i]] = True
         for k in range(len(c_flow)):
             past[k] = in_go[c_flow[k]] and c_beyond[k]
             if past[k]:
@@ -166,18 +211,27 @@ def move_groups(
         for k in range(len(c_flow)):
             if past[k] and queue[c_lane[k]] < 0.0:
                 queue[c_lane[k]] = 0.0
-        start = np.empty(n_go, np.int64)
-        tgt = np.empty(n_go, np.int64)
         for i in range(n_go):
             start[i] = at_of[go[i]] - sw0
             tgt[i] = target[go[i]]
-        lanes, flows = _route(go, start, tgt, (queue, level_kb, used), tables, jitter_gbps, rng)
-        same = np.zeros(n_go, np.bool_)
-        for k in range(len(lanes)):
+        n_e = _route_into(
+            go[:n_go],
+            start[:n_go],
+            tgt[:n_go],
+            (queue, level_kb, used),
+            tables,
+            jitter_gbps,
+            rng,
+            (lanes, flows),
+            scratch,
+        )
+        for i in range(n_go):
+            same[i] = False
+        for k in range(n_e):
             i = flows[k]
             if is_switch_up[lanes[k]] and tail[lanes[k]] == at_of[go[i]]:
                 same[i] = lanes[k] == current[go[i]]
-        for k in range(len(lanes)):
+        for k in range(n_e):
             if not same[flows[k]]:
                 queue[lanes[k]] += xon_kb
         # what the group's flows left past their switch: a flow that stays gets its XON back,
@@ -189,11 +243,14 @@ def move_groups(
                 queue[c_lane[k]] += xon_kb
             elif past[k]:
                 c_leave[k] = True
-        for f in go:
-            in_go[f] = False
-        kept = go[~same]
-        stay = same[flows]
-        fresh_lane = np.concatenate((fresh_lane, lanes[~stay]))
-        fresh_flow = np.concatenate((fresh_flow, go[flows[~stay]]))
-        went = np.concatenate((went, kept))
-    return fresh_lane, fresh_flow, went, c_leave
+        for i in range(n_go):
+            in_go[go[i]] = False
+            if not same[i]:
+                went[n_went] = go[i]
+                n_went += 1
+        for k in range(n_e):
+            if not same[flows[k]]:
+                fresh_lane[n_fresh] = lanes[k]
+                fresh_flow[n_fresh] = go[flows[k]]
+                n_fresh += 1
+    return fresh_lane[:n_fresh], fresh_flow[:n_fresh], went[:n_went], c_leave

@@ -27,12 +27,18 @@ from fabricplan.congestion.seed_parts import (
     add_reduce,
     add_resend,
     advance,
+    any_open,
     beyond_switch,
+    close_step,
     current_ports,
-    drained,
+    ending_by,
     group_bounds,
+    latest_start_by,
+    next_start,
     per_lane,
     resend_bytes,
+    running_at,
+    same_flags,
     tables_of,
     time_to_end,
     up_pairs,
@@ -146,8 +152,9 @@ def run_seed(
     hold_at = np.inf
     nic_live = False
     nic_elapsed = 0.0  # NicTurns.elapsed_us: summed phase by phase, as there
-    while (finite & ~done).any():
-        running = (start <= now * (1 + time_roundoff) + time_roundoff) & ~done
+    ending = np.zeros(n, np.bool_)  # per step: the columns that end in it
+    while any_open(finite, done):
+        running = running_at(start, done, now * (1 + time_roundoff) + time_roundoff)
         if move_at <= now * (1 + time_roundoff) + time_roundoff:
             # FlowletMoves.change
             resend = np.zeros(n)
@@ -226,7 +233,7 @@ def run_seed(
             add_resend(left, resend, running, finite)
         # Phases.__call__ (compiled_rates), then its _note; the same rates again when
         # neither the paths nor the running columns changed (a batch that moved nothing)
-        if changed or nic_live or not (running == last_running).all():
+        if changed or nic_live or not same_flags(running, last_running):
             changed = False
             out = pfc_rates(
                 running,
@@ -302,42 +309,36 @@ def run_seed(
             paused_of = np.concatenate((paused_of, np.zeros(len(paused_of))))
         paused_of[events] = paused
         events += 1
-        moving = running & finite & (rates > 0)
-        to_end = time_to_end(left, rates, moving)
-        pending = start[(start > now) & ~done]
-        next_start = pending.min() - now if len(pending) else np.inf
-        first_end = to_end.min()
+        to_end, first_end = time_to_end(left, rates, running, finite)
+        upcoming = next_start(start, done, now)
+        starts_in = upcoming - now if np.isfinite(upcoming) else np.inf
         next_move = max(min(move_at, hold_at) - now, 0.0)
-        dt = min(first_end, next_start, next_move)
+        dt = min(first_end, starts_in, next_move)
         if not np.isfinite(dt):
             break
-        ending = np.zeros(n, np.bool_)
-        own = np.zeros(0)
-        if dt == next_move and dt < min(first_end, next_start):
+        ends = False  # the step ends at the first flow's end (then: those of ``ending``)
+        if dt == next_move and dt < min(first_end, starts_in):
             pass
         elif dt == first_end:
-            ending = to_end <= dt + finish_merge * (now + dt - t0)
-            dt = to_end[ending].max()
-            own = now + to_end[ending]
+            dt = ending_by(to_end, dt + finish_merge * (now + dt - t0), ending)
+            ends = True
         elif np.isfinite(first_end):
-            soon = pending[pending <= now + dt + start_merge * first_end]
-            dt = soon.max() - now
+            dt = latest_start_by(start, done, now, now + dt + start_merge * first_end) - now
             for c in range(n):
                 if start[c] > now and start[c] <= now + dt:
                     start[c] = now + dt
+        if not ends:
+            ending[:] = False
         advance(left, rates, running, finite, dt)
         for j in range(lanes):  # NicTurns.elapse
             stranded[j] += nic_excess[j] * 1e3 * dt
         nic_elapsed += dt
+        then = now
         now += dt
         durations[n_durations] = dt
         n_durations += 1
-        merged = np.flatnonzero(ending)
-        drained(ending, left, size_bytes, running, finite, bytes_roundoff)
-        finish[ending] = now
-        finish[merged] = own
-        done |= ending
-        left[ending] = 0.0
+        columns = (left, size_bytes, running, finite)
+        close_step(ending, to_end, then, now, columns, finish, done, bytes_roundoff)
     return (
         finish,
         events,

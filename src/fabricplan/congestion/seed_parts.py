@@ -133,13 +133,82 @@ def add_resend(
 
 
 @jit
-def time_to_end(left: np.ndarray, rates: np.ndarray, moving: np.ndarray) -> np.ndarray:
-    """Each moving column's time to its last byte at its rate (us; inf for the others)."""
+def time_to_end(
+    left: np.ndarray, rates: np.ndarray, running: np.ndarray, finite: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """Each moving column's time to its last byte at its rate (us; inf for the others: not
+    running, endless or at rate 0), and the least of them."""
     out = np.full(len(left), np.inf)
+    least = np.inf
     for c in range(len(left)):
-        if moving[c]:
+        if running[c] and finite[c] and rates[c] > 0:
             out[c] = left[c] / (rates[c] * 1e3)
+            least = min(least, out[c])
+    return out, least
+
+
+@jit
+def running_at(start: np.ndarray, done: np.ndarray, limit: float) -> np.ndarray:
+    """The columns started by ``limit`` (us) and not done."""
+    out = np.empty(len(start), np.bool_)
+    for c in range(len(start)):
+        out[c] = start[c] <= limit and not done[c]
     return out
+
+
+@jit
+def any_open(finite: np.ndarray, done: np.ndarray) -> bool:
+    """Whether a column with bytes to send is not done."""
+    found = False  # (a loop with an early end: Numba compiles no generator to any())
+    for c in range(len(finite)):
+        if finite[c] and not done[c]:
+            found = True
+            break
+    return found
+
+
+@jit
+def same_flags(a: np.ndarray, b: np.ndarray) -> bool:
+    """``(a == b).all()`` of two flag arrays of one length."""
+    same = True
+    for c in range(len(a)):
+        if a[c] != b[c]:
+            same = False
+            break
+    return same
+
+
+@jit
+def next_start(start: np.ndarray, done: np.ndarray, now: float) -> float:
+    """The earliest start after ``now`` of a column not done (inf: none)."""
+    soonest = np.inf
+    for c in range(len(start)):
+        if start[c] > now and not done[c]:
+            soonest = min(soonest, start[c])
+    return soonest
+
+
+@jit
+def latest_start_by(start: np.ndarray, done: np.ndarray, now: float, limit: float) -> float:
+    """The latest start after ``now`` and by ``limit`` of a column not done (the starts taken
+    together with the next one)."""
+    latest = -np.inf
+    for c in range(len(start)):
+        if start[c] > now and not done[c] and start[c] <= limit:
+            latest = max(latest, start[c])
+    return latest
+
+
+@jit
+def ending_by(to_end: np.ndarray, limit: float, ending: np.ndarray) -> float:
+    """Marks in ``ending`` the columns whose last byte goes by ``limit`` us from now (the ends
+    taken together with the first one), and returns the latest of those times."""
+    latest = -np.inf
+    for c in range(len(to_end)):
+        ending[c] = to_end[c] <= limit
+        if ending[c]:
+            latest = max(latest, to_end[c])
+    return latest
 
 
 @jit
@@ -153,18 +222,30 @@ def advance(
 
 
 @jit
-def drained(
+def close_step(
     ending: np.ndarray,
-    left: np.ndarray,
-    size_bytes: np.ndarray,
-    running: np.ndarray,
-    finite: np.ndarray,
+    to_end: np.ndarray,
+    then: float,
+    now: float,
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    finish: np.ndarray,
+    done: np.ndarray,
     roundoff: float,
 ) -> None:
-    """Marks the running columns left with round-off of their bytes only as ending."""
+    """The end of a step from ``then`` to ``now``: the columns ``ending`` end at their own
+    times (``then`` + ``to_end``); the running ones left with round-off of their bytes only
+    (``columns``: left, sizes, running, endless or not) end now. Both are done, with nothing
+    left."""
+    left, size_bytes, running, finite = columns
     for c in range(len(left)):
-        if running[c] and finite[c] and left[c] <= roundoff * max(size_bytes[c], 1):
+        if ending[c]:
+            finish[c] = then + to_end[c]
+        elif running[c] and finite[c] and left[c] <= roundoff * max(size_bytes[c], 1):
             ending[c] = True
+            finish[c] = now
+        if ending[c]:
+            done[c] = True
+            left[c] = 0.0
 
 
 @jit
