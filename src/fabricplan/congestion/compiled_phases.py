@@ -121,6 +121,7 @@ def moved(
         col_of,
         ph.window_kb,
         (net.lanes, ph.a.shape[1], ph._one_flow_per_column),
+        True,
     )
     new = copy.copy(ph)
     new.pairs = PortPairs(*pairs)

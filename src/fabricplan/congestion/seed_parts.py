@@ -9,7 +9,7 @@ import numpy as np
 
 from fabricplan.congestion.fill_links import lane_links
 from fabricplan.congestion.jitted import jit
-from fabricplan.congestion.rebuild_kernel import entry_levels
+from fabricplan.congestion.rebuild_kernel import depth_of, entry_levels
 
 # NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src, ``pairwise_sum``):
 # below this many items a plain loop, up to the block size eight running sums, above it halves.
@@ -113,8 +113,11 @@ def tables_of(built: tuple, col_of: np.ndarray, sizes: tuple, levels_from: int, 
     levels = (none, none, none, none)
     if len(r_lane) >= levels_from:
         levels = entry_levels(r_lane, new[5], keys[0], lanes, most)
+    passes = arr[1]
+    if len(levels[1]) == 0:  # no sweep by level: the arrivals take as many passes as the paths
+        passes = depth_of(len(r_lane), new[4], new[5]) + 1
     links = lane_links(matrix, n_cols)
-    return routed, pairs, new[2], ports, entries, arr[1], levels, matrix, links
+    return routed, pairs, new[2], ports, entries, passes, levels, matrix, links
 
 
 # The loops over a run's columns and entries sit in functions of their own: inline in the long
