@@ -12,7 +12,8 @@ from scipy.sparse import csr_matrix
 
 from fabricplan.congestion import kernels, seed_run
 from fabricplan.congestion.dcqcn import quality
-from fabricplan.congestion.fill_links import fill_problem, lane_links, lone_rows_pruned
+from fabricplan.congestion.fill_kernel import fill_parts
+from fabricplan.congestion.fill_links import lane_links, lone_rows_pruned, row_links
 from fabricplan.congestion.flowcontrol import FlowControl
 from fabricplan.congestion.flowfile import FlowList
 from fabricplan.congestion.flowlet import FlowletMoves
@@ -205,11 +206,14 @@ def test_dropping_the_looser_rows_of_a_lone_flow_leaves_the_rates_as_they_were(s
         if prune:
             given = lone_rows_pruned(given, n_cols)
             assert len(given[3]) <= len(caps) and np.isin(given[3], caps).all()
-        *fill, extra_cap = fill_problem(lane_links((indptr, indices, data), n_cols), n_cols, given)
+        lanes = lane_links((indptr, indices, data), n_cols)
+        rows_part, extra_cap = row_links(n_links, n_cols, given)
         assert len(extra_cap) == len(given[3])
-        rates[prune] = kernels.fill()(
-            *fill, np.concatenate([capacity, extra_cap]), running, uncapped
-        )
+        caps_all = np.concatenate([capacity, extra_cap])
+        rates[prune] = fill_parts(lanes, rows_part, caps_all, running, uncapped)
+        # the lanes' links and the rows joined into one problem: the very same rates
+        joined = _joined(lanes, rows_part)
+        assert np.array_equal(kernels.fill()(*joined, caps_all, running, uncapped), rates[prune])
     assert np.array_equal(rates[False], rates[True])
     whole = csr_matrix((data, indices, indptr), shape=(n_links, n_cols)).toarray()
     below = np.zeros((len(extra), n_cols))
@@ -217,6 +221,27 @@ def test_dropping_the_looser_rows_of_a_lone_flow_leaves_the_rates_as_they_were(s
     a = csr_matrix(np.vstack([whole, below]))
     expected = max_min_rates(a, np.concatenate([capacity, caps]), running)
     assert np.allclose(rates[True], expected, rtol=LEVEL_MERGE, atol=1e-12)
+
+
+def _joined(lanes: tuple, rows: tuple) -> tuple:
+    """The lanes' links and the rows' as one problem of the fill: per link its columns (lanes,
+    then rows), per column its links (its lanes', then its rows')."""
+    l_ptr, l_flow, f_ptr, f_link, f_w = lanes
+    r_ptr, r_flow, g_ptr, g_link, g_w = rows
+    n_cols = len(f_ptr) - 1
+    ptr = np.r_[l_ptr, l_ptr[-1] + r_ptr[1:]]
+    flows = np.r_[l_flow, r_flow]
+    per_col = [
+        (
+            np.r_[f_link[f_ptr[f] : f_ptr[f + 1]], g_link[g_ptr[f] : g_ptr[f + 1]]],
+            np.r_[f_w[f_ptr[f] : f_ptr[f + 1]], g_w[g_ptr[f] : g_ptr[f + 1]]],
+        )
+        for f in range(n_cols)
+    ]
+    c_ptr = np.r_[0, np.cumsum([len(k) for k, _ in per_col])]
+    link = np.concatenate([k for k, _ in per_col]).astype(np.int32)
+    weight = np.concatenate([w for _, w in per_col])
+    return ptr.astype(np.int32), flows.astype(np.int32), c_ptr.astype(np.int32), link, weight
 
 
 def test_a_lone_flows_looser_rows_go_and_the_rest_keep_their_order():

@@ -37,8 +37,31 @@ def fill(
     out below it goes back in at the share then. Settling a flow is two subtractions per link
     on its path (an all-to-all settles a few hundred thousand flows per event), a division only
     per heap item."""
-    n_links = len(l_ptr) - 1
+    none = np.zeros(0, l_ptr.dtype)
+    rows = (np.zeros(1, l_ptr.dtype), none, none, none, np.zeros(0))
+    return fill_parts((l_ptr, l_flow, f_ptr, f_link, f_w), rows, capacity, active, cap)
+
+
+@jit
+def fill_parts(
+    lanes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    capacity: np.ndarray,
+    active: np.ndarray,
+    cap: np.ndarray,
+) -> np.ndarray:
+    """:func:`fill` of links given in two parts, each as :func:`fill` takes its links: the
+    lanes (links 0..L-1) and, after them, the arbiters' rows (each row's columns; per column
+    its rows' links, numbered from L, and weights; ``rows``' column pointers empty: none). A
+    column's links are its lanes', then its rows': the order, and so the float operations,
+    of the two joined into one. An event of a lossless fabric adds its rows to the lanes'
+    links of its paths, which stay as they are (:func:`.fill_links.row_links`)."""
+    l_ptr, l_flow, f_ptr, f_link, f_w = lanes
+    r_ptr, r_flow, g_ptr, g_link, g_w = rows
+    n_lane_links = len(l_ptr) - 1
+    n_links = n_lane_links + len(r_ptr) - 1
     n_flows = len(f_ptr) - 1
+    has_rows = len(g_ptr) > 0
     rate = np.zeros(n_flows)
     settled = ~active
     residual = capacity.astype(np.float64).copy()
@@ -48,11 +71,15 @@ def fill(
         if active[f]:
             for k in range(f_ptr[f], f_ptr[f + 1]):
                 slope[f_link[k]] += f_w[k]
+            if has_rows:
+                for k in range(g_ptr[f], g_ptr[f + 1]):
+                    slope[g_link[k]] += g_w[k]
     key = np.empty(n_links + n_flows)
     item = np.empty(n_links + n_flows, np.int64)
     size = 0
     for f in range(n_flows):
-        if active[f] and f_ptr[f] == f_ptr[f + 1]:  # crosses no link: only its cap binds
+        no_rows = not has_rows or g_ptr[f] == g_ptr[f + 1]
+        if active[f] and f_ptr[f] == f_ptr[f + 1] and no_rows:  # crosses no link: its cap
             rate[f] = cap[f] if np.isfinite(cap[f]) else 0.0
             settled[f] = True
         elif active[f] and np.isfinite(cap[f]):
@@ -89,10 +116,19 @@ def fill(
                 _sift_up(key, item, size)
                 size += 1
                 continue
-            lo, hi, single = l_ptr[it], l_ptr[it + 1], np.int64(-1)
+            if it < n_lane_links:
+                lo, hi = l_ptr[it], l_ptr[it + 1]
+            else:
+                lo, hi = r_ptr[it - n_lane_links], r_ptr[it - n_lane_links + 1]
+            single = np.int64(-1)
             live[it] = False
         for k in range(lo, hi):
-            f = single if single >= 0 else np.int64(l_flow[k])
+            if single >= 0:
+                f = single
+            elif it < n_lane_links:
+                f = np.int64(l_flow[k])
+            else:
+                f = np.int64(r_flow[k])
             if settled[f]:
                 continue
             settled[f] = True
@@ -101,6 +137,10 @@ def fill(
             for j in range(f_ptr[f], f_ptr[f + 1]):
                 residual[f_link[j]] -= f_w[j] * level
                 slope[f_link[j]] -= f_w[j]
+            if has_rows:
+                for j in range(g_ptr[f], g_ptr[f + 1]):
+                    residual[g_link[j]] -= g_w[j] * level
+                    slope[g_link[j]] -= g_w[j]
     return rate
 
 

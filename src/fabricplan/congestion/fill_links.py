@@ -69,7 +69,7 @@ def lane_links(matrix: tuple[np.ndarray, np.ndarray, np.ndarray], n_cols: int) -
     """The max-min fill's links of the lanes alone (the lane x column CSR ``matrix``), as the
     fill takes them: per link its columns, per column its links and weights (in link order),
     stored zeros left out. They change only when the paths do, so a run builds them once per
-    set of paths and each event adds its arbiters' rows (:func:`fill_problem`): building them
+    set of paths and each event adds its arbiters' rows (:func:`row_links`): building them
     at every event was a third of a 192-host all-to-all's event (3 of 9 ms)."""
     indptr, indices, data = matrix
     n_lanes = len(indptr) - 1
@@ -105,22 +105,18 @@ def lane_links(matrix: tuple[np.ndarray, np.ndarray, np.ndarray], n_cols: int) -
 
 
 @jit
-def fill_problem(
-    lanes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    n_cols: int,
-    extra: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+def row_links(
+    n_lanes: int, n_cols: int, extra: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 ) -> tuple:
-    """The max-min fill's links as the fill takes them: the lanes' (:func:`lane_links`), then
-    the arbiters' rows ``extra`` (entries row, column, weight, and each row's cap) as links
-    after them, stored zeros left out; and the rows' caps. The rows' entries of one cell are
-    summed in the order given (``waterfill.with_rows``); the rows come pruned
-    (:func:`lone_rows_pruned`). Without rows, the lanes' links as they are."""
-    l_ptr0, flows0, f_ptr0, f_link0, f_w0 = lanes
+    """The arbiters' rows ``extra`` (entries row, column, weight, and each row's cap) as the
+    second part of :func:`.fill_kernel.fill_parts`' links, after ``n_lanes`` lanes: per row
+    its columns, per column its rows' links (numbered from ``n_lanes``, in row order) and
+    weights, stored zeros left out; and the rows' caps (the entries of a row's cell summed in
+    the order given, as ``waterfill.with_rows`` sums them). The lanes' links stay as they are:
+    an event had copied them into one problem with its rows (in a 128-host all-to-all about
+    60,000 lanes' links beside 11,000 rows' entries, at every event)."""
     rows, cols, weights, caps = extra
-    n_lanes = len(l_ptr0) - 1
     n_rows, n = len(caps), len(rows)
-    if n_rows == 0:
-        return l_ptr0, flows0, f_ptr0, f_link0, f_w0, caps.copy()
     # the rows' cells: by row, then column, then place
     order = by_group(by_group(np.arange(n), cols, n_cols), rows, n_rows)
     cell_col = np.empty(n, np.int64)
@@ -136,45 +132,31 @@ def fill_problem(
         cell_w[c] += weights[e]
     for r in range(n_rows):
         row_start[r + 1] += row_start[r]
-    n_lane_links = len(flows0)
-    nnz = n_lane_links
-    for k in range(row_start[n_rows]):
-        if cell_w[k] != 0:
-            nnz += 1
-    l_ptr = np.empty(n_lanes + n_rows + 1, np.int32)
-    l_ptr[: n_lanes + 1] = l_ptr0
-    flows = np.empty(nnz, np.int32)
-    flows[:n_lane_links] = flows0
-    # the rows' links: per column, how many, then each column's lanes' links before its rows'
-    n_extra = np.zeros(n_cols, np.int32)
-    j = n_lane_links
-    link = n_lanes
+    r_ptr = np.zeros(n_rows + 1, np.int32)
+    nnz = 0
     for r in range(n_rows):
         for k in range(row_start[r], row_start[r + 1]):
             if cell_w[k] != 0:
-                flows[j] = cell_col[k]
-                n_extra[cell_col[k]] += 1
+                nnz += 1
+        r_ptr[r + 1] = nnz
+    r_flow = np.empty(nnz, np.int32)
+    g_ptr = np.zeros(n_cols + 1, np.int32)
+    j = 0
+    for r in range(n_rows):
+        for k in range(row_start[r], row_start[r + 1]):
+            if cell_w[k] != 0:
+                r_flow[j] = cell_col[k]
+                g_ptr[cell_col[k] + 1] += 1
                 j += 1
-        link += 1
-        l_ptr[link] = j
-    f_ptr = np.empty(n_cols + 1, np.int32)
-    f_ptr[0] = 0
     for f in range(n_cols):
-        f_ptr[f + 1] = f_ptr[f] + (f_ptr0[f + 1] - f_ptr0[f]) + n_extra[f]
-    f_link = np.empty(nnz, np.int32)
-    f_w = np.empty(nnz)
-    at = np.empty(n_cols, np.int32)
-    for f in range(n_cols):
-        k0, k = f_ptr0[f], f_ptr[f]
-        for i in range(f_ptr0[f + 1] - k0):
-            f_link[k + i], f_w[k + i] = f_link0[k0 + i], f_w0[k0 + i]
-        at[f] = k + f_ptr0[f + 1] - k0
-    link = n_lanes
+        g_ptr[f + 1] += g_ptr[f]
+    at = g_ptr[:-1].copy()
+    g_link = np.empty(nnz, np.int32)
+    g_w = np.empty(nnz)
     for r in range(n_rows):
         for k in range(row_start[r], row_start[r + 1]):
             if cell_w[k] != 0:
                 col = cell_col[k]
-                f_link[at[col]], f_w[at[col]] = link, cell_w[k]
+                g_link[at[col]], g_w[at[col]] = n_lanes + r, cell_w[k]
                 at[col] += 1
-        link += 1
-    return l_ptr, flows, f_ptr, f_link, f_w, caps.copy()
+    return (r_ptr, r_flow, g_ptr, g_link, g_w), caps.copy()

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from fabricplan.congestion import kernels
-from fabricplan.congestion.fill_links import fill_problem, lone_rows_pruned
+from fabricplan.congestion.fill_kernel import fill_parts
+from fabricplan.congestion.fill_links import lone_rows_pruned, row_links
 from fabricplan.congestion.jitted import (
     bincount,
     by_group,
@@ -27,7 +28,6 @@ from fabricplan.congestion.jitted import (
 )
 from fabricplan.congestion.nic_kernel import held_nics
 
-_fill = kernels.fill()
 _brought = kernels.brought()
 
 
@@ -322,9 +322,8 @@ def _event(
                 arbiter_levels,
             )
             extra = (rows, cols, weights, caps)
-    links, flows, f_ptr, f_link, f_w, extra_cap = fill_problem(
-        links, n_cols, lone_rows_pruned(extra, n_cols)
-    )
+    lanes_part = links
+    rows_part, extra_cap = row_links(lanes, n_cols, lone_rows_pruned(extra, n_cols))
     if len(extra_pause):  # the NICs the event before held
         pause = np.maximum(pause, extra_pause)
     eff = np.empty(lanes)
@@ -333,8 +332,8 @@ def _event(
         eff[j] = capacity[j] * 1.0 * (1 - pause[j])
         caps_all[j] = eff[j]
     caps_all[lanes:] = extra_cap
-    fill = (links, flows, f_ptr, f_link, f_w)
-    rates = _fill(*fill, caps_all, running, cap_col)
+    fill = (lanes_part, rows_part)
+    rates = fill_parts(lanes_part, rows_part, caps_all, running, cap_col)
     return rates, pause, eff, hot_lanes, n_over, fill, extra_cap
 
 
@@ -412,8 +411,8 @@ def pfc_rates(
         elif binds:  # only turns: the same pushes, less room on the NICs
             pause = np.maximum(pause, held)
             eff = capacity * 1.0 * (1 - pause)
-            rates = _fill(*fill, np.concatenate((eff, extra_cap)), running, cap_col)
+            rates = fill_parts(*fill, np.concatenate((eff, extra_cap)), running, cap_col)
     unpaused = np.zeros(0)
     if victims and pause.any():
-        unpaused = _fill(*fill, np.concatenate((capacity * 1.0, extra_cap)), running, cap_col)
+        unpaused = fill_parts(*fill, np.concatenate((capacity * 1.0, extra_cap)), running, cap_col)
     return rates, pause, eff, hot_lanes, n_over, unpaused, excess, onset, live
