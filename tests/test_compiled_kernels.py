@@ -188,3 +188,16 @@ def test_entry_levels_compiled_are_the_array_codes(seed, lanes, entries, loops):
         assert got[True] is not None and len(got[False]) == len(got[True]) == 4
         for a, b in zip(got[False], got[True], strict=True):
             assert np.array_equal(a, b)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=200))
+def test_places_sorted_by_group_are_numpys_stable_sort(groups):
+    # the counting sort the rebuild, the fill's rows and the round-robin shares start from:
+    # places by group, in place order within each group, as a stable argsort gives them
+    from fabricplan.congestion.jitted import by_group, group_order
+
+    g = np.array(groups, np.int64)
+    got = group_order(g, 10)
+    assert np.array_equal(got, np.argsort(g, kind="stable"))
+    assert np.array_equal(got, by_group(np.arange(len(g)), g, 10))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricplan.congestion.jitted import by_group, jit
+from fabricplan.congestion.jitted import by_group, group_order, jit
 
 
 @jit
@@ -118,7 +118,7 @@ def row_links(
     rows, cols, weights, caps = extra
     n_rows, n = len(caps), len(rows)
     # the rows' cells: by row, then column, then place
-    order = by_group(by_group(np.arange(n), cols, n_cols), rows, n_rows)
+    order = by_group(group_order(cols, n_cols), rows, n_rows)
     cell_col = np.empty(n, np.int64)
     cell_w = np.zeros(n)
     row_start = np.zeros(n_rows + 1, np.int64)

@@ -45,6 +45,22 @@ def by_group(order: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
     return out
 
 
+@jit
+def group_order(group: np.ndarray, n_groups: int) -> np.ndarray:
+    """``by_group(np.arange(len(group)), group, n_groups)``: the places 0, 1, ... sorted stably
+    by their group, reading ``group`` in order (no index array to make and gather through)."""
+    start = np.zeros(n_groups + 1, np.int64)
+    for i in range(len(group)):
+        start[group[i] + 1] += 1
+    for g in range(n_groups):
+        start[g + 1] += start[g]
+    out = np.empty(len(group), np.int64)
+    for i in range(len(group)):
+        out[start[group[i]]] = i
+        start[group[i]] += 1
+    return out
+
+
 @inlined
 def level_of(queue_kb: float, level_kb: np.ndarray) -> float:
     """A queue's level: how many of the sorted thresholds ``level_kb`` it is above
@@ -104,7 +120,7 @@ def unique_pairs(
     for i in range(n):
         keys[i] = np.int64(hi[i]) * n_lo + lo[i]
     if n > INSERTION_SORT_MAX:
-        order = by_group(by_group(np.arange(n), lo, n_lo), hi, n_hi)
+        order = by_group(group_order(lo, n_lo), hi, n_hi)
     else:
         order = np.arange(n)
         insertion_sort(order, keys, 0, n)

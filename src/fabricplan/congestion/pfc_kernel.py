@@ -19,7 +19,7 @@ from fabricplan.congestion.fill_kernel import fill_parts
 from fabricplan.congestion.fill_links import lone_rows_pruned, row_links
 from fabricplan.congestion.jitted import (
     bincount,
-    by_group,
+    group_order,
     insertion_sort,
     jit,
     runs,
@@ -40,7 +40,7 @@ def _group_fill(group: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> 
     out = np.empty(n)
     # by group (counting), then by demand within each (insertion: a group holds a few items;
     # equal demands of a group in any order make the same sums)
-    order = by_group(np.arange(n), group, len(capacity))
+    order = group_order(group, len(capacity))
     k = 0
     while k < n:
         end = k + 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricplan.congestion.jitted import by_group, jit, unique_pairs
+from fabricplan.congestion.jitted import by_group, group_order, jit, unique_pairs
 
 
 @jit
@@ -159,9 +159,9 @@ def entry_levels(
         entry_ptr[b + 1] += entry_ptr[b]
         pair_ptr[b + 1] += pair_ptr[b]
     return (
-        by_group(np.arange(len(lane)), entry_level, bins),
+        group_order(entry_level, bins),
         entry_ptr,
-        by_group(np.arange(len(e_in)), pair_level, bins),
+        group_order(pair_level, bins),
         pair_ptr,
     )
 
@@ -172,7 +172,7 @@ def _matrix(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``waterfill.matrix_of`` as CSR arrays: entries by lane, then column, then place, those
     of one cell summed in that order."""
-    order = by_group(by_group(np.arange(len(lane)), col, columns), lane, lanes)
+    order = by_group(group_order(col, columns), lane, lanes)
     indptr = np.zeros(lanes + 1, np.int64)
     indices = np.empty(len(order), np.int64)
     data = np.empty(len(order))
