@@ -263,7 +263,10 @@ def test_a_moved_flow_is_routed_on_as_the_router_routes_flowlets(seed):
     # queues whose levels are those (whole numbers of KB over thresholds at 0.5, 1.5, 2.5)
     standing = (levels, np.array([0.5, 1.5, 2.5]), np.zeros(net.lanes))
     tw = net.towards(dst)
-    lanes, flows = move_kernel._route(
+    most = int(tw.tables[0].max())  # room for every flow's hops
+    lanes = np.empty(n * (most + 1), np.int64)
+    flows = np.empty(n * (most + 1), np.int64)
+    k = move_kernel._route_into(
         np.arange(n),
         net.leaf_of(src) - tw.sw0,
         tw.row,
@@ -271,7 +274,10 @@ def test_a_moved_flow_is_routed_on_as_the_router_routes_flowlets(seed):
         tw.tables,
         TIE_JITTER_GBPS,
         np.random.default_rng(seed),
+        (lanes, flows),
+        np.empty((2, n), np.int64),
     )
+    lanes, flows = lanes[:k], flows[:k]
     # the router's entries: uplinks, downlinks, then the switch hops; the moves' start at the
     # downlinks, since the lanes up to the switch a flow moves at are already its own
     assert np.array_equal(lanes, whole.lane[n:]) and np.array_equal(flows, whole.flow[n:])

@@ -19,35 +19,6 @@ from fabricplan.congestion.jitted import by_group, jit, level_of, wrap
 
 
 @jit
-def _route(
-    go: np.ndarray,
-    start: np.ndarray,
-    target: np.ndarray,
-    standing: tuple[np.ndarray, np.ndarray, np.ndarray],
-    tables: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    jitter_gbps: float,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """New paths of flows ``go`` from switch ``start`` (local numbers) towards row ``target``
-    of the hop counts ``dist`` (``tables``: ``dist``, each switch's ports ``out`` and the
-    switches they lead to ``heads``, each flow's receiver's downlink): the downlinks, then hop
-    by hop each flow still short of its leaf takes the closer port with the least standing
-    load, a lane's queue level plus its ``used`` weight (``standing``: queues, level
-    thresholds, ``used``; ``+ jitter_gbps`` x a uniform draw per port, drawn per hop for the
-    flows still moving, flow by flow, port by port). Entries (lane, index into ``go``) in the
-    order the array router gives them."""
-    n = len(go)
-    most = 0
-    for i in range(n):
-        most = max(most, tables[0][target[i], start[i]])
-    lanes = np.empty(n * (most + 1), np.int64)
-    flows = np.empty(n * (most + 1), np.int64)
-    scratch = np.empty((2, n), np.int64)
-    k = _route_into(go, start, target, standing, tables, jitter_gbps, rng, (lanes, flows), scratch)
-    return lanes[:k], flows[:k]
-
-
-@jit
 def _route_into(
     go: np.ndarray,
     start: np.ndarray,
@@ -59,9 +30,17 @@ def _route_into(
     entries: tuple[np.ndarray, np.ndarray],
     scratch: np.ndarray,
 ) -> int:
-    """:func:`_route` into ``entries`` (room for every flow's hops), with ``scratch`` (2 x at
-    least ``len(go)``) for the flows' switches and the flows still moving: a batch of moves
-    routes group after group into arrays it makes once. Returns how many entries it wrote."""
+    """New paths of flows ``go`` from switch ``start`` (local numbers) towards row ``target``
+    of the hop counts ``dist`` (``tables``: ``dist``, each switch's ports ``out`` and the
+    switches they lead to ``heads``, each flow's receiver's downlink): the downlinks, then hop
+    by hop each flow still short of its leaf takes the closer port with the least standing
+    load, a lane's queue level plus its ``used`` weight (``standing``: queues, level
+    thresholds, ``used``; ``+ jitter_gbps`` x a uniform draw per port, drawn per hop for the
+    flows still moving, flow by flow, port by port: the order of one (flows, ports) array of
+    draws). Entries (lane, index into ``go``) in the order the array router gives them,
+    written into ``entries`` (room for every flow's hops), with ``scratch`` (2 x at least
+    ``len(go)``) for the flows' switches and the flows still moving: a batch of moves routes
+    group after group into arrays it makes once. Returns how many entries it wrote."""
     dist, out, heads, down_lane = tables
     queue, level_kb, used = standing
     lanes, flows = entries
@@ -145,7 +124,7 @@ def move_groups(
     takes XON off those queues first, and its new path adds XON to the ones it joins, so the
     next group sees both. A flow whose best port is still its own stays, and its old queues
     get their XON back. ``target``: each flow's row of the hop counts in ``tables``
-    (:func:`_route`).
+    (:func:`_route_into`).
 
     Returns the new entries (lane, flow) of the flows that moved, those flows in order, and
     which of the entries ``c_*`` they left."""
