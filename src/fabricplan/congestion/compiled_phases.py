@@ -110,7 +110,7 @@ def moved(
     pp, net = ph.pairs, ph.net
     assert pp is not None
     col_of = ph.arrivals.col_of
-    (lane, flow, weight), pairs, matrix, ports, entry, upstream, windows = rebuild(
+    (lane, flow, weight), pairs, matrix, ports, first, upstream, windows = rebuild(
         (routed.lane, routed.flow, np.asarray(routed.weight, float)),
         leave,
         (fresh.lane, fresh.flow),
@@ -121,7 +121,6 @@ def moved(
         col_of,
         ph.window_kb,
         (net.lanes, ph.a.shape[1], ph._one_flow_per_column),
-        True,
     )
     new = copy.copy(ph)
     new.pairs = PortPairs(*pairs)
@@ -138,7 +137,7 @@ def moved(
     new.a_t = None
     new.port_keys, new.p_port = ports
     new.arrivals = PathArrivals.of(
-        ph.arrivals, net, Routed(lane, flow, weight), new.pairs, new.port_keys, *entry
+        ph.arrivals, net, Routed(lane, flow, weight), new.pairs, new.port_keys, first
     )
     new._upstream = upstream
     new.p_open, new.p_window_kb = windows

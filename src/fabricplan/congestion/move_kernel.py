@@ -144,7 +144,7 @@ def move_groups(
     most = 0
     for g in range(len(bounds) - 1):
         widest = max(widest, bounds[g + 1] - bounds[g])
-    for f in due:
+    for f in due:  # a flow goes only from a switch (its port ``current`` is one of it)
         if at_of[f] >= sw0:
             most = max(most, dist[target[f], at_of[f] - sw0])
     room = widest * (most + 1)

@@ -113,10 +113,9 @@ class PathArrivals:
         pp: PortPairs,
         ports: np.ndarray,
         first: np.ndarray,
-        passes: int,
     ) -> PathArrivals:
         """Arrivals on new paths of ``like``'s run, from what a compiled rebuild already has
-        (the port ids, which entries leave a NIC, the passes): what ``PathArrivals(net, routed,
+        (the port ids, which entries leave a NIC): what ``PathArrivals(net, routed,
         like.col_of, pp, ports)`` gives, without finding those again."""
         new = cls.__new__(cls)
         new.cap, new.col_of = like.cap, like.col_of
@@ -124,7 +123,9 @@ class PathArrivals:
         new.col = like.col_of[routed.flow]
         new.first, new.pp = first, pp
         new.levels = _entry_levels(net, routed.lane, pp, ports)
-        new.passes = 0 if new.levels is not None else int(passes)
+        new.passes = (
+            0 if new.levels is not None else _depth(len(routed.lane), pp.e_out, pp.e_in) + 1
+        )
         return new
 
     def brought(self, push: np.ndarray, sel: np.ndarray) -> np.ndarray:

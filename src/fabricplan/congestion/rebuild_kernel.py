@@ -242,14 +242,13 @@ def rebuild(
     col_of: np.ndarray,
     window_kb: np.ndarray,
     sizes: tuple[int, int, bool],
-    depth: bool,
 ) -> tuple:
     """The run's tables after a batch of moves: the routed entries (those not ``leave``, then
     the ``fresh`` ones), the port pairs (the unmoved flows' ``old`` ones renumbered, then the
-    ``moved`` flows' joined again), the matrix, the port ids, the arrivals' first entries and
-    passes (0 unless ``depth``: a run that sweeps the arrivals level by level never reads
-    them), the upstream pairs, and each pair's window (``sizes``: lanes, columns, whether each
-    column is one hop flow)."""
+    ``moved`` flows' joined again), the matrix, the port ids, which entries leave a NIC, the
+    upstream pairs, and each pair's window (``sizes``: lanes, columns, whether each column is
+    one hop flow). The arrivals' passes are the caller's to count (:func:`depth_of`), only
+    where it does not sweep them level by level, as ``ports.PathArrivals`` does."""
     lanes, columns, one_flow = sizes
     r_lane, r_flow, r_weight = routed
     tail, _, kind = net
@@ -300,7 +299,6 @@ def rebuild(
     matrix = _matrix(lane, col, weight, lanes, columns)
     keys, p_port = unique_pairs(p_out, p_in, lanes, lanes)
     first = kind[tail[lane]] < leaf
-    passes = depth_of(len(lane), e_out, e_in) + 1 if depth else 0
     p_col = col_of[p_flow]
     upstream = _upstream(p_col, p_out, p_in, e_out, e_in, lanes, one_flow)
     p_open = np.empty(m, np.bool_)  # per pair: an open-loop sender's, or the window it queues
@@ -314,7 +312,7 @@ def rebuild(
         pairs,
         matrix,
         (keys, p_port),
-        (first, passes),
+        first,
         upstream,
         (
             p_open,

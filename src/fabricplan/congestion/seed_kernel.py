@@ -93,7 +93,6 @@ def run_seed(
         col_of,
         window_kb,
         sizes,
-        False,
     )
     tables = tables_of(built, col_of, sizes, levels_from, most)
     (r_lane, r_flow, r_weight), pairs, pp_flow, ports, entries, passes, levels = tables[:7]
@@ -212,7 +211,6 @@ def run_seed(
                         col_of,
                         window_kb,
                         sizes,
-                        False,
                     )
                     tables = tables_of(built, col_of, sizes, levels_from, most)
                     (r_lane, r_flow, r_weight), pairs, pp_flow, ports, entries = tables[:5]

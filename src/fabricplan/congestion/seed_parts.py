@@ -104,16 +104,16 @@ def tables_of(built: tuple, col_of: np.ndarray, sizes: tuple, levels_from: int, 
     ``ports.PathArrivals`` sweeps; empty below) and the lanes' links of the fill (``sizes``:
     lanes, columns, as :func:`.rebuild_kernel.rebuild` takes them)."""
     lanes, n_cols = sizes[0], sizes[1]
-    routed, new, matrix, keys, arr, upstream, win = built
+    routed, new, matrix, keys, first, upstream, win = built
     r_lane, r_flow, r_weight = routed
     pairs = (new[0], new[1], col_of[new[2]], new[3], new[5], new[4], upstream, keys[1])
     ports = (keys[0], win[0], win[1])
-    entries = (r_lane, arr[0], col_of[r_flow], r_weight)
+    entries = (r_lane, first, col_of[r_flow], r_weight)
     none = np.zeros(0, np.int64)
     levels = (none, none, none, none)
     if len(r_lane) >= levels_from:
         levels = entry_levels(r_lane, new[5], keys[0], lanes, most)
-    passes = arr[1]
+    passes = 0
     if len(levels[1]) == 0:  # no sweep by level: the arrivals take as many passes as the paths
         passes = depth_of(len(r_lane), new[4], new[5]) + 1
     links = lane_links(matrix, n_cols)
