@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabricplan.congestion import kernels, ports, route_kernel
+from fabricplan.congestion import kernels, ports, route_kernel, seed_run
 from fabricplan.congestion import rebuild_kernel as R
 from fabricplan.congestion.flowcontrol import Phases
 from fabricplan.congestion.network import Network
@@ -106,7 +106,8 @@ def test_the_compiled_upstream_pairs_are_the_array_codes(seed, one_flow):
 )
 def test_hashed_routing_compiled_takes_the_array_codes_paths(seed, how, nodes):
     # the same draws in the same order: the same lanes, pieces and weights, and the generator
-    # left where the array code leaves it (the seed's later draws depend on it)
+    # left where the array code leaves it (the seed's later draws depend on it); a network
+    # keeps the walk of its last flows, so its second seed routes them from the kept one
     mode, qps, polarized = how
     # radix 8: two tiers at 16 nodes, three at 32
     g = build_graph(size_clos("fat-tree", nodes, 1, 1, 8, 400.0), 450.0, 64.0)
@@ -124,15 +125,43 @@ def test_hashed_routing_compiled_takes_the_array_codes_paths(seed, how, nodes):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(kernels, "loaded", lambda c=compiled: c)
             mp.setattr(route_kernel, "hashed_hops", spy)
-            draws = np.random.default_rng(seed + 1)
-            r = Network(g, 1.0).route(src, dst, mode, draws, qps=qps, polarized=polarized)
-        routed[compiled] = (r, draws.random())
-    assert len(walks) == 1  # the compiled walk, only when the kernels are loaded
-    (a, after_a), (b, after_b) = routed[False], routed[True]
-    assert np.array_equal(a.lane, b.lane) and a.lane.dtype == b.lane.dtype
-    assert np.array_equal(a.flow, b.flow) and np.array_equal(a.weight, b.weight)
-    assert after_a == after_b
-    assert len(np.unique(a.flow)) == n
+            net = Network(g, 1.0)
+            for second in (False, True):
+                draws = np.random.default_rng(seed + 1 + second)
+                r = net.route(src, dst, mode, draws, qps=qps, polarized=polarized)
+                routed[compiled, second] = (r, draws.random())
+    assert len(walks) == 2  # the compiled walk, only when the kernels are loaded
+    assert walks[0][0][0] is walks[1][0][0]  # the second seed's pieces: the kept ones
+    for second in (False, True):
+        (a, after_a), (b, after_b) = routed[False, second], routed[True, second]
+        assert np.array_equal(a.lane, b.lane) and a.lane.dtype == b.lane.dtype
+        assert np.array_equal(a.flow, b.flow) and np.array_equal(a.weight, b.weight)
+        assert after_a == after_b
+        assert len(np.unique(a.flow)) == n
+    assert not np.array_equal(routed[True, False][0].lane, routed[True, True][0].lane)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([16, 32]))
+def test_reachable_ports_kept_by_leaves_are_those_of_the_paths_switches(seed, nodes):
+    # each seed's hashes take other switches; the ports reachable from them are those
+    # reachable from the paths' leaves, kept from the seed before
+    g = build_graph(size_clos("fat-tree", nodes, 1, 1, 8, 400.0), 450.0, 64.0)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 2 * nodes))
+    src = np.array([g.nic(int(i), 0) for i in rng.integers(0, nodes, n)])
+    dst = np.array([g.nic(int(i), 0) for i in rng.integers(0, nodes, n)])
+    net = Network(g, 1.0)
+    tw, kind = net.towards(dst), g.vertex_kind
+    for draw in range(3):
+        r = net.route(src, dst, "ecmp", np.random.default_rng([seed, draw]))
+        tails = net.tail[r.lane]
+        got = seed_run._reachable_ports(tw, tails, kind, net.up_down)
+        on_path = np.zeros(len(tw.out), bool)
+        on_path[tails[kind[tails] >= LEAF] - tw.sw0] = True
+        reach, want = seed_run._ports_from(tw, on_path, net.up_down)
+        assert np.array_equal(got, want)
+        assert reach[on_path].all()
 
 
 @settings(max_examples=60, deadline=None)

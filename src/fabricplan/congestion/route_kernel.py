@@ -11,10 +11,12 @@ the pieces leave in the same order, so the paths are those of the array code (te
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from fabricplan.congestion.jitted import jit
+from fabricplan.congestion.network import Routed
 
 
 @jit
@@ -67,3 +69,41 @@ def hashed_hops(
         flows = np.concatenate((flows, flow[:n].astype(np.int64)))
         weights = np.concatenate((weights, weight[:n]))
     return lanes, flows, weights
+
+
+@dataclass(frozen=True)
+class HashedWalk:
+    """Flows to route by hash over minimal paths, as :meth:`.network.Network.route` starts
+    them: the pieces (flow, leaf, weight, target), the hops from each switch to each target
+    (flat) and the switches' count, the table of closer ports, the switches' ports and where
+    they lead, the flows' NIC up- and downlinks. Every seed of a case routes the same flows
+    with its own draws, so a network keeps the last one (the array code that sets them up
+    cost an incast's seed about as much as the walk)."""
+
+    pieces: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    hops: tuple[np.ndarray, int]
+    table: tuple[np.ndarray, np.ndarray]
+    switches: tuple[np.ndarray, np.ndarray]
+    ends: tuple[np.ndarray, np.ndarray]
+
+    def route(self, polarized: bool, rng: np.random.Generator) -> Routed:
+        """The flows' lanes: their NIC uplinks, their downlinks, then the switch lanes hop
+        after hop (a polarized hash draws one number per piece first, for every tier)."""
+        flow = self.pieces[0]
+        u_hash = rng.random(len(flow)) if polarized else np.zeros(len(flow))
+        lane, f, w = hashed_hops(
+            (*self.pieces[:3], self.pieces[3], u_hash),
+            *self.hops,
+            self.table,
+            self.switches,
+            polarized,
+            rng,
+        )
+        up, down = self.ends
+        n = len(up)
+        every = np.arange(n)
+        return Routed(
+            np.concatenate([up, down, lane.astype(self.switches[0].dtype)]),
+            np.concatenate([every, every, f]),
+            np.concatenate([np.ones(n), np.ones(n), w]),
+        )

@@ -248,16 +248,25 @@ def _reachable_ports(tw: Towards, tails: np.ndarray, kind: np.ndarray, ud: UpDow
     """The switch lanes a flow on these paths (lanes leaving ``tails``) can ever take, or whose
     queue a move there compares: the up ports and the ports one hop closer to a flow's leaf of
     each switch on the paths, and of the switches reached from them by closer ports (a move,
-    then the routing on from the port it took). No other port is ever a candidate."""
-    start = np.unique(tails[kind[tails] >= LEAF]) - tw.sw0
-    return _last("ports", (tw, start.tobytes()), lambda: _ports_from(tw, start, ud.is_switch_up))
+    then the routing on from the port it took). No other port is ever a candidate.
+
+    Kept by the leaves on the paths, which every seed of a case shares, where they reach every
+    switch on the paths: the switches reached from the paths' switches are then those reached
+    from their leaves, whatever ports the seed's hashes took (a detour off the closer ports is
+    looked at from its own switches)."""
+    on_path = np.zeros(len(tw.out), bool)
+    on_path[tails[kind[tails] >= LEAF] - tw.sw0] = True
+    leaves = on_path & (kind[tw.sw0 :] == LEAF)
+    reach, ports = _last("ports", (tw, leaves.tobytes()), lambda: _ports_from(tw, leaves, ud))
+    if (on_path & ~reach).any():
+        return _ports_from(tw, on_path, ud)[1]
+    return ports
 
 
-def _ports_from(tw: Towards, start: np.ndarray, is_up: np.ndarray) -> np.ndarray:
-    """:func:`_reachable_ports` from the switches ``start`` (local numbers)."""
-    n_sw = len(tw.out)
-    reach = np.zeros(n_sw, bool)
-    reach[start] = True
+def _ports_from(tw: Towards, start: np.ndarray, ud: UpDown) -> tuple[np.ndarray, np.ndarray]:
+    """The switches reached from the switches ``start`` (a mask, local numbers) by closer
+    ports, and :func:`_reachable_ports` from them."""
+    reach = start.copy()
     ok = tw.out >= 0
     closer = closer_ports(tw.dist, tw.out, tw.heads).any(0)  # towards any flow's leaf
     while True:
@@ -266,5 +275,5 @@ def _ports_from(tw: Towards, start: np.ndarray, is_up: np.ndarray) -> np.ndarray
         if np.array_equal(grown, reach):
             break
         reach = grown
-    take = reach[:, None] & (closer | (ok & is_up[np.maximum(tw.out, 0)]))
-    return tw.out[take]
+    take = reach[:, None] & (closer | (ok & ud.is_switch_up[np.maximum(tw.out, 0)]))
+    return reach, tw.out[take]
