@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabricplan.congestion import kernels, ports, route_kernel, seed_run
+from fabricplan.congestion import kernels, moved_tables, ports, route_kernel, seed_run
 from fabricplan.congestion import rebuild_kernel as R
 from fabricplan.congestion.flowcontrol import Phases
 from fabricplan.congestion.network import Network
@@ -62,12 +62,63 @@ def test_the_compiled_matrix_is_matrix_of(seed, n, repeats):
         lane, col = cells // columns, cells % columns
     weight = rng.uniform(0.1, 2.0, len(lane))
     ref = matrix_of(lane, col, weight, (lanes, columns))
-    indptr, indices, data = R._matrix(lane, col, weight, lanes, columns)
+    indptr, indices, data = moved_tables.matrix_of(lane, col, weight, lanes, columns)
     assert np.array_equal(indptr, ref.indptr) and np.array_equal(indices, ref.indices)
     if repeats:
         assert data == pytest.approx(np.asarray(ref.data), rel=1e-12)
     else:
         assert np.array_equal(data, ref.data)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 600), st.floats(0.0, 0.5), st.booleans())
+def test_the_matrix_after_moves_is_the_matrix_sorted_whole(seed, n, share, repeats):
+    # the columns that moved lose their entries and take new ones at the end (fresh lanes);
+    # the others keep theirs, renumbered in order: merging the cells that stayed with the
+    # moved columns' gives the arrays the whole sort gives, in their order
+    rng = np.random.default_rng(seed)
+    lanes, columns = 30, 25
+    lane, col = rng.integers(0, lanes, n), rng.integers(0, columns, n)
+    if not repeats:  # one entry per cell
+        cells = np.unique(lane * columns + col)
+        lane, col = cells // columns, cells % columns
+    weight = rng.uniform(0.1, 2.0, len(lane))
+    before = moved_tables.matrix_of(lane, col, weight, lanes, columns)
+    moved = rng.random(columns) < share
+    stay = ~moved[col] | (rng.random(len(col)) < 0.5)  # a moved column may keep some entries
+    k = int(rng.integers(0, 3 * int(moved.sum()) + 1))
+    fresh_col = rng.choice(np.flatnonzero(moved), k) if moved.any() else np.zeros(0, np.int64)
+    lane = np.concatenate([lane[stay], rng.integers(0, lanes, len(fresh_col))])
+    col = np.concatenate([col[stay], fresh_col])
+    weight = np.concatenate([weight[stay], rng.uniform(0.1, 2.0, len(fresh_col))])
+    whole = moved_tables.matrix_of(lane, col, weight, lanes, columns)
+    after = moved_tables.matrix_after(before, (lane, col, weight), moved, lanes)
+    for a, b in zip(after, whole, strict=True):
+        assert np.array_equal(a, b) and a.dtype == b.dtype
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(0, 3))
+def test_port_ids_after_moves_are_those_sorted_whole(seed, m, how):
+    # pairs kept (in order) then new ones: the ids looked up among the keys before while the
+    # set of ports stays, or sorted again when a port appears or goes (how: 0 the same ports,
+    # 1 a new one, 2 one gone, 3 none before)
+    rng = np.random.default_rng(seed)
+    lanes = 12
+    out, into = rng.integers(0, lanes, m), rng.integers(0, lanes, m)
+    keys, ids = moved_tables.unique_pairs(out, into, lanes, lanes)
+    kept = np.flatnonzero(rng.random(m) < 0.7)
+    new = rng.integers(0, m, m - len(kept))  # the moved flows' pairs: ports in use before
+    p_out, p_in = np.concatenate([out[kept], out[new]]), np.concatenate([into[kept], into[new]])
+    if how == 1:
+        p_out, p_in = np.append(p_out, lanes - 1), np.append(p_in, lanes - 1)
+    elif how == 2 and len(kept):
+        p_out, p_in, kept = p_out[1:], p_in[1:], kept[1:]
+    if how == 3:
+        keys = np.zeros(0, np.int64)
+    whole = moved_tables.unique_pairs(p_out, p_in, lanes, lanes)
+    after = moved_tables.ports_after((keys, ids), kept, (p_out, p_in), lanes)
+    assert np.array_equal(after[0], whole[0]) and np.array_equal(after[1], whole[1])
 
 
 @settings(max_examples=30, deadline=None)

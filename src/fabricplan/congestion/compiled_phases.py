@@ -97,6 +97,10 @@ def _kernel_arrays(ph: Phases) -> tuple:
     return columns, pairs, ports, entries, arr.passes, levels, links, nic
 
 
+# What rebuild takes for tables before a batch it builds whole (the matrix, the port ids): none.
+_BUILT_WHOLE = (*(np.zeros(0, np.int64),) * 2, np.zeros(0), *(np.zeros(0, np.int64),) * 2)
+
+
 def moved(
     ph: Phases, routed: Routed, leave: np.ndarray, fresh: Routed, went: np.ndarray
 ) -> tuple[Routed, Phases] | None:
@@ -121,6 +125,7 @@ def moved(
         col_of,
         ph.window_kb,
         (net.lanes, ph.a.shape[1], ph._one_flow_per_column),
+        _BUILT_WHOLE,
     )
     new = copy.copy(ph)
     new.pairs = PortPairs(*pairs)

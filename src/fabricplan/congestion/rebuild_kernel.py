@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricplan.congestion.jitted import by_group, group_order, jit, unique_pairs
+from fabricplan.congestion.jitted import group_order, jit
+from fabricplan.congestion.moved_tables import matrix_after, ports_after
 
 
 @jit
@@ -167,31 +168,6 @@ def entry_levels(
 
 
 @jit
-def _matrix(
-    lane: np.ndarray, col: np.ndarray, weight: np.ndarray, lanes: int, columns: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``waterfill.matrix_of`` as CSR arrays: entries by lane, then column, then place, those
-    of one cell summed in that order."""
-    order = by_group(group_order(col, columns), lane, lanes)
-    indptr = np.zeros(lanes + 1, np.int64)
-    indices = np.empty(len(order), np.int64)
-    data = np.empty(len(order))
-    c = -1
-    prev_lane, prev_col = -1, -1
-    for i in order:
-        if c >= 0 and lane[i] == prev_lane and col[i] == prev_col:
-            data[c] += weight[i]
-        else:
-            c += 1
-            indices[c], data[c] = col[i], weight[i]
-            indptr[lane[i] + 1] += 1
-            prev_lane, prev_col = lane[i], col[i]
-    for j in range(lanes):
-        indptr[j + 1] += indptr[j]
-    return indptr, indices[: c + 1], data[: c + 1]
-
-
-@jit
 def _upstream(
     p_col: np.ndarray,
     p_out: np.ndarray,
@@ -242,13 +218,16 @@ def rebuild(
     col_of: np.ndarray,
     window_kb: np.ndarray,
     sizes: tuple[int, int, bool],
+    before: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple:
     """The run's tables after a batch of moves: the routed entries (those not ``leave``, then
     the ``fresh`` ones), the port pairs (the unmoved flows' ``old`` ones renumbered, then the
     ``moved`` flows' joined again), the matrix, the port ids, which entries leave a NIC, the
     upstream pairs, and each pair's window (``sizes``: lanes, columns, whether each column is
-    one hop flow). The arrivals' passes are the caller's to count (:func:`depth_of`), only
-    where it does not sweep them level by level, as ``ports.PathArrivals`` does."""
+    one hop flow). ``before``: the matrix (CSR) and the port ids (keys, each old pair's id)
+    the ``old`` pairs had, which the columns and ports that did not change keep (empty
+    arrays: built whole). The arrivals' passes are the caller's to count (:func:`depth_of`),
+    only where it does not sweep them level by level, as ``ports.PathArrivals`` does."""
     lanes, columns, one_flow = sizes
     r_lane, r_flow, r_weight = routed
     tail, _, kind = net
@@ -277,6 +256,7 @@ def rebuild(
     n_kept = 0
     for i in range(len(o_flow)):
         n_kept += not moved[o_flow[i]]
+    kept = np.empty(n_kept, np.int64)  # each kept pair's place before
     m = n_kept + len(n_out)
     p_out = np.empty(m, np.int64)
     p_in = np.empty(m, np.int64)
@@ -289,6 +269,7 @@ def rebuild(
         if not moved[o_flow[i]]:
             p_out[k], p_in[k], p_flow[k], p_w[k] = o_out[i], o_in[i], o_flow[i], o_w[i]
             e_out[k], e_in[k] = renumber[o_e_out[i]], renumber[o_e_in[i]]
+            kept[k] = i
             k += 1
     for i in range(len(n_out)):
         p_out[k], p_in[k], p_flow[k], p_w[k] = n_out[i], n_in[i], n_flow[i], n_w[i]
@@ -296,8 +277,18 @@ def rebuild(
         k += 1
     pairs = (p_out, p_in, p_flow, p_w, e_out, e_in)
     col = col_of[flow]
-    matrix = _matrix(lane, col, weight, lanes, columns)
-    keys, p_port = unique_pairs(p_out, p_in, lanes, lanes)
+    # the columns whose entries changed: any of whose hop flows moved, left or took lanes
+    moved_cols = np.zeros(columns, np.bool_)
+    for f in range(len(moved)):
+        if moved[f]:
+            moved_cols[col_of[f]] = True
+    for i in range(len(r_lane)):
+        if leave[i]:
+            moved_cols[col_of[r_flow[i]]] = True
+    for f in fresh[1]:
+        moved_cols[col_of[f]] = True
+    matrix = matrix_after(before[:3], (lane, col, weight), moved_cols, lanes)
+    keys, p_port = ports_after(before[3:], kept, (p_out, p_in), lanes)
     first = kind[tail[lane]] < leaf
     p_col = col_of[p_flow]
     upstream = _upstream(p_col, p_out, p_in, e_out, e_in, lanes, one_flow)

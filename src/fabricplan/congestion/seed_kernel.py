@@ -93,6 +93,7 @@ def run_seed(
         col_of,
         window_kb,
         sizes,
+        (none, none, no_w, none, none),
     )
     tables = tables_of(built, col_of, sizes, levels_from, most)
     (r_lane, r_flow, r_weight), pairs, pp_flow, ports, entries, passes, levels = tables[:7]
@@ -211,6 +212,7 @@ def run_seed(
                         col_of,
                         window_kb,
                         sizes,
+                        (matrix[0], matrix[1], matrix[2], ports[0], pairs[7]),
                     )
                     tables = tables_of(built, col_of, sizes, levels_from, most)
                     (r_lane, r_flow, r_weight), pairs, pp_flow, ports, entries = tables[:5]
