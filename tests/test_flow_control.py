@@ -738,6 +738,16 @@ def test_the_reference_runs_carry_whole_packets_where_its_sender_sends_them():
     assert runs[("a2a64", "spray")] not in s.whole_packet_simulators
 
 
+def test_the_reference_incasts_fastest_runs_are_kept_beside_their_medians():
+    # the speed benchmark reads the incasts fastest against fastest too: the fastest of the
+    # reference's many runs of each, never above the median the ratios compare with
+    fastest, wall = P.fastest_wall_s(), P.measured()
+    assert set(fastest) == {(c, r) for c in ("incast16", "incast64") for r in P.ROUTINGS}
+    for key, s in fastest.items():
+        assert 0.8 * wall[key]["wall_s"] < s <= wall[key]["wall_s"]
+    assert fastest["incast64", "flowlet"] == pytest.approx(0.0512)
+
+
 # the recorded runs in which one flow never finished (reference.toml's notes)
 LEFT_OUT = {("incast24v", "flowlet"), ("a2a24x2", "flowlet")}
 
