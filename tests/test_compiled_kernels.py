@@ -158,7 +158,8 @@ def test_the_compiled_upstream_pairs_are_the_array_codes(seed, one_flow):
 def test_hashed_routing_compiled_takes_the_array_codes_paths(seed, how, nodes):
     # the same draws in the same order: the same lanes, pieces and weights, and the generator
     # left where the array code leaves it (the seed's later draws depend on it); a network
-    # keeps the walk of its last flows, so its second seed routes them from the kept one
+    # keeps the walk of its last flows, so its second seed routes them from the kept one; ECMP
+    # ignores the load other tenants leave on the lanes
     mode, qps, polarized = how
     # radix 8: two tiers at 16 nodes, three at 32
     g = build_graph(size_clos("fat-tree", nodes, 1, 1, 8, 400.0), 450.0, 64.0)
@@ -167,6 +168,8 @@ def test_hashed_routing_compiled_takes_the_array_codes_paths(seed, how, nodes):
     src = np.array([g.nic(int(i), 0) for i in rng.integers(0, nodes, n)])
     dst = np.array([g.nic(int(i), 0) for i in rng.integers(0, nodes, n)])
     routed, walks, walk = {}, [], route_kernel.hashed_hops
+    lanes = Network(g, 1.0).lanes
+    preload = rng.random(lanes) if mode == "ecmp" and seed % 2 else None
 
     def spy(*args):
         walks.append(args)
@@ -179,7 +182,8 @@ def test_hashed_routing_compiled_takes_the_array_codes_paths(seed, how, nodes):
             net = Network(g, 1.0)
             for second in (False, True):
                 draws = np.random.default_rng(seed + 1 + second)
-                r = net.route(src, dst, mode, draws, qps=qps, polarized=polarized)
+                kw = {"qps": qps, "polarized": polarized, "preload": preload}
+                r = net.route(src, dst, mode, draws, **kw)
                 routed[compiled, second] = (r, draws.random())
     assert len(walks) == 2  # the compiled walk, only when the kernels are loaded
     assert walks[0][0][0] is walks[1][0][0]  # the second seed's pieces: the kept ones

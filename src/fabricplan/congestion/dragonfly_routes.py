@@ -29,6 +29,12 @@ class DragonflyRoutes:
         self.net = net
 
     @cached_property
+    def has_groups(self) -> bool:
+        """Whether the fabric is a dragonfly (routers joined in groups by local links): else
+        every flow goes minimally, whatever route choice is asked."""
+        return bool((self.net.graph.edge_kind == E_LOCAL).any())
+
+    @cached_property
     def router_group(self) -> np.ndarray:
         """Dragonfly group of every switch (local numbers): the routers joined by local links."""
         from scipy.sparse.csgraph import connected_components
@@ -58,7 +64,7 @@ class DragonflyRoutes:
         fluid form of UGAL-G, which sends a packet minimally until its queue beats a detour's."""
         n = len(s_leaf)
         none = np.full(n, -1)
-        if dragonfly == "minimal" or not (self.net.graph.edge_kind == E_LOCAL).any():
+        if dragonfly == "minimal" or not self.has_groups:
             return none
         if dragonfly not in DRAGONFLY_ROUTINGS:
             raise ValueError(

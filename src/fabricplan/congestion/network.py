@@ -369,7 +369,11 @@ class Network:
         if mode not in ROUTINGS:
             raise ValueError(f"unknown routing '{mode}'; known: {', '.join(ROUTINGS)}")
         src, dst = np.asarray(src), np.asarray(dst)
-        if preload is None and dragonfly == "minimal" and mode in ("ecmp", "flowlet"):
+        # hashed pieces (ECMP ignores load; a flowlet switch places a new flow by hash on an
+        # empty fabric) over minimal paths: the compiled walk, where it runs
+        hashed = mode == "ecmp" or (mode == "flowlet" and preload is None)
+        minimal = dragonfly == "minimal" or not self.dragonfly_routes.has_groups
+        if hashed and minimal:
             walk = self._hashed_walk(src, dst, qps)
             if walk is not None:
                 return walk.route(polarized, rng)
@@ -413,24 +417,6 @@ class Network:
             bounds = np.searchsorted(rounds[by_round], np.arange(int(rounds.max(initial=0)) + 2))
         # a polarized hash: one draw per piece, used at every tier
         u_hash = rng.random(len(flow)) if polarized else np.zeros(len(flow))
-        if self._hashed_compiled(mode, standing, table, len(flow), then):
-            from fabricplan.congestion.route_kernel import hashed_hops  # imports Numba
-
-            assert table is not None, "checked by _hashed_compiled"
-            lane, f, w = hashed_hops(
-                (flow, here, mass, tgt, u_hash),
-                hops_to,
-                n_sw,
-                (table[2], table[1]),
-                (out, self._heads_or_zero),
-                polarized,
-                rng,
-            )
-            return Routed(
-                np.concatenate([*lanes_out, lane.astype(out.dtype)]),
-                np.concatenate([*flows_out, f]),
-                np.concatenate([*weights_out, w]),
-            )
         for a, b in itertools.pairwise(bounds.tolist()):
             f, v, w, t, u = flow[a:b], here[a:b], mass[a:b], tgt[a:b], u_hash[a:b]
             nx = then[a:b]
@@ -471,7 +457,6 @@ class Network:
                     w = np.bincount(inv, weights=w)
                     f, v, t, u, nx = f[first], v[first], t[first], u[first], nx[first]
                     continue
-                hashed = mode == "ecmp" or (mode == "flowlet" and standing is None)
                 if fast and hashed:
                     draw = u if polarized else rng.random(len(f))
                     col = closer_first[cell, np.floor(draw * count).astype(np.int64)]
@@ -511,9 +496,11 @@ class Network:
         return {}  # the last walk, by its flows: every seed of a case routes the same ones
 
     def _hashed_walk(self, src: np.ndarray, dst: np.ndarray, qps: int) -> HashedWalk | None:
-        """What :meth:`route` hands the compiled walk for flows ``src -> dst`` hashed over
-        minimal paths (ECMP; flowlet routing over an empty fabric), made once per set of flows:
-        only the draws differ from seed to seed. None where the walk would not run compiled."""
+        """What :meth:`route` hands the compiled walk (:mod:`.route_kernel`) for flows
+        ``src -> dst`` hashed over minimal paths (ECMP; flowlet routing over an empty fabric),
+        made once per set of flows: only the draws differ from seed to seed. None where the walk
+        does not run compiled: a process without the kernels, a fabric too large for the
+        closer-port table."""
         if not kernels.loaded():
             return None
         key = (src.tobytes(), dst.tobytes(), qps)
@@ -541,26 +528,6 @@ class Network:
             (table[2], table[1]),
             (out, self._heads_or_zero),
             (self.uplink(src), self.downlink(dst)),
-        )
-
-    def _hashed_compiled(
-        self,
-        mode: str,
-        standing: np.ndarray | None,
-        table: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
-        pieces: int,
-        then: np.ndarray,
-    ) -> bool:
-        """Whether :meth:`route` walks the hops compiled (:mod:`.route_kernel`): hashed pieces,
-        none of them detouring, the closer-port table at hand and every hop taking the table's
-        path, in a process that holds the compiled kernels already."""
-        hashed = mode == "ecmp" or (mode == "flowlet" and standing is None)
-        return (
-            hashed
-            and table is not None
-            and pieces * self.switch_table[1].shape[1] <= ROUTE_BLOCK_CELLS
-            and not (then >= 0).any()
-            and kernels.loaded()
         )
 
     @cached_property
