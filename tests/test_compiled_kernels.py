@@ -217,6 +217,19 @@ def test_reachable_ports_kept_by_leaves_are_those_of_the_paths_switches(seed, no
         reach, want = seed_run._ports_from(tw, on_path, net.up_down)
         assert np.array_equal(got, want)
         assert reach[on_path].all()
+    # a path through a switch its leaves do not reach by closer ports (a detour: here a spine
+    # beside flows that never leave their leaf) is worked out from its own switches
+    local = np.array([g.nic(0, 0)])
+    tw = net.towards(local)
+    spine = int(np.flatnonzero(kind >= LEAF)[-1])  # the last switch: the top tier's
+    tails = np.concatenate([net.tail[net.route(local, local, "ecmp", rng).lane], [spine]])
+    on_path = np.zeros(len(tw.out), bool)
+    on_path[tails[kind[tails] >= LEAF] - tw.sw0] = True
+    reach, want = seed_run._ports_from(tw, on_path, net.up_down)
+    leaves = on_path & (kind[tw.sw0 :] == LEAF)
+    assert not seed_run._ports_from(tw, leaves, net.up_down)[0][spine - tw.sw0]
+    got = seed_run._reachable_ports(tw, tails, kind, net.up_down)
+    assert reach[spine - tw.sw0] and np.array_equal(got, want)
 
 
 @settings(max_examples=60, deadline=None)
