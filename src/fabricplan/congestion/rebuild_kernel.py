@@ -222,12 +222,13 @@ def rebuild(
 ) -> tuple:
     """The run's tables after a batch of moves: the routed entries (those not ``leave``, then
     the ``fresh`` ones), the port pairs (the unmoved flows' ``old`` ones renumbered, then the
-    ``moved`` flows' joined again), the matrix, the port ids, which entries leave a NIC, the
-    upstream pairs, and each pair's window (``sizes``: lanes, columns, whether each column is
-    one hop flow). ``before``: the matrix (CSR) and the port ids (keys, each old pair's id)
-    the ``old`` pairs had, which the columns and ports that did not change keep (empty
-    arrays: built whole). The arrivals' passes are the caller's to count (:func:`depth_of`),
-    only where it does not sweep them level by level, as ``ports.PathArrivals`` does."""
+    ``moved`` flows' joined again; every entry that leaves or is fresh is a moved flow's),
+    the matrix, the port ids, which entries leave a NIC, the upstream pairs, and each pair's
+    window (``sizes``: lanes, columns, whether each column is one hop flow). ``before``: the
+    matrix (CSR) and the port ids (keys, each old pair's id) the ``old`` pairs had, which the
+    columns and ports that did not change keep (empty arrays: built whole). The arrivals'
+    passes are the caller's to count (:func:`depth_of`), only where it does not sweep them
+    level by level, as ``ports.PathArrivals`` does."""
     lanes, columns, one_flow = sizes
     r_lane, r_flow, r_weight = routed
     tail, _, kind = net
@@ -277,16 +278,12 @@ def rebuild(
         k += 1
     pairs = (p_out, p_in, p_flow, p_w, e_out, e_in)
     col = col_of[flow]
-    # the columns whose entries changed: any of whose hop flows moved, left or took lanes
+    # the columns whose entries changed: those of the moved flows (every entry that leaves or
+    # is fresh is one of theirs, as the pairs kept above already take)
     moved_cols = np.zeros(columns, np.bool_)
     for f in range(len(moved)):
         if moved[f]:
             moved_cols[col_of[f]] = True
-    for i in range(len(r_lane)):
-        if leave[i]:
-            moved_cols[col_of[r_flow[i]]] = True
-    for f in fresh[1]:
-        moved_cols[col_of[f]] = True
     matrix = matrix_after(before[:3], (lane, col, weight), moved_cols, lanes)
     keys, p_port = ports_after(before[3:], kept, (p_out, p_in), lanes)
     first = kind[tail[lane]] < leaf

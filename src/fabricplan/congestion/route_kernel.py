@@ -5,7 +5,9 @@ one hop closer to their leaf, drawn uniformly, from its table of such ports.
 Each seed of a small case routes its flows once: the array code's dozen calls per hop made
 about a third of the router's time on an incast (105 against 70 us a call, measured on this
 project's 2-core machine). The same draws come from the same generator in the same order, and
-the pieces leave in the same order, so the paths are those of the array code (tested).
+the pieces leave in the same order, so the paths are those of the array code (tested). What
+the walk starts from (:class:`HashedWalk`) a network keeps for the flows it last routed: every
+seed of a case routes the same flows, with draws of its own.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ class HashedWalk:
         flow = self.pieces[0]
         u_hash = rng.random(len(flow)) if polarized else np.zeros(len(flow))
         lane, f, w = hashed_hops(
-            (*self.pieces[:3], self.pieces[3], u_hash),
+            (*self.pieces, u_hash),
             *self.hops,
             self.table,
             self.switches,
