@@ -102,7 +102,7 @@ def _training(s: Shape, sc: Scenario, hw: Hardware, backend: NetworkBackend) -> 
             f"workload.parallel: the plan needs {describe(mem)} but {hw.gpu.id} offers "
             f"{mem.capacity / 1e9:.0f} GB usable{hint}"
         )
-    st = training_step(s, p, hw, backend=backend)
+    st = training_step(s, p, hw, backend=backend, plan_memory=mem)
     w = sc.workload
     assert w is not None and w.tokens is not None
     t = float(st.time[0])

@@ -9,6 +9,7 @@ token.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -92,8 +93,13 @@ class Shape:
         return self.proj_flops - self.attn_proj_flops - self.ffn_out_flops
 
 
+# Models whose shape is kept: advise and a sweep ask for the same model at every variant.
+SHAPES_KEPT = 64
+
+
+@lru_cache(maxsize=SHAPES_KEPT)
 def shape_of(m: Model) -> Shape:
-    """The per-token costs of catalog model ``m``."""
+    """The per-token costs of catalog model ``m`` (kept: a shape is frozen)."""
     pc = count_params(m)
     layers = pc.dense_layers + pc.moe_layers
     ffn_w = (

@@ -115,10 +115,16 @@ class Step:
 
 
 def training_step(
-    s: Shape, p: Plans, hw: Hardware, *, backend: NetworkBackend = DEFAULT_BACKEND
+    s: Shape,
+    p: Plans,
+    hw: Hardware,
+    *,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+    plan_memory: Memory | None = None,
 ) -> Step:
     """Step time of every plan in ``p`` for model ``s`` on ``hw``, the network's congestion
-    priced by ``backend``."""
+    priced by ``backend``; ``plan_memory``: the plans' memory (:func:`.memory.memory`), when
+    the caller has it already."""
     # projections in FP8 when asked; attention stays in BF16
     peak_proj, peak_attn = matmul_flops(hw.gpu, p.precision), matmul_flops(hw.gpu, "bf16")
     hbm = hbm_bytes_per_s(hw.gpu)
@@ -380,7 +386,7 @@ def training_step(
         tokens=tok,
         model_flops=model_flops,
         hw_flops=hw_flops,
-        memory=memory(s, p, hw),
+        memory=memory(s, p, hw) if plan_memory is None else plan_memory,
         tp_comm_total=m
         * layers_here
         * TP_COLLECTIVES_PER_LAYER
