@@ -151,6 +151,37 @@ def test_validate_held_back_suite():
         assert 0 < r["mfu"] < 1
 
 
+def test_validate_recipes_suite():
+    """NVIDIA's published H100 recipes (NeMo 24.09, BF16): Llama 3.1 8B on 8-128 GPUs, Nemotron-4
+    15B on 16-128, Llama 3.1 70B on 64 and 128, each row's step time against the model's."""
+    out = json.loads(run("validate", "--suite", "recipes", "--json").stdout)
+    rows = out["rows"]
+    assert out["count"] == len(rows) == 11 and {r["metric"] for r in rows} == {"step_s"}
+    assert out["within_10pct"] == sum(abs(r["error"]) <= 0.10 for r in rows)
+    for r in rows:
+        assert r["error"] == pytest.approx(r["measured"] / r["predicted"] - 1)
+    # weak scaling: each model's prediction barely moves with the GPU count, as the runs do
+    for name in ("Llama 3.1 8B", "Nemotron-4 15B", "Llama 3.1 70B"):
+        steps = [r["predicted"] for r in rows if r["label"].startswith(name)]
+        assert max(steps) / min(steps) < 1.02, name
+    small = [r for r in rows if r["label"].startswith("Llama 3.1 8B")]
+    assert len(small) == 5 and all(abs(r["error"]) <= 0.10 for r in small)
+    assert run("validate", "--suite", "recipes").returncode == 0
+
+
+def test_a_row_gives_its_own_architecture():
+    """A published run of a model outside the catalog: the paper's GPT unless the row says
+    otherwise (Nemotron-4 15B: GQA, an FFN of 4h without biases, RoPE, untied)."""
+    from fabricplan.catalog import default_catalog
+    from fabricplan.validation.runs import RECIPES, load_rows, row_model
+
+    rows = load_rows(RECIPES / "dgxc_h100_bf16.toml")
+    (row,) = [r for r in rows if r["label"] == "Nemotron-4 15B, 16 GPUs"]
+    m = row_model(row, default_catalog())
+    assert (m.attention, m.kv_heads, m.ffn_hidden, m.bias) == ("gqa", 8, 24576, False)
+    assert (m.position_embedding, m.tied_embeddings, m.vocab) == ("rope", False, 256000)
+
+
 def test_validate_claims_suite():
     out = json.loads(run("validate", "--suite", "claims", "--json").stdout)
     assert {r["id"] for r in out} >= {"16-gpu-roce-92-95pct", "256-gpu-gap-30-40pct"}

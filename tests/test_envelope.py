@@ -25,6 +25,7 @@ from fabricplan.validation.envelope import (
 from fabricplan.validation.record_errors import current_checks
 from fabricplan.validation.runs import (
     SUITE_HELD_BACK,
+    SUITE_RECIPES,
     SUITE_TRAINING,
     ValidatedRun,
     load_rows,
@@ -44,11 +45,12 @@ def by_label(label: str) -> ValidatedRun:
 
 def test_every_published_row_is_read_with_its_recorded_error():
     rows = [(s, r) for s, path in suite_files() for r in load_rows(path)]
-    assert len(RUNS) == len(rows) == 34
+    assert len(RUNS) == len(rows) == 45
     assert sum(r.suite == SUITE_TRAINING for r in RUNS) == 10  # Table 1
     assert sum(r.suite == SUITE_HELD_BACK for r in RUNS) == 24
+    assert sum(r.suite == SUITE_RECIPES for r in RUNS) == 11  # NVIDIA's recipes, H100
     assert {r.config.gpu for r in RUNS} == {"a100", "h100"}
-    assert len(recorded_errors()) == 34
+    assert len(recorded_errors()) == 45
 
 
 def test_recorded_errors_match_the_model():
@@ -63,11 +65,11 @@ def test_spans_are_the_min_and_max_of_the_rows_on_each_gpu():
     rows = [r for _, path in suite_files() for r in load_rows(path)]
     h100 = [r for r in rows if r["gpu"] == "h100"]
     env = envelopes()["h100"]
-    assert env.name == "H100" and len(env.runs) == len(h100) == 12
+    assert env.name == "H100" and len(env.runs) == len(h100) == 23
     gpus = [r.config.gpus for r in env.runs]
     assert (min(gpus), max(gpus)) == (min(r["gpus"] for r in h100), max(r["gpus"] for r in h100))
-    assert (min(gpus), max(gpus)) == (48, 16384)
-    # context parallel: only Llama 3's 131k run uses it
+    assert (min(gpus), max(gpus)) == (8, 16384)  # the recipes' Llama 3.1 8B on one node
+    # context parallel: Llama 3's 131k run (16) and the recipes' Llama 3.1 runs (2)
     assert env.span("cp") == (1, 16)
     assert env.choices("zero") == [1, 2]
 
@@ -100,7 +102,7 @@ def test_b200_is_outside_compared_with_every_gpu():
     assert v.outside[0].reason == (
         "4,096 B200 GPUs: GPU type never validated (validated: A100, H100)"
     )
-    assert v.envelope_errors is not None and v.envelope_errors.runs == 34
+    assert v.envelope_errors is not None and v.envelope_errors.runs == 45
 
 
 def test_expert_parallel_fp8_zero3_and_tcp_are_never_validated():
@@ -127,10 +129,10 @@ def test_expert_parallel_fp8_zero3_and_tcp_are_never_validated():
 
 
 def test_a_size_beyond_the_runs_names_the_range():
-    c = replace(by_label("1.7B 48 GPUs").config, gpus=16, dp=16)
+    c = replace(by_label("1.7B 48 GPUs").config, gpus=32768)  # its data parallel kept
     (o,) = check(c).outside
-    assert o.dimension == "gpus" and o.validated == "48-16,384"
-    assert o.reason == "GPU count 16 outside the validated 48-16,384 on H100"
+    assert o.dimension == "gpus" and o.validated == "8-16,384"
+    assert o.reason == "GPU count 32,768 outside the validated 8-16,384 on H100"
 
 
 def test_scenarios_moe_and_serving(cat):
@@ -183,14 +185,14 @@ def test_step_prints_the_warning_and_json_carries_the_record():
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())  # the line wraps at the terminal's width
     assert "warning: ib-ndr: outside the validated range: expert parallel 8 never validated" in text
-    assert "errors seen on the 5 nearest validated runs (held-back): median" in text
+    assert "errors seen on the 5 nearest validated runs (held-back, recipes): median" in text
     (r,) = json.loads(
         run("step", "examples/256-gpu-moe.yaml", "--fabric", "ib-ndr", "--json").stdout
     )
     v = r["validation"]
     assert v["inside"] is False and v["kind"] == "training" and v["compared_on"] == "H100"
     assert [o["dimension"] for o in v["outside"]] == ["ep", "moe"]
-    assert len(v["nearest"]) == 5 and v["suites"] == ["held-back"]
+    assert len(v["nearest"]) == 5 and v["suites"] == ["held-back", "recipes"]
     assert v["nearest_errors"]["worst_abs"] == max(abs(n["error"]) for n in v["nearest"])
 
 
@@ -212,18 +214,19 @@ def test_advise_carries_the_record_per_fabric():
     for f in a["fabrics"]:
         v = f["validation"]
         assert v["inside"] is False
-        assert {o["dimension"] for o in v["outside"]} == {"gpus", "zero"}
+        # 16 GPUs lie within the H100 runs' 8-16,384 since the recipes' runs: ZeRO 3 does not
+        assert {o["dimension"] for o in v["outside"]} == {"zero"}
     text = " ".join(run(*args).stdout.split())
-    assert "warning: ib-ndr, roce-400g: outside the validated range: GPU count 16" in text
+    assert "warning: ib-ndr, roce-400g: outside the validated range: ZeRO stage 3" in text
 
 
 def test_validate_suite_envelope():
     a100, h100 = json.loads(run("validate", "--suite", "envelope", "--json").stdout)
-    assert (a100["gpu"], a100["runs"], h100["gpu"], h100["runs"]) == ("A100", 22, "H100", 12)
-    assert h100["spans"]["gpus"] == [48, 16384] and h100["spans"]["ep"] == [1, 1]
+    assert (a100["gpu"], a100["runs"], h100["gpu"], h100["runs"]) == ("A100", 22, "H100", 23)
+    assert h100["spans"]["gpus"] == [8, 16384] and h100["spans"]["ep"] == [1, 1]
     assert a100["choices"]["precision"] == ["bf16", "fp16"] and h100["choices"]["zero"] == [1, 2]
     assert h100["errors"]["worst_abs"] == max(abs(r.error) for r in envelopes()["h100"].runs)
     text = run("validate", "--suite", "envelope").stdout
-    assert "48-16,384" in text and "1.65B-1,008B" in text
+    assert "8-16,384" in text and "1.65B-1,008B" in text
     refused = run("validate", "--suite", "envelope", "--congestion", "none")
     assert refused.returncode == 2 and "runs no model" in refused.stderr

@@ -192,7 +192,7 @@ def _bandwidth(gbps: float) -> str:
     return f"{gbps:,.2f}" if gbps == 0 or gbps >= 0.01 else f"{gbps:.3g}"
 
 
-SUITES = ("nccl-tests", "training", "held-back", "claims", "packet-level", "envelope")
+SUITES = ("nccl-tests", "training", "held-back", "recipes", "claims", "packet-level", "envelope")
 
 
 def validate_cmd(
@@ -200,9 +200,10 @@ def validate_cmd(
         "nccl-tests",
         "--suite",
         help="nccl-tests | training (Megatron SC'21) | held-back (other training runs) | "
+        "recipes (runs of NVIDIA's published H100 benchmarking recipes, held back too) | "
         "claims (the seeds' claims, as `fabricplan claims`) | packet-level (the congestion "
         "simulator against a packet-level simulator's recorded runs) | envelope (what the "
-        "training and held-back runs span per GPU, with the model's errors on them).",
+        "training runs of those three suites span per GPU, with the model's errors on them).",
     ),
     case: str | None = typer.Option(
         None, "--case", help="packet-level: one case only (e.g. perm128)."
@@ -242,12 +243,12 @@ def validate_cmd(
             claims_cmd(group=None, claim_id=None, congestion=congestion, as_json=as_json)
         else:
             backend = backend_from(congestion, as_json)
-            show_training(as_json, held_back=suite == "held-back", backend=backend)
+            show_training(as_json, suite, backend=backend)
         return
     if congestion is not None:  # the collective model alone, as nccl-tests measures it
         fail(
             "--congestion: the nccl-tests suite uses no congestion backend; it applies to "
-            "--suite training, held-back and claims",
+            "--suite training, held-back, recipes and claims",
             as_json=as_json,
         )
     from fabricplan.cli.validate_nccl import show_nccl_runs

@@ -1,5 +1,5 @@
-"""``fabricplan validate --suite training|held-back``: the workload model against published
-runs."""
+"""``fabricplan validate --suite training|held-back|recipes``: the workload model against
+published runs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from fabricplan.validation.training_runs import (
     TrainingCheck,
     ceiling_sensitivity,
     check_held_back,
+    check_recipes,
     check_training,
 )
 from fabricplan.workload import WorkloadError
@@ -95,11 +96,16 @@ def _ceiling_table(cases: list[CeilingCase]) -> Table:
     return t
 
 
+# Each training suite's runs, by the suite's name.
+_SUITE_CHECKS = {"training": check_training, "held-back": check_held_back, "recipes": check_recipes}
+
+
 def show_training(
-    as_json: bool, held_back: bool = False, backend: NetworkBackend = DEFAULT_BACKEND
+    as_json: bool, suite: str = "training", backend: NetworkBackend = DEFAULT_BACKEND
 ) -> None:
+    held_back = suite != "training"  # tables per source, and no ceiling sensitivity
     try:
-        checks = (check_held_back if held_back else check_training)(backend=backend)
+        checks = _SUITE_CHECKS[suite](backend=backend)
         ceilings = [] if held_back else ceiling_sensitivity(backend=backend)
     except WorkloadError as exc:  # e.g. a run outside the chosen backend's law
         fail(str(exc), as_json=as_json)

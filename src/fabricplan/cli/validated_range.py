@@ -42,7 +42,7 @@ def show_envelope(as_json: bool) -> None:
         emit_json([e.to_dict() for e in envs])
         return
     t = Table(
-        title="The validated envelope: what the training and held-back runs span on each GPU",
+        title="The validated envelope: what the published training runs span on each GPU",
         title_justify="left",
         title_style="bold",
     )

@@ -1,5 +1,5 @@
 """The validated envelope: where a result stands against the published runs the workload model
-was checked on (``fabricplan validate --suite training`` and ``--suite held-back``).
+was checked on (``fabricplan validate --suite training``, ``held-back`` and ``recipes``).
 
 The envelope is derived from the runs themselves (:mod:`.runs`), per GPU type. The rule:
 a training configuration is *inside* when
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from statistics import median
 from typing import Any
 
@@ -175,7 +175,7 @@ class Envelope:
         return min(values), max(values)
 
     def span_text(self, dim: str) -> str:
-        """The span as printed: 48-16,384, or 1 when every run has the same value."""
+        """The span as printed: 8-16,384, or 1 when every run has the same value."""
         lo, hi = self.span(dim)
         return shown(dim, lo) + ("" if lo == hi else f"-{shown(dim, hi)}")
 
@@ -233,8 +233,15 @@ def envelopes() -> dict[str, Envelope]:
     return {g: Envelope(g.upper(), tuple(r for r in runs if r.config.gpu == g)) for g in gpus}
 
 
+# Configurations whose answer is kept: advise and a sweep ask about the same configuration for
+# every variant that changes prices, rates or the fabric's figures (about 40 an advise), and
+# an answer walks every validated run.
+CHECKED_CONFIGURATIONS = 512
+
+
+@lru_cache(maxsize=CHECKED_CONFIGURATIONS)
 def check(c: Configuration) -> Validation:
-    """Where a training configuration stands against the validated runs."""
+    """Where a training configuration stands against the validated runs (kept: frozen)."""
     env = envelopes()
     own = env.get(c.gpu)
     outside = []

@@ -21,10 +21,14 @@ from fabricplan.catalog.architecture import count_params
 DATA = Path(str(resources.files("fabricplan.validation") / "data"))
 ACCEPTANCE = DATA / "megatron_sc21.toml"
 HELD_BACK = DATA / "held_back"
+# Runs of NVIDIA's published benchmarking recipes, read after the model was set (held back too,
+# kept apart from the held-back suite, whose 24 rows are its own yardstick)
+RECIPES = DATA / "recipes"
 RECORDED_ERRORS = DATA / "recorded_errors.toml"
 # The suites of ``fabricplan validate`` that hold training runs.
 SUITE_TRAINING = "training"
 SUITE_HELD_BACK = "held-back"
+SUITE_RECIPES = "recipes"
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
@@ -34,10 +38,13 @@ def load_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def suite_files() -> list[tuple[str, Path]]:
-    """(suite, file) for every training source: the acceptance table, then the held-back."""
-    return [(SUITE_TRAINING, ACCEPTANCE)] + [
-        (SUITE_HELD_BACK, f) for f in sorted(HELD_BACK.glob("*.toml"))
-    ]
+    """(suite, file) for every training source: the acceptance table, the held-back runs,
+    then the recipes' runs."""
+    return (
+        [(SUITE_TRAINING, ACCEPTANCE)]
+        + [(SUITE_HELD_BACK, f) for f in sorted(HELD_BACK.glob("*.toml"))]
+        + [(SUITE_RECIPES, f) for f in sorted(RECIPES.glob("*.toml"))]
+    )
 
 
 def row_label(r: dict[str, Any]) -> str:
@@ -47,23 +54,26 @@ def row_label(r: dict[str, Any]) -> str:
 
 def gpt_model(row: dict[str, Any], common: dict[str, Any]) -> Model:
     """The papers' GPT: LayerNorm with biases, GELU FFN of 4h, learned positions, tied
-    input/output embeddings unless the row says otherwise (Megatron-LM's GPT shares them)."""
-    h = row["hidden"]
+    input/output embeddings, unless the row says otherwise (Megatron-LM's GPT shares them; a
+    row may give ``kv_heads``, ``ffn_hidden``, ``bias``, ``position_embedding`` and
+    ``tied_embeddings`` of its own)."""
+    h, heads = row["hidden"], row["heads"]
+    kv_heads = row.get("kv_heads", heads)
     return Model(
         id=f"gpt-{row['params_b']}b",
         name=f"GPT {row['params_b']}B",
         layers=row["layers"],
         hidden=h,
-        heads=row["heads"],
-        kv_heads=row["heads"],
-        ffn_hidden=4 * h,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn_hidden=row.get("ffn_hidden", 4 * h),
         vocab=common["vocab"],
         max_seq_len=common["seq_len"],
-        attention="mha",
+        attention="gqa" if kv_heads < heads else "mha",
         gated_mlp=False,
-        bias=True,
+        bias=row.get("bias", True),
         tied_embeddings=row.get("tied_embeddings", True),
-        position_embedding="learned",
+        position_embedding=row.get("position_embedding", "learned"),
         params_published_b=row["params_b"],
         source=str(common.get("source", "published run")),
         as_of="2021-04",

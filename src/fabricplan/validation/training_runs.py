@@ -9,7 +9,8 @@ them. Models that are not in the catalog (the GPT family of the Megatron papers)
 the row's shape with the papers' conventions.
 
 ``megatron_sc21.toml`` is the issue's acceptance table; ``held_back/`` holds the other runs,
-each with the assumptions its source leaves open written next to it.
+each with the assumptions its source leaves open written next to it, and ``recipes/`` the runs
+of NVIDIA's published benchmarking recipes, read once the model was set.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from fabricplan.validation.runs import (
     ACCEPTANCE,
     DATA,
     HELD_BACK,
+    RECIPES,
     load_rows,
     row_label,
     row_model,
@@ -163,11 +165,20 @@ def check_held_back(
     catalog: Catalog | None = None,
     gpu: str | None = None,
     backend: NetworkBackend = DEFAULT_BACKEND,
+    folder: Path = HELD_BACK,
 ) -> list[TrainingCheck]:
-    """Every other published run, one file per source."""
-    return [
-        c for f in sorted(HELD_BACK.glob("*.toml")) for c in check_file(f, catalog, gpu, backend)
-    ]
+    """Every other published run, one file per source (``folder``: the held-back runs, or the
+    recipes' runs, ``RECIPES``)."""
+    return [c for f in sorted(folder.glob("*.toml")) for c in check_file(f, catalog, gpu, backend)]
+
+
+def check_recipes(
+    catalog: Catalog | None = None,
+    gpu: str | None = None,
+    backend: NetworkBackend = DEFAULT_BACKEND,
+) -> list[TrainingCheck]:
+    """The runs of NVIDIA's published benchmarking recipes (held back too, a suite apart)."""
+    return check_held_back(catalog, gpu, backend, folder=RECIPES)
 
 
 @dataclass(frozen=True)
