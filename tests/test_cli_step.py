@@ -152,14 +152,24 @@ def test_validate_held_back_suite():
 
 
 def test_validate_recipes_suite():
-    """NVIDIA's published H100 recipes (NeMo 24.09, BF16): Llama 3.1 8B on 8-128 GPUs, Nemotron-4
-    15B on 16-128, Llama 3.1 70B on 64 and 128, each row's step time against the model's."""
+    """NVIDIA's published H100 recipes: BF16 step times (NeMo 24.09: Llama 3.1 8B on 8-128 GPUs,
+    Nemotron-4 15B on 16-128, Llama 3.1 70B on 64 and 128) and FP8 tokens per second per GPU
+    (NeMo 24.07: Llama 3 and Llama 2), each against the model's."""
+    from fabricplan.validation.runs import RECIPES, load_rows
+
+    fp8 = {r["label"]: r for r in load_rows(RECIPES / "nemo_h100_fp8.toml")}
     out = json.loads(run("validate", "--suite", "recipes", "--json").stdout)
     rows = out["rows"]
-    assert out["count"] == len(rows) == 11 and {r["metric"] for r in rows} == {"step_s"}
+    assert out["count"] == len(rows) == 16
+    assert {r["metric"] for r in rows} == {"step_s", "tokens_per_s_per_gpu"}
     assert out["within_10pct"] == sum(abs(r["error"]) <= 0.10 for r in rows)
     for r in rows:
-        assert r["error"] == pytest.approx(r["measured"] / r["predicted"] - 1)
+        if r["metric"] == "step_s":
+            assert r["error"] == pytest.approx(r["measured"] / r["predicted"] - 1)
+        else:  # a throughput: the step's tokens over its time and GPUs
+            assert r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1)
+            tokens = fp8[r["label"]]["batch"] * fp8[r["label"]]["seq_len"]
+            assert r["predicted"] == pytest.approx(tokens / r["step_time_s"] / r["gpus"])
     # weak scaling: each model's prediction barely moves with the GPU count, as the runs do
     for name in ("Llama 3.1 8B", "Nemotron-4 15B", "Llama 3.1 70B"):
         steps = [r["predicted"] for r in rows if r["label"].startswith(name)]

@@ -25,6 +25,7 @@ _METRIC_LABEL = {
     "model_tflops_per_gpu": "model TF/s",
     "mfu": "MFU",
     "step_s": "step s",
+    "tokens_per_s_per_gpu": "tokens/s/GPU",
 }
 
 

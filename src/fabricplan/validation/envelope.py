@@ -216,13 +216,21 @@ class Envelope:
         }
 
     def nearest(self, c: Configuration) -> tuple[ValidatedRun, ...]:
+        """The runs nearest ``c`` in log2 of ``NEAR_DIMENSIONS``, among those whose GEMMs run at
+        the same rate (FP8, or 16-bit: BF16 and FP16 share one) when there are enough of them:
+        the FP8 runs come out further from the model than the 16-bit ones, so a BF16 job is not
+        told an FP8 run's error, nor the reverse."""
+
         def distance(r: ValidatedRun) -> float:
             return math.dist(
                 [math.log2(getattr(c, d)) for d in NEAR_DIMENSIONS],
                 [math.log2(getattr(r.config, d)) for d in NEAR_DIMENSIONS],
             )
 
-        return tuple(sorted(self.runs, key=distance)[:NEAREST_RUNS])
+        fp8 = c.precision == "fp8"
+        same = [r for r in self.runs if (r.config.precision == "fp8") == fp8]
+        pool = same if len(same) >= NEAREST_RUNS else self.runs
+        return tuple(sorted(pool, key=distance)[:NEAREST_RUNS])
 
 
 @cache

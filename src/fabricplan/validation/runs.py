@@ -55,8 +55,8 @@ def row_label(r: dict[str, Any]) -> str:
 def gpt_model(row: dict[str, Any], common: dict[str, Any]) -> Model:
     """The papers' GPT: LayerNorm with biases, GELU FFN of 4h, learned positions, tied
     input/output embeddings, unless the row says otherwise (Megatron-LM's GPT shares them; a
-    row may give ``kv_heads``, ``ffn_hidden``, ``bias``, ``position_embedding`` and
-    ``tied_embeddings`` of its own)."""
+    row may give ``kv_heads``, ``ffn_hidden``, ``gated_mlp``, ``bias``, ``position_embedding``
+    and ``tied_embeddings`` of its own)."""
     h, heads = row["hidden"], row["heads"]
     kv_heads = row.get("kv_heads", heads)
     return Model(
@@ -70,7 +70,7 @@ def gpt_model(row: dict[str, Any], common: dict[str, Any]) -> Model:
         vocab=common["vocab"],
         max_seq_len=common["seq_len"],
         attention="gqa" if kv_heads < heads else "mha",
-        gated_mlp=False,
+        gated_mlp=row.get("gated_mlp", False),
         bias=row.get("bias", True),
         tied_embeddings=row.get("tied_embeddings", True),
         position_embedding=row.get("position_embedding", "learned"),

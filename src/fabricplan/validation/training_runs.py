@@ -4,7 +4,8 @@ Each data file holds one source: a ``[common]`` table with the setup its source 
 ``[[row]]`` tables that may override any of it. A row is measured in exactly one of
 ``hw_tflops_per_gpu`` (Megatron's count, with the recomputed forward pass),
 ``model_tflops_per_gpu`` (matmul weights + attention, Megatron's count), ``mfu`` (model FLOPs
-over the BF16 dense peak) or ``step_s`` (seconds per iteration). Nothing here is fitted to
+over the BF16 dense peak), ``step_s`` (seconds per iteration) or ``tokens_per_s_per_gpu``
+(tokens trained per second per GPU, which no FLOP count enters). Nothing here is fitted to
 them. Models that are not in the catalog (the GPT family of the Megatron papers) are built from
 the row's shape with the papers' conventions.
 
@@ -38,7 +39,7 @@ from fabricplan.workload import Hardware, Plans, shape_of, training_step
 
 # the issue's acceptance bound for every row
 TFLOPS_TOLERANCE = 0.10
-METRICS = ("hw_tflops_per_gpu", "model_tflops_per_gpu", "mfu", "step_s")
+METRICS = ("hw_tflops_per_gpu", "model_tflops_per_gpu", "mfu", "step_s", "tokens_per_s_per_gpu")
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         "model_tflops_per_gpu": model_tf,
         "mfu": mfu,
         "step_s": t,
+        "tokens_per_s_per_gpu": float(st.tokens[0]) / t / r["gpus"],
     }[metric]
     return TrainingCheck(r, metric, predicted, t, hw_tf, model_tf, mfu, st.breakdown())
 
