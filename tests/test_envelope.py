@@ -45,12 +45,12 @@ def by_label(label: str) -> ValidatedRun:
 
 def test_every_published_row_is_read_with_its_recorded_error():
     rows = [(s, r) for s, path in suite_files() for r in load_rows(path)]
-    assert len(RUNS) == len(rows) == 50
+    assert len(RUNS) == len(rows) == 55
     assert sum(r.suite == SUITE_TRAINING for r in RUNS) == 10  # Table 1
     assert sum(r.suite == SUITE_HELD_BACK for r in RUNS) == 24
-    assert sum(r.suite == SUITE_RECIPES for r in RUNS) == 16  # NVIDIA's recipes, H100
-    assert {r.config.gpu for r in RUNS} == {"a100", "h100"}
-    assert len(recorded_errors()) == 50
+    assert sum(r.suite == SUITE_RECIPES for r in RUNS) == 21  # NVIDIA's recipes, H100 and B200
+    assert {r.config.gpu for r in RUNS} == {"a100", "h100", "b200"}
+    assert len(recorded_errors()) == 55
 
 
 def test_recorded_errors_match_the_model():
@@ -94,15 +94,29 @@ def test_acceptance_row_is_inside_with_its_errors():
     assert v.summary().startswith("inside the validated range: errors seen on the 5 nearest")
 
 
-def test_b200_is_outside_compared_with_every_gpu():
-    c = replace(by_label("462B 6144 GPUs").config, gpu="b200", gpus=4096, dp=32)
+def test_an_unvalidated_gpu_is_outside_compared_with_every_gpu():
+    c = replace(by_label("462B 6144 GPUs").config, gpu="h200", gpus=4096, dp=32)
     v = check(c)
     assert not v.inside and v.compared_on == ALL_GPUS
     assert [o.dimension for o in v.outside] == ["gpu"]
     assert v.outside[0].reason == (
-        "4,096 B200 GPUs: GPU type never validated (validated: A100, H100)"
+        "4,096 H200 GPUs: GPU type never validated (validated: A100, H100, B200)"
     )
-    assert v.envelope_errors is not None and v.envelope_errors.runs == 50
+    assert v.envelope_errors is not None and v.envelope_errors.runs == 55
+
+
+def test_b200_fp8_is_compared_with_its_own_runs():
+    """NeMo's first B200 summary (FP8): the B200 has its own envelope, and the model's errors
+    there (+24 to +56 % on the Llama runs) are what a B200 job is told, not the H100's."""
+    row = by_label("Llama 3 70B, 64 B200")
+    near = replace(row.config, gpus=128, dp=8)
+    v = check(near)
+    assert v.inside and v.compared_on == "B200"
+    assert all(r.config.gpu == "b200" for r in v.nearest)
+    assert v.nearest_errors is not None and v.nearest_errors.median_abs > 0.3
+    bf16 = check(replace(near, precision="bf16"))
+    assert [o.dimension for o in bf16.outside] == ["precision"]
+    assert bf16.outside[0].reason == "precision bf16 never validated on B200 (fp8 only)"
 
 
 def test_expert_parallel_fp16_zero3_and_tcp_are_never_validated():
@@ -222,7 +236,8 @@ def test_advise_carries_the_record_per_fabric():
 
 
 def test_validate_suite_envelope():
-    a100, h100 = json.loads(run("validate", "--suite", "envelope", "--json").stdout)
+    a100, h100, b200 = json.loads(run("validate", "--suite", "envelope", "--json").stdout)
+    assert (b200["gpu"], b200["runs"], b200["choices"]["precision"]) == ("B200", 5, ["fp8"])
     assert (a100["gpu"], a100["runs"], h100["gpu"], h100["runs"]) == ("A100", 22, "H100", 28)
     assert h100["spans"]["gpus"] == [8, 16384] and h100["spans"]["ep"] == [1, 1]
     assert a100["choices"]["precision"] == ["bf16", "fp16"] and h100["choices"]["zero"] == [1, 2]
