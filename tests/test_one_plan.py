@@ -37,6 +37,7 @@ FLAGS = {
     "overlap_dp": [True, False],
     "precision": ["bf16", "fp8", "fp16"],
     "grad_accum_fusion": [True, False],
+    "grad_reduce_bf16": [True, False],
     "tp_comm_overlap": [True, False],
     "cp_comm": ["p2p", "all_gather"],
 }

@@ -510,3 +510,18 @@ def test_default_fabrics_follow_the_nic_speed(cat, speed, expect):
     from fabricplan.scenario.load import default_fabrics_at
 
     assert default_fabrics_at(cat, speed) == expect
+
+
+def test_gradient_reduction_dtype_reaches_the_plan():
+    """``workload.grad_reduce``: fp32 (Megatron-LM's default) or bf16 (NeMo's recipes), into the
+    plan the step model prices; anything else names the field and what is allowed."""
+    from fabricplan.workload.plan import plans_from_scenario
+
+    data = base()
+    data["workload"]["grad_reduce"] = "bf16"
+    p = plans_from_scenario(scenario_from_data(data))
+    assert p.grad_reduce_bf16 and p.grad_bytes == 2.0
+    assert not plans_from_scenario(scenario_from_data(base())).grad_reduce_bf16
+    data["workload"]["grad_reduce"] = "fp8"
+    problem = problems_of(data)["workload.grad_reduce"]
+    assert "fp8" in problem and "fp32" in problem and "bf16" in problem

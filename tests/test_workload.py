@@ -471,3 +471,26 @@ def test_the_last_gradient_bucket_and_the_first_parameter_bucket_cannot_hide():
     assert 0 < share < 1
     assert st_.compute[0] > 10 * st_.dp_comm_total[0]  # plenty to hide behind
     assert st_.dp_comm[0] == pytest.approx(share * st_.dp_comm_total[0], rel=0.05)
+
+
+def test_gradients_reduced_in_bf16_halve_the_reduction_and_the_buffer():
+    """--grad-reduce-in-bf16 (NeMo's recipes): the main gradients are BF16, so the data-parallel
+    reduce-scatter moves half the bytes, the gradient buffer holds half, and the fused
+    weight-gradient GEMMs read and write 4 bytes a weight in their epilogue instead of 8; the
+    parameter all-gather (BF16 weights) does not change."""
+    s = shape_of(gpt_model(GPT_18B, COMMON))
+    kw = {"tp": 8, "pp": 1, "dp": 16, "global_batch": 64, "seq_len": 2048, "zero": 1}
+    fp32 = training_step(s, Plans.of(**kw), _hw(128), backend=NO_CONGESTION)
+    bf16 = training_step(s, Plans.of(grad_reduce_bf16=True, **kw), _hw(128), backend=NO_CONGESTION)
+    assert bf16.memory.gradients[0] == pytest.approx(fp32.memory.gradients[0] / 2)
+    assert bf16.memory.weights[0] == fp32.memory.weights[0]
+    assert bf16.dp_comm_total[0] < fp32.dp_comm_total[0]
+    # the compute saves the epilogue's 4 bytes a weight per micro-batch, nothing else
+    n_gemm = (s.layers * s.proj_flops / 2 + s.hidden * s.vocab) / 8
+    hbm = H100.hbm_TBps * 1e12 * H100.hbm_efficiency
+    micro_batches = 64 / 16
+    saved = micro_batches * n_gemm * (8 - 4) / hbm
+    assert fp32.compute[0] - bf16.compute[0] == pytest.approx(saved, rel=1e-6)
+    # FP16 training keeps its 16-bit gradients either way
+    fp16 = Plans.of(precision="fp16", **kw)
+    assert fp16.grad_bytes == Plans.of(precision="fp16", grad_reduce_bf16=True, **kw).grad_bytes

@@ -76,6 +76,7 @@ class Job:
     precision: str = "bf16"
     flash: bool = True
     grad_accum_fusion: bool = True
+    grad_reduce_bf16: bool = False
 
 
 def _divisors(n: int) -> list[int]:
@@ -216,6 +217,7 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
             overlap_dp=ovl,
             precision=job.precision,
             grad_accum_fusion=job.grad_accum_fusion,
+            grad_reduce_bf16=job.grad_reduce_bf16,
             tp_comm_overlap=tpo,
             cp_comm=cpc,
         )

@@ -173,6 +173,11 @@ class Workload(_Strict):
     grad_accum_fusion: bool = Field(
         default=True, description="gradients accumulate inside the weight-gradient GEMM"
     )
+    grad_reduce: Literal["fp32", "bf16"] = Field(
+        default="fp32",
+        description="dtype gradients are kept and reduced in (bf16: Megatron's "
+        "--grad-reduce-in-bf16, NeMo's recipes); fp16 training reduces in fp16 either way",
+    )
     serving: Serving = Serving()
 
 

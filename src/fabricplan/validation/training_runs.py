@@ -118,6 +118,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         overlap_dp=r.get("overlap_dp", True),
         precision=r["precision"],
         grad_accum_fusion=r.get("grad_accum_fusion", True),
+        grad_reduce_bf16=r.get("grad_reduce", "fp32") == "bf16",
         tp_comm_overlap=r.get("tp_comm_overlap", False),
         cp_comm=r.get("cp_comm", "p2p"),
     )

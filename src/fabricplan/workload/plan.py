@@ -30,6 +30,10 @@ OPTIMIZER_BYTES = 12.0
 # --gradient-accumulation-fusion of 2022-02, and in plain PyTorch DDP/FSDP): every micro-batch
 # reads the new 16-bit gradient and reads and writes the accumulator (``GRAD_BYTES`` wide).
 NEW_GRAD_BYTES = 2.0
+# Bytes per gradient when they are kept and reduced in BF16 (Megatron-LM's
+# --grad-reduce-in-bf16; NeMo's recipes: grad_reduce_in_fp32=False, grad_sync_dtype: bf16):
+# the main-gradient buffer is BF16, so the reduction moves half the bytes of FP32's.
+BF16_GRAD_BYTES = 2.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ PLAN_FLAGS = (
     "overlap_dp",
     "precision",
     "grad_accum_fusion",
+    "grad_reduce_bf16",
     "tp_comm_overlap",
     "cp_comm",
 )
@@ -113,6 +118,7 @@ class Plans:
     overlap_dp: bool = True
     precision: str = "bf16"  # bf16 | fp8 | fp16
     grad_accum_fusion: bool = True  # weight-gradient GEMMs accumulate in place
+    grad_reduce_bf16: bool = False  # gradients kept and reduced in BF16, not FP32
     tp_comm_overlap: bool = False  # userbuffers: TP collectives behind GEMMs, see tp_overlap
     cp_comm: str = "p2p"  # context parallel's K/V exchange: p2p (ring) | all_gather
 
@@ -163,7 +169,8 @@ class Plans:
 
     @property
     def grad_bytes(self) -> float:
-        return GRAD_BYTES[self.precision]
+        """Bytes per gradient in the main-gradient buffer and its reduction."""
+        return BF16_GRAD_BYTES if self.grad_reduce_bf16 else GRAD_BYTES[self.precision]
 
     @property
     def grad_accum_bytes(self) -> float:
@@ -231,6 +238,7 @@ def plans_from_scenario(s: Scenario) -> Plans:
         overlap_dp=w.overlap_dp,
         precision=w.precision,
         grad_accum_fusion=w.grad_accum_fusion,
+        grad_reduce_bf16=w.grad_reduce == "bf16",
         tp_comm_overlap=p.tp_comm_overlap,
         cp_comm=p.cp_comm,
     )

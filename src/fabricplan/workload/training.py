@@ -138,7 +138,9 @@ def training_step(
     # after its main loop (see .gemm); column-parallel GEMMs split their outputs by TP,
     # row-parallel ones their inner dimension, so they store the full width
     fwd_out, dgrad_out = gemm_outputs_per_token(s, p.tp)
-    wgrad_bytes = WGRAD_FUSED_BYTES if p.grad_accum_fusion else OUT_BYTES
+    # fused, the weight-gradient GEMM adds into the main gradient: read and written, in its dtype
+    fused = 2 * p.grad_bytes if p.grad_reduce_bf16 else WGRAD_FUSED_BYTES
+    wgrad_bytes = fused if p.grad_accum_fusion else OUT_BYTES
     store = store_bytes_per_s(hw.gpu.arch, hbm)
     proj_flops = tokens * s.proj_flops / p.tp
     proj = gemm_seconds(proj_flops, tokens * fwd_out, peak_proj, store)
