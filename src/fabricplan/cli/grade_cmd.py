@@ -200,7 +200,7 @@ def validate_cmd(
         "nccl-tests",
         "--suite",
         help="nccl-tests | training (Megatron SC'21) | held-back (other training runs) | "
-        "recipes (runs of NVIDIA's published H100 benchmarking recipes, held back too) | "
+        "recipes (runs of NVIDIA's published H100 and B200 performance recipes) | "
         "claims (the seeds' claims, as `fabricplan claims`) | packet-level (the congestion "
         "simulator against a packet-level simulator's recorded runs) | envelope (what the "
         "training runs of those three suites span per GPU, with the model's errors on them).",
