@@ -30,7 +30,9 @@ _METRIC_LABEL = {
 
 
 def _fmt(metric: str, v: float) -> str:
-    return f"{v:.1%}" if metric == "mfu" else f"{v:.2f}" if metric == "step_s" else f"{v:.0f}"
+    if metric == "mfu":
+        return f"{v:.1%}"
+    return f"{v:.2f}" if metric == "step_s" else f"{v:,.0f}"
 
 
 def _table(title: str, checks: list[TrainingCheck]) -> Table:
