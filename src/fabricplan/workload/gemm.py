@@ -46,7 +46,9 @@ OUT_BYTES = 2.0
 # --gradient-accumulation-fusion the GEMM adds into the FP32 main gradient (beta = 1), so its
 # epilogue reads and writes 4 bytes each (Megatron-LM's fused_weight_gradient_mlp_cuda,
 # wgrad_gemm_accum_fp32: the main gradient is both C and D). An assumption: the sweep above
-# stores BF16 only; the read of C is taken to be as exposed as the store.
+# stores BF16 only; the read of C is taken to be as exposed as the store. With the main gradient
+# kept in BF16 (``Plans.grad_reduce_bf16``; wgrad_gemm_accum_fp16) it is 2 bytes each way: the
+# step model then takes twice the gradient's bytes.
 WGRAD_FUSED_BYTES = 8.0
 
 

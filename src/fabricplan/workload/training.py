@@ -138,7 +138,8 @@ def training_step(
     # after its main loop (see .gemm); column-parallel GEMMs split their outputs by TP,
     # row-parallel ones their inner dimension, so they store the full width
     fwd_out, dgrad_out = gemm_outputs_per_token(s, p.tp)
-    # fused, the weight-gradient GEMM adds into the main gradient: read and written, in its dtype
+    # fused, the weight-gradient GEMM reads and writes the main gradient in its epilogue: FP32
+    # (WGRAD_FUSED_BYTES), or BF16 when it is kept in BF16 (twice its 2 bytes)
     fused = 2 * p.grad_bytes if p.grad_reduce_bf16 else WGRAD_FUSED_BYTES
     wgrad_bytes = fused if p.grad_accum_fusion else OUT_BYTES
     store = store_bytes_per_s(hw.gpu.arch, hbm)
