@@ -98,3 +98,29 @@ def test_training_and_prefill_price_attention_at_the_models_head_size():
 def test_attention_never_beats_the_matmul_it_is_measured_against(seq, causal, head_dim):
     fwd, bwd = attention_rates(CAT.gpu("h100"), 708e12, np.array([seq]), causal, head_dim)
     assert 0 < fwd[0] < 708e12 and 0 < bwd[0] < 708e12
+
+
+def test_blackwell_rates_are_cudnns_b200_run_measured_with_the_mask():
+    t = tables()["blackwell"]
+    b200 = CAT.gpu("b200")
+    sustained = 1456.3e12
+    # cuDNN 9.13 on a B200, causal, head dim 128, at 8k: 1,171.3 forward, 942.5 backward, of
+    # the B200's 1,770.9 burst matmul; the backward pass was measured with the mask itself
+    fwd, bwd = attention_rates(b200, sustained, np.array([8192.0]), causal=True)
+    assert fwd[0] == pytest.approx(1171.278 / 1770.9 * sustained)
+    assert bwd[0] == pytest.approx(942.509 / 1770.9 * sustained)
+    # one head size measured: every head size takes its rates
+    fwd64, bwd64 = attention_rates(b200, sustained, np.array([8192.0]), True, head_dim=64)
+    assert (fwd64[0], bwd64[0]) == (fwd[0], bwd[0])
+    # between lengths, log2-linear, as on Hopper
+    mid, _ = attention_rates(b200, sustained, np.array([4096.0 * 2**0.5]), causal=True)
+    assert mid[0] == pytest.approx((855.678 + 1171.278) / 2 / 1770.9 * sustained)
+    assert t.forward is None and t.backward_causal
+    with pytest.raises(ValueError, match="causal mask only"):
+        attention_rates(b200, sustained, np.array([8192.0]), causal=False)
+
+
+@given(st.floats(256, 1 << 20), st.floats(16, 1024))
+def test_blackwell_attention_never_beats_its_matmul(seq, head_dim):
+    fwd, bwd = attention_rates(CAT.gpu("b200"), 1456e12, np.array([seq]), True, head_dim)
+    assert 0 < fwd[0] < 1456e12 and 0 < bwd[0] < 1456e12

@@ -107,13 +107,14 @@ def test_an_unvalidated_gpu_is_outside_compared_with_every_gpu():
 
 def test_b200_fp8_is_compared_with_its_own_runs():
     """NeMo's first B200 summary (FP8): the B200 has its own envelope, and the model's errors
-    there (+24 to +56 % on the Llama runs) are what a B200 job is told, not the H100's."""
+    there (+16 to +30 % on the Llama runs) are what a B200 job is told, not the H100's (about
+    5 % on the runs nearest in size)."""
     row = by_label("Llama 3 70B, 64 B200")
     near = replace(row.config, gpus=128, dp=8)
     v = check(near)
     assert v.inside and v.compared_on == "B200"
     assert all(r.config.gpu == "b200" for r in v.nearest)
-    assert v.nearest_errors is not None and v.nearest_errors.median_abs > 0.3
+    assert v.nearest_errors is not None and v.nearest_errors.median_abs > 0.2
     bf16 = check(replace(near, precision="bf16"))
     assert [o.dimension for o in bf16.outside] == ["precision"]
     assert bf16.outside[0].reason == "precision bf16 never validated on B200 (fp8 only)"
