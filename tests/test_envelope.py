@@ -107,7 +107,7 @@ def test_an_unvalidated_gpu_is_outside_compared_with_every_gpu():
 
 def test_b200_fp8_is_compared_with_its_own_runs():
     """NeMo's first B200 summary (FP8): the B200 has its own envelope, and the model's errors
-    there (+16 to +30 % on the Llama runs) are what a B200 job is told, not the H100's (about
+    there (+19 to +41 % on the Llama runs) are what a B200 job is told, not the H100's (about
     5 % on the runs nearest in size)."""
     row = by_label("Llama 3 70B, 64 B200")
     near = replace(row.config, gpus=128, dp=8)

@@ -8,8 +8,8 @@ two thirds of its rate). Published kernel benchmarks (``catalog/data/kernels/att
 give the rate by head dimension and sequence length for the forward pass with and without a
 causal mask and for the backward pass. A GPU of the architecture the table was measured on gets
 the table's rates scaled to its own sustained matmul rate (the benchmark ran unthrottled); on
-architectures without a table attention keeps the matmul rate. A table measured with the causal
-mask only (Blackwell's) gives both passes with it, and has no rate without the mask.
+architectures without a table attention keeps the matmul rate. Where the backward pass was
+measured with the causal mask too (Blackwell's table), that is its causal rate.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ DEFAULT_HEAD_DIM = 128
 class AttentionTable:
     seq_len: np.ndarray  # (S,)
     head_dims: np.ndarray  # (H,) the forward pass was measured at
-    forward: np.ndarray | None  # (H, S) TFLOP/s, no mask (None: measured with the mask only)
+    forward: np.ndarray  # (H, S) TFLOP/s, no mask
     forward_causal: np.ndarray  # (H, S)
     backward_head_dims: np.ndarray  # (B,) the backward pass was measured at
-    backward: np.ndarray  # (B, S) no mask, or with it when ``backward_causal``
-    backward_causal: bool  # the backward pass was measured with the causal mask
+    backward: np.ndarray  # (B, S) no mask
+    backward_causal: np.ndarray | None  # (B, S) with the mask, where measured
     burst_matmul_tflops: float  # the measuring GPU's large-matmul rate, same conditions
     source: str
 
@@ -45,22 +45,25 @@ class AttentionTable:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward rates as shares of the measuring GPU's matmul rate, at
         ``seq_len`` and ``head_dim`` (bilinear in log2 of both, held at the table's ends)."""
-        if not causal and self.forward is None:
-            raise ValueError(f"{self.source}: measured with a causal mask only")
-        plain, masked, backward = _rows(self, float(head_dim))
+        plain, masked, backward, backward_masked = _rows(self, float(head_dim))
         x = np.log2(np.asarray(seq_len, float))
         lengths = np.log2(self.seq_len)
         fwd = np.interp(x, lengths, masked if causal else plain)
-        bwd = np.interp(x, lengths, backward)
-        # the backward pass loses to the mask what the forward pass does at that length
-        if causal and not self.backward_causal:
-            bwd = bwd * fwd / np.interp(x, lengths, plain)
+        if causal and backward_masked is not None:
+            bwd = np.interp(x, lengths, backward_masked)
+        elif causal:  # the backward pass loses to the mask what the forward pass does there
+            bwd = np.interp(x, lengths, backward) * fwd / np.interp(x, lengths, plain)
+        else:
+            bwd = np.interp(x, lengths, backward)
         return fwd / self.burst_matmul_tflops, bwd / self.burst_matmul_tflops
 
 
 @lru_cache(maxsize=64)
-def _rows(t: AttentionTable, head_dim: float) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
-    """The table's three rows (forward, causal forward, backward; by length) at ``head_dim``,
+def _rows(
+    t: AttentionTable, head_dim: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The table's rows (forward, causal forward, backward, causal backward where measured; by
+    length) at ``head_dim``,
     linear in log2 of the head dimension between the measured ones (a model's head size is
     fixed, so each is worked out once)."""
     d = np.log2(head_dim)
@@ -69,9 +72,10 @@ def _rows(t: AttentionTable, head_dim: float) -> tuple[np.ndarray | None, np.nda
         return np.array([np.interp(d, np.log2(dims), col) for col in rows.T])
 
     return (
-        None if t.forward is None else at(t.head_dims, t.forward),
+        at(t.head_dims, t.forward),
         at(t.head_dims, t.forward_causal),
         at(t.backward_head_dims, t.backward),
+        None if t.backward_causal is None else at(t.backward_head_dims, t.backward_causal),
     )
 
 
@@ -81,17 +85,16 @@ def tables() -> dict[str, AttentionTable]:
     out = {}
     for arch, t in tomllib.loads(path.read_text()).items():
         rows = sorted(t["head_dim"], key=lambda r: r["head_dim"])
-        masked_only = t.get("mask") == "causal"  # both passes measured with the mask, only
-        pass_back = "backward_causal" if masked_only else "backward"
-        bwd = [r for r in rows if pass_back in r]
+        bwd = [r for r in rows if "backward" in r]
+        masked = [r["backward_causal"] for r in bwd if "backward_causal" in r]
         out[arch] = AttentionTable(
             np.array(t["seq_len"], float),
             np.array([r["head_dim"] for r in rows], float),
-            None if masked_only else np.array([r["forward"] for r in rows], float),
+            np.array([r["forward"] for r in rows], float),
             np.array([r["forward_causal"] for r in rows], float),
             np.array([r["head_dim"] for r in bwd], float),
-            np.array([r[pass_back] for r in bwd], float),
-            masked_only,
+            np.array([r["backward"] for r in bwd], float),
+            np.array(masked, float) if len(masked) == len(bwd) else None,
             float(t["burst_matmul_tflops"]),
             t["source"],
         )
