@@ -154,18 +154,19 @@ def test_validate_held_back_suite():
 def test_validate_recipes_suite():
     """NVIDIA's published recipes: BF16 step times on H100 (NeMo 24.09: Llama 3.1 8B on 8-128
     GPUs, Nemotron-4 15B on 16-128, Llama 3.1 70B on 64 and 128) and FP8 tokens per second per
-    GPU (NeMo 24.07 on H100: Llama 3 and Llama 2; NeMo 25.02 on B200), each against the
-    model's."""
+    GPU (NeMo 24.07 on H100: Llama 3 and Llama 2; NeMo 25.02 on B200; Megatron-Bridge 25.11 on
+    both), each against the model's."""
     from fabricplan.validation.runs import RECIPES, load_rows
 
     fp8 = {
         r["label"]: r
-        for f in ("nemo_h100_fp8", "nemo_b200_fp8")
+        for f in ("nemo_h100_fp8", "nemo_b200_fp8", "bridge_fp8")
         for r in load_rows(RECIPES / f"{f}.toml")
     }
     out = json.loads(run("validate", "--suite", "recipes", "--json").stdout)
     rows = out["rows"]
-    assert out["count"] == len(rows) == 21
+    assert out["count"] == len(rows) == 25
+    assert sum(r["metric"] == "tokens_per_s_per_gpu" for r in rows) == len(fp8) == 14
     assert {r["metric"] for r in rows} == {"step_s", "tokens_per_s_per_gpu"}
     assert out["within_10pct"] == sum(abs(r["error"]) <= 0.10 for r in rows)
     for r in rows:
