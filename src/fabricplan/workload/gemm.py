@@ -29,9 +29,9 @@ On the B200 (the same file's ``sm_100`` table, 2025-10, four outputs of 4096 x 4
 its 148 SMs run several waves) cuBLAS gives 792, 1,091, 1,351, 1,540 and 1,671 TFLOP/s for
 K = 256 to 4k; the law with the B200's burst rate (1,770.9) and 90 % of 8 TB/s gives 903,
 1,196, 1,428, 1,581 and 1,671: +14 % at K = 256, within 6 % from 1k, where the large-GEMM rate
-alone is 6-124 % fast. A B200's main loop is twice an H100's, so the fixed start and tail of
-a small GEMM weigh more there than the store the law prices. (That file's FP8 rates are not
-used: its H100 ones exceed the H100's FP8 peak.)
+alone is 6-124 % fast. A B200's main loop runs twice as fast as an H100's, so the fixed
+start and tail of a small GEMM weigh more there than the store the law prices. (That file's
+FP8 rates are not used: its H100 ones exceed the H100's FP8 peak.)
 
 Not modelled: tile and wave quantization. A fixed 128 x 256 tile in whole waves over the
 132 SMs predicts, on the same table, 394 TFLOP/s for 2048 x 1024 x 4096 (one wave of 64
