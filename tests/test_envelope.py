@@ -107,7 +107,7 @@ def test_an_unvalidated_gpu_is_outside_compared_with_every_gpu():
 
 def test_b200_fp8_is_compared_with_its_own_runs():
     """NVIDIA's B200 summaries (FP8; NeMo 25.02, Megatron-Bridge 25.11): the B200 has its own
-    envelope, and the model's errors there (+13 to +41 % on the Llama runs) are what a B200 job
+    envelope, and the model's errors there (+11 to +35 % on the Llama runs) are what a B200 job
     is told, not the H100's (about 5 % on the runs nearest in size)."""
     row = by_label("Llama 3 70B, 64 B200")
     near = replace(row.config, gpus=128, dp=8)

@@ -5,14 +5,15 @@ import pytest
 
 from fabricplan.catalog import default_catalog
 from fabricplan.validation.training_runs import gpt_model
-from fabricplan.workload import Hardware, Plans, shape_of, training_step
+from fabricplan.workload import Hardware, Plans, gemm, shape_of, training_step
 from fabricplan.workload.gemm import (
     epilogue_k,
+    fp8_cast_bytes,
     gemm_efficiency,
     gemm_seconds,
     store_bytes_per_s,
 )
-from fabricplan.workload.plan import matmul_flops
+from fabricplan.workload.plan import hbm_bytes_per_s, matmul_flops
 from fabricplan.workload.shapes import gemm_outputs_per_token
 
 P, BW = 800e12, 3.2e12  # round figures for the analytic cases
@@ -133,3 +134,52 @@ def test_small_hidden_loses_more_per_flop_on_hopper(monkeypatch):
 
 def test_no_store_cost_off_the_measured_architectures(monkeypatch):
     assert _store_s("a100", 2048, monkeypatch) == 0.0
+
+
+def test_fp8_casts_read_bf16_and_write_an_fp8_copy_and_its_transpose():
+    fwd, bwd = fp8_cast_bytes(100.0, 300.0, 20.0, 40.0)
+    # forward: the row-parallel inputs cast (2 + 1 + 1 bytes each), less the byte each layer
+    # norm output saves written in FP8; backward: every output gradient cast, and the norm
+    # outputs' FP8 transposes (1 + 1)
+    assert (float(fwd), float(bwd)) == (4 * 100 - 20, 4 * 300 + 2 * 40)
+
+
+def test_llama3_8b_fp8_layer_casts_254_kb_per_token():
+    s = shape_of(default_catalog().model("llama3-8b"))
+    fwd_out, dgrad_out = gemm_outputs_per_token(s, 1)
+    h = float(s.hidden)
+    fwd, bwd = fp8_cast_bytes(dgrad_out - 2 * h, fwd_out, 2 * h, 2 * h)
+    # attention output 4,096 and SwiGLU output 14,336 cast; outputs QKV 6,144, attention
+    # projection 4,096, FC1 2 x 14,336, FC2 4,096 cast in the backward pass; two norms of 4,096
+    assert float(fwd) == 4 * (4096 + 14336) - 2 * 4096
+    assert float(fwd + bwd) == 4 * (4096 + 14336) + 4 * (6144 + 4096 + 28672 + 4096) + 2 * 4096
+
+
+def _fp8_step(gpu: str, monkeypatch, casts: bool) -> tuple[float, object]:
+    cat = default_catalog()
+    s = shape_of(cat.model("llama3-8b"))
+    hw = Hardware(gpu=cat.gpu(gpu), gpus=8, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr")
+    p = Plans.of(tp=1, pp=1, dp=8, global_batch=8, seq_len=8192, precision="fp8")
+    with monkeypatch.context() as mp:
+        if not casts:
+            for name in ("FP8_CAST_TRANSPOSE_BYTES", "FP8_NORM_TRANSPOSE_BYTES"):
+                mp.setattr(gemm, name, 0.0)
+            mp.setattr(gemm, "FP8_NORM_WRITE_SAVED_BYTES", 0.0)
+        return float(training_step(s, p, hw).compute[0]), (s, hw)
+
+
+def test_an_fp8_step_pays_its_casts_at_hbm_bandwidth(monkeypatch):
+    with_casts, (s, hw) = _fp8_step("h100", monkeypatch, True)
+    without, _ = _fp8_step("h100", monkeypatch, False)
+    fwd_out, dgrad_out = gemm_outputs_per_token(s, 1)
+    h = float(s.hidden)
+    per_token = sum(fp8_cast_bytes(dgrad_out - 2 * h, fwd_out, 2 * h, 2 * h))
+    # one micro-batch of 8,192 tokens through every layer
+    expected = s.layers * 8192 * float(per_token) / hbm_bytes_per_s(hw.gpu)
+    assert with_casts - without == pytest.approx(expected, rel=1e-9)
+    assert 0.03 < expected / with_casts < 0.06  # a few per cent of an 8B's FP8 step
+
+
+def test_no_casts_where_the_gemms_do_not_run_in_fp8(monkeypatch):
+    # the A100 has no FP8 tensor cores: an FP8 plan runs its GEMMs in BF16, casting nothing
+    assert _fp8_step("a100", monkeypatch, True)[0] == _fp8_step("a100", monkeypatch, False)[0]

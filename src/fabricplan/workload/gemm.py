@@ -60,6 +60,37 @@ OUT_BYTES = 2.0
 WGRAD_FUSED_BYTES = 8.0
 
 
+# FP8 GEMM operands. Transformer Engine runs an FP8 GEMM on FP8 copies of its operands, cast
+# from the BF16 activations and output gradients by memory-bound kernels that a BF16 GEMM does
+# not need (TransformerEngine v1.8, pytorch/module/linear.py: the input's
+# fp8_cast_transpose_fused; module/base.py, grad_output_preprocess: the output gradient's cast,
+# transpose and bias gradient; module/layernorm_linear.py: the layer norm writes its output in
+# FP8 itself, and its transpose for the weight gradient is made in the backward pass,
+# fp8_transpose). Bytes moved per element cast: the BF16 read and the FP8 copy and its
+# transpose written (2 + 1 + 1). With sequence parallelism TE casts first and transposes the
+# gathered copy later (3 + 2 bytes): taken as 4 too, an approximation that errs fast by a byte.
+FP8_CAST_TRANSPOSE_BYTES = 4.0
+# Per element of a layer norm's output feeding an FP8 GEMM: its FP8 transpose in the backward
+# pass (read and write, 1 + 1); and the byte its FP8 write saves against BF16 (2 - 1).
+FP8_NORM_TRANSPOSE_BYTES = 2.0
+FP8_NORM_WRITE_SAVED_BYTES = 1.0
+
+
+def fp8_cast_bytes(
+    row_inputs: ArrayLike, outputs: ArrayLike, norm_written: ArrayLike, norm_used: ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes per token that an FP8 layer's operand casts move (forward, backward), from the
+    elements per token of the row-parallel GEMMs' inputs (the attention output, the FFN's
+    activation: TE casts them), of every GEMM's output (whose gradient it casts), and of the
+    layer norms' outputs as written (each rank's part, under sequence parallelism) and as the
+    column-parallel GEMMs read them (gathered)."""
+    row_inputs, outputs = np.asarray(row_inputs, float), np.asarray(outputs, float)
+    norm_written, norm_used = np.asarray(norm_written, float), np.asarray(norm_used, float)
+    fwd = FP8_CAST_TRANSPOSE_BYTES * row_inputs - FP8_NORM_WRITE_SAVED_BYTES * norm_written
+    bwd = FP8_CAST_TRANSPOSE_BYTES * outputs + FP8_NORM_TRANSPOSE_BYTES * norm_used
+    return fwd, bwd
+
+
 # Architectures on which the law above was checked against a published sweep; others keep
 # the large-GEMM rate for every shape (no published sweep here for them).
 MEASURED_ARCHS = frozenset({"hopper", "blackwell"})

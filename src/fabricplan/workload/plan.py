@@ -182,10 +182,15 @@ class Plans:
         return NEW_GRAD_BYTES + 2 * self.grad_bytes
 
 
+def runs_fp8(gpu: Gpu, precision: str) -> bool:
+    """Whether the GEMMs run in FP8: asked, on a GPU with FP8 tensor cores (else BF16)."""
+    return precision == "fp8" and bool(gpu.fp8_dense_tflops)
+
+
 def matmul_flops(gpu: Gpu, precision: str) -> float:
     """FLOP/s of a large matmul sustained at the power limit (catalog ``matmul_efficiency``, or
     ``fp8_matmul_efficiency``): FP8 when asked and the GPU has FP8 tensor cores, else BF16."""
-    if precision == "fp8" and gpu.fp8_dense_tflops:
+    if runs_fp8(gpu, precision):
         return gpu.fp8_dense_tflops * 1e12 * (gpu.fp8_matmul_efficiency or gpu.matmul_efficiency)
     return gpu.bf16_dense_tflops * 1e12 * gpu.matmul_efficiency
 

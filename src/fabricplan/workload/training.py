@@ -32,6 +32,7 @@ from fabricplan.workload.comm import collectives_s, nccl_sm_share, spans_nodes
 from fabricplan.workload.gemm import (
     OUT_BYTES,
     WGRAD_FUSED_BYTES,
+    fp8_cast_bytes,
     gemm_seconds,
     store_bytes_per_s,
 )
@@ -42,7 +43,14 @@ from fabricplan.workload.overlap import (
     ddp_bucket_params,
     sm_tax,
 )
-from fabricplan.workload.plan import WEIGHT_BYTES, Hardware, Plans, hbm_bytes_per_s, matmul_flops
+from fabricplan.workload.plan import (
+    WEIGHT_BYTES,
+    Hardware,
+    Plans,
+    hbm_bytes_per_s,
+    matmul_flops,
+    runs_fp8,
+)
 from fabricplan.workload.shapes import (
     ACT_BYTES,
     CAUSAL_FRACTION,
@@ -164,6 +172,13 @@ def training_step(
     softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
     fwd = proj + score + mem
     bwd = proj_bwd + BACKWARD_PER_FORWARD * mem + score_bwd
+    if runs_fp8(hw.gpu, p.precision):  # Transformer Engine casts FP8 GEMMs' operands (.gemm)
+        # the row-parallel GEMMs' inputs (proj, FC2), every output, the two layer norms' outputs
+        # (QKV's and FC1's inputs)
+        norms = 2 * h
+        cast_fwd, cast_bwd = fp8_cast_bytes(dgrad_out - 2 * h, fwd_out, norms / sp_div, norms)
+        fwd = fwd + tokens * cast_fwd / hbm
+        bwd = bwd + tokens * cast_bwd / hbm
     if p.recompute == "full":
         recompute = fwd
     elif p.recompute == "selective":
