@@ -149,6 +149,9 @@ def test_validate_held_back_suite():
         if r["metric"] == "step_s":
             assert r["error"] == pytest.approx(r["measured"] / r["predicted"] - 1)
         assert 0 < r["mfu"] < 1
+    # the human table prints GPU counts with thousands separators: the 2024 table's 119B row
+    # (labelled "1536 GPUs") in its GPUs column
+    assert "1,536" in run("validate", "--suite", "held-back").stdout
 
 
 def test_validate_recipes_suite():

@@ -52,7 +52,7 @@ def _table(title: str, checks: list[TrainingCheck]) -> Table:
         over = f"{parts[0][1]} {parts[0][0] / c.step_time_s:.0%}" if parts else "-"
         t.add_row(
             c.label,
-            str(r["gpus"]),
+            f"{r['gpus']:,}",
             f"{r['tp']}·{r['pp']}",
             _METRIC_LABEL[c.metric],
             _fmt(c.metric, c.measured),
