@@ -1,6 +1,6 @@
 """Rerun the training suites and record the model's error on every row in
 ``recorded_errors.toml``, which the validated envelope reads so that ``step`` and ``advise``
-need not rerun 59 published runs (about 1.2 s) to say how close a result is to them.
+need not rerun 59 published runs (about 1.5 s) to say how close a result is to them.
 
     python -m fabricplan.validation.record_errors
 

@@ -87,6 +87,8 @@ def tables() -> dict[str, AttentionTable]:
         rows = sorted(t["head_dim"], key=lambda r: r["head_dim"])
         bwd = [r for r in rows if "backward" in r]
         masked = [r["backward_causal"] for r in bwd if "backward_causal" in r]
+        if masked and len(masked) != len(bwd):
+            raise ValueError(f"{arch}: give backward_causal on every head dimension or none")
         out[arch] = AttentionTable(
             np.array(t["seq_len"], float),
             np.array([r["head_dim"] for r in rows], float),
@@ -94,7 +96,7 @@ def tables() -> dict[str, AttentionTable]:
             np.array([r["forward_causal"] for r in rows], float),
             np.array([r["head_dim"] for r in bwd], float),
             np.array([r["backward"] for r in bwd], float),
-            np.array(masked, float) if len(masked) == len(bwd) else None,
+            np.array(masked, float) if masked else None,
             float(t["burst_matmul_tflops"]),
             t["source"],
         )

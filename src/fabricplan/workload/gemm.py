@@ -1,4 +1,5 @@
-"""A GEMM's time by its shape: the main loop at the sustained matmul rate, then its output store.
+"""A GEMM's time by its shape: the main loop at the sustained matmul rate, then its output store;
+and, for an FP8 GEMM, the casts of its operands (``fp8_cast_bytes``, below the law's check).
 
 A GEMM ``C (M x N) = A (M x K) @ B (K x N)`` is cut into output tiles; each tile runs a main
 loop over K (loads of A and B pipelined behind the tensor-core math) and then an epilogue that

@@ -163,9 +163,17 @@ def gemm_outputs_per_token(s: Shape, tp: ArrayLike) -> tuple[np.ndarray, np.ndar
     one down projection per token (their top-k outputs are not separated here)."""
     tp = np.asarray(tp, dtype=float)
     h = float(s.hidden)
-    qkv, attn_out = s.attn_in_flops / (2 * h), s.attn_out_flops / (2 * h)
-    ffn_in, ffn_out = s.ffn_in_flops / (2 * h), s.ffn_out_flops / (2 * h)
-    return (qkv + ffn_in) / tp + 2 * h, (attn_out + ffn_out) / tp + 2 * h
+    qkv, ffn_in = s.attn_in_flops / (2 * h), s.ffn_in_flops / (2 * h)
+    return (qkv + ffn_in) / tp + 2 * h, row_parallel_inputs_per_token(s, tp) + 2 * h
+
+
+def row_parallel_inputs_per_token(s: Shape, tp: ArrayLike) -> np.ndarray:
+    """Input elements per token of one layer's row-parallel GEMMs on one GPU (the attention
+    output and FFN down projections' inner dimension, split by ``tp``): what an FP8 layer casts
+    before them (:func:`.gemm.fp8_cast_bytes`), and the width of their input gradients."""
+    h = float(s.hidden)
+    attn_out, ffn_out = s.attn_out_flops / (2 * h), s.ffn_out_flops / (2 * h)
+    return (attn_out + ffn_out) / np.asarray(tp, dtype=float)
 
 
 def weight_flops_per_token(s: Shape) -> float:

@@ -61,6 +61,7 @@ from fabricplan.workload.shapes import (
     Shape,
     gemm_outputs_per_token,
     model_flops_per_token,
+    row_parallel_inputs_per_token,
 )
 from fabricplan.workload.tp_overlap import UB_COMM_SMS, exposed_per_layer, ring_exchange
 
@@ -175,8 +176,8 @@ def training_step(
     if runs_fp8(hw.gpu, p.precision):  # Transformer Engine casts FP8 GEMMs' operands (.gemm)
         # the row-parallel GEMMs' inputs (proj, FC2), every output, the two layer norms' outputs
         # (QKV's and FC1's inputs)
-        norms = 2 * h
-        cast_fwd, cast_bwd = fp8_cast_bytes(dgrad_out - 2 * h, fwd_out, norms / sp_div, norms)
+        rows, norms = row_parallel_inputs_per_token(s, p.tp), 2 * h
+        cast_fwd, cast_bwd = fp8_cast_bytes(rows, fwd_out, norms / sp_div, norms)
         fwd = fwd + tokens * cast_fwd / hbm
         bwd = bwd + tokens * cast_bwd / hbm
     if p.recompute == "full":
