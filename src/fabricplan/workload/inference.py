@@ -1,10 +1,12 @@
 """Serving: time to first token, inter-token latency and throughput of one model replica.
 
-A replica spans ``tp x pp`` GPUs. Prefill is compute-bound (matmul ceiling); decode reads every
-weight and the KV cache once per token, so it is bound by HBM bandwidth until the batch is
-large. Tensor parallelism adds two all-reduces per layer per token: tiny messages, so their
-latency (NVLink inside a node, the fabric's once TP spans nodes) is what the fabric changes.
-With prefill/decode disaggregation the KV cache of each prompt crosses the fabric once.
+A replica spans ``tp x pp`` GPUs. Prefill is compute-bound (matmul ceiling) unless the prompt is
+short; decode reads the weights and the KV cache once per step, so it is bound by HBM bandwidth
+until the batch is large. A MoE model's decode step reads the experts its batch's tokens are
+routed to, which at a batch of a few dozen is most of them, not one token's active share.
+Tensor parallelism adds two all-reduces per layer per token: tiny messages, so their latency
+(NVLink inside a node, the fabric's once TP spans nodes) is what the fabric changes. With
+prefill/decode disaggregation the KV cache of each prompt crosses the fabric once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fabricplan.workload.shapes import (
     TP_COLLECTIVES_PER_LAYER,
     Shape,
     weight_flops_per_token,
+    weights_read_per_pass,
 )
 
 # Bytes per weight and per KV element when serving in FP8 (weights and KV cache quantised).
@@ -112,7 +115,9 @@ def serve(
     kv_split = min(tp, s.kv_heads)
     kv_token = s.layers * s.kv_elems * kvb  # bytes per token, all layers
 
-    layer_weights = (s.params_active - s.params_embedding) / s.layers * wb
+    # a decode step reads the weights its batch's tokens use: a MoE model's tokens go to
+    # different experts, so the batch reads more than one token's active parameters
+    layer_weights = float(weights_read_per_pass(s, batch)) / s.layers * wb
     ctx = prompt + output / 2  # mean context over the decode steps
     flops = batch * (s.proj_flops + s.score_flops_per_ctx * ctx) / tp
     read = layer_weights / tp + batch * ctx * s.kv_elems * kvb / kv_split
@@ -149,7 +154,13 @@ def serve(
     attn_rate, _ = attention_rates(
         hw.gpu, matmul_flops(hw.gpu, "bf16"), np.array([float(prompt)]), True, s.head_dim
     )
-    prefill = prompt * (weight_flops_per_token(s) / peak + pre_attention / float(attn_rate[0])) / tp
+    prefill_compute = prompt * (
+        weight_flops_per_token(s) / peak + pre_attention / float(attn_rate[0])
+    )
+    # a short prompt (or a MoE model's many experts) can leave prefill bound by reading the
+    # weights once, as decode is
+    prefill_read = float(weights_read_per_pass(s, prompt)) * wb / hbm
+    prefill = max(prefill_compute / tp, prefill_read / tp)
     tp_prefill = s.layers * TP_COLLECTIVES_PER_LAYER * ar_prefill
     pp_prefill = (pp - 1) * send_prefill
     ttft = prefill + tp_prefill + pp_prefill + kv_xfer

@@ -70,6 +70,7 @@ class Shape:
     params_expert: float  # all routed-expert weights (sharded by ep), 0 for dense
     moe_layers: int
     top_k: int
+    experts: int  # routed experts per MoE layer, 0 for dense
     proj_flops: float  # attention projections + FFN (active), averaged over layers
     attn_proj_flops: float  # of which the attention projections
     attn_out_flops: float  # of which the attention output projection (row-parallel)
@@ -140,6 +141,7 @@ def shape_of(m: Model) -> Shape:
         params_expert=float(expert),
         moe_layers=pc.moe_layers,
         top_k=m.moe.top_k if m.moe else 0,
+        experts=m.moe.experts if m.moe else 0,
         proj_flops=2.0 * (pc.attention_per_layer + ffn_w),
         attn_proj_flops=2.0 * pc.attention_per_layer,
         attn_out_flops=2.0 * v_width * m.hidden,
@@ -174,6 +176,29 @@ def row_parallel_inputs_per_token(s: Shape, tp: ArrayLike) -> np.ndarray:
     h = float(s.hidden)
     attn_out, ffn_out = s.attn_out_flops / (2 * h), s.ffn_out_flops / (2 * h)
     return (attn_out + ffn_out) / np.asarray(tp, dtype=float)
+
+
+def touched_expert_share(s: Shape, tokens: ArrayLike) -> np.ndarray:
+    """Expected share of a MoE layer's routed experts that at least one of ``tokens`` tokens
+    is sent to: each token picks ``top_k`` of ``experts``, so an expert escapes one token with
+    probability 1 - k/E and all of them with (1 - k/E)^tokens. It assumes balanced, independent
+    routing (what load balancing aims at); real routing is skewed and touches fewer experts, so
+    the share errs high (weight reads err slow). 0 for a dense model."""
+    t = np.asarray(tokens, dtype=float)
+    if s.experts == 0:
+        return np.zeros_like(t)
+    return 1.0 - (1.0 - s.top_k / s.experts) ** np.maximum(t, 0.0)
+
+
+def weights_read_per_pass(s: Shape, tokens: ArrayLike) -> np.ndarray:
+    """Parameters (embeddings and output head excepted) a forward pass over ``tokens`` tokens
+    reads from memory, each once: every dense weight (attention, dense and shared-expert FFNs)
+    and the routed experts that some token is sent to (``touched_expert_share``). One token
+    reads the active parameters; a batch of a MoE model reads more than that, up to all of
+    its experts (DeepSeek-V3: 8 of 256 experts a token, so 32 tokens touch 64 % of them)."""
+    routed_active = s.params_expert * s.top_k / s.experts if s.experts else 0.0
+    always = s.params_active - s.params_embedding - routed_active
+    return always + s.params_expert * touched_expert_share(s, tokens)
 
 
 def weight_flops_per_token(s: Shape) -> float:
