@@ -45,12 +45,12 @@ def by_label(label: str) -> ValidatedRun:
 
 def test_every_published_row_is_read_with_its_recorded_error():
     rows = [(s, r) for s, path in suite_files() for r in load_rows(path)]
-    assert len(RUNS) == len(rows) == 59
+    assert len(RUNS) == len(rows) == 61
     assert sum(r.suite == SUITE_TRAINING for r in RUNS) == 10  # Table 1
     assert sum(r.suite == SUITE_HELD_BACK for r in RUNS) == 24
-    assert sum(r.suite == SUITE_RECIPES for r in RUNS) == 25  # NVIDIA's recipes, H100 and B200
+    assert sum(r.suite == SUITE_RECIPES for r in RUNS) == 27  # NVIDIA's recipes, H100 and B200
     assert {r.config.gpu for r in RUNS} == {"a100", "h100", "b200"}
-    assert len(recorded_errors()) == 59
+    assert len(recorded_errors()) == 61
 
 
 def test_recorded_errors_match_the_model():
@@ -65,7 +65,7 @@ def test_spans_are_the_min_and_max_of_the_rows_on_each_gpu():
     rows = [r for _, path in suite_files() for r in load_rows(path)]
     h100 = [r for r in rows if r["gpu"] == "h100"]
     env = envelopes()["h100"]
-    assert env.name == "H100" and len(env.runs) == len(h100) == 30
+    assert env.name == "H100" and len(env.runs) == len(h100) == 31
     gpus = [r.config.gpus for r in env.runs]
     assert (min(gpus), max(gpus)) == (min(r["gpus"] for r in h100), max(r["gpus"] for r in h100))
     assert (min(gpus), max(gpus)) == (8, 16384)  # the recipes' Llama 3.1 8B on one node
@@ -102,7 +102,7 @@ def test_an_unvalidated_gpu_is_outside_compared_with_every_gpu():
     assert v.outside[0].reason == (
         "4,096 H200 GPUs: GPU type never validated (validated: A100, H100, B200)"
     )
-    assert v.envelope_errors is not None and v.envelope_errors.runs == 59
+    assert v.envelope_errors is not None and v.envelope_errors.runs == 61
 
 
 def test_b200_fp8_is_compared_with_its_own_runs():
@@ -120,10 +120,10 @@ def test_b200_fp8_is_compared_with_its_own_runs():
     assert bf16.outside[0].reason == "precision bf16 never validated on B200 (fp8 only)"
 
 
-def test_expert_parallel_fp16_zero3_and_tcp_are_never_validated():
+def test_expert_parallel_beyond_the_runs_fp16_zero3_and_tcp_are_outside():
     c = replace(
         by_label("70B 768 GPUs").config,
-        ep=8,
+        ep=128,
         moe=True,
         precision="fp16",
         zero=3,
@@ -131,17 +131,28 @@ def test_expert_parallel_fp16_zero3_and_tcp_are_never_validated():
     )
     v = check(c)
     assert not v.inside
-    assert {o.dimension for o in v.outside} == {"ep", "moe", "precision", "zero", "fabric_family"}
+    # MoE on H100 since the recipes' DeepSeek-V3 run (EP 64)
+    assert {o.dimension for o in v.outside} == {"ep", "precision", "zero", "fabric_family"}
     reasons = {o.dimension: o.reason for o in v.outside}
-    assert reasons["ep"] == "expert parallel 8 never validated on H100 (validated: 1 only)"
+    assert reasons["ep"] == "expert parallel 128 outside the validated 1-64 on H100"
     # FP8 on H100 since the recipes' runs of NeMo's performance summary
     assert reasons["precision"] == "precision fp16 never validated on H100 (bf16, fp8 only)"
     assert reasons["zero"] == "ZeRO stage 3 never validated on H100 (1, 2 only)"
     assert reasons["fabric_family"] == (
         "fabric family tcp never validated on H100 (infiniband, roce only)"
     )
-    # the nearest runs are still reported: the dense 70B run itself first
+    # the nearest runs are still reported: the dense 70B run itself first (no 16-bit MoE run)
     assert v.nearest[0].label == "70B 768 GPUs"
+
+
+def test_a_moe_job_is_told_the_moe_runs_errors_first():
+    dsv3 = by_label("DeepSeek-V3, 1,024 H100, 25.09")
+    v = check(replace(dsv3.config, gpus=512, dp=32))
+    assert v.inside and v.nearest[0].label == dsv3.label
+    assert v.nearest[0].error == recorded_errors()[(dsv3.source, dsv3.label)]
+    # a dense job of the same shape is told dense runs' errors only
+    dense = check(replace(dsv3.config, moe=False, ep=1, attention="gqa"))
+    assert all(not r.config.moe for r in dense.nearest)
 
 
 def test_a_size_beyond_the_runs_names_the_range():
@@ -153,8 +164,11 @@ def test_a_size_beyond_the_runs_names_the_range():
 
 def test_scenarios_moe_and_serving(cat):
     moe = load_scenario("examples/256-gpu-moe.yaml", catalog=cat)
-    v = validation_of(moe, cat, "ib-ndr")
-    assert not v.inside and {o.dimension for o in v.outside} == {"ep", "moe"}
+    # on H100, MoE and EP 8 lie within the runs (DeepSeek-V3's EP 64 among them)
+    assert validation_of(moe, cat, "ib-ndr").inside
+    on_a100 = moe.model_copy(update={"cluster": moe.cluster.model_copy(update={"gpu": "a100"})})
+    v = validation_of(on_a100, cat, "ib-ndr")
+    assert not v.inside and {"ep", "moe"} <= {o.dimension for o in v.outside}
     serving = load_scenario("examples/inference-405b.yaml", catalog=cat)
     s = validation_of(serving, cat, "ib-ndr")
     assert s is SERVING and not s.inside and s.kind == "inference" and s.nearest == ()
@@ -197,18 +211,18 @@ def test_within_every_span_is_inside_and_beyond_one_is_outside(data):
 
 
 def test_step_prints_the_warning_and_json_carries_the_record():
-    proc = run("step", "examples/256-gpu-moe.yaml", "--fabric", "ib-ndr")
+    args = ("step", "examples/256-gpu-moe.yaml", "--fabric", "ib-ndr")
+    cp = ("--set", "workload.parallel.cp=32")  # the runs on H100 go to 16
+    proc = run(*args, *cp)
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())  # the line wraps at the terminal's width
-    assert "warning: ib-ndr: outside the validated range: expert parallel 8 never validated" in text
-    assert "errors seen on the 5 nearest validated runs (held-back, recipes): median" in text
-    (r,) = json.loads(
-        run("step", "examples/256-gpu-moe.yaml", "--fabric", "ib-ndr", "--json").stdout
-    )
+    assert "warning: ib-ndr: outside the validated range: context parallel 32 outside" in text
+    assert "errors seen on the 5 nearest validated runs (" in text
+    (r,) = json.loads(run(*args, *cp, "--json").stdout)
     v = r["validation"]
     assert v["inside"] is False and v["kind"] == "training" and v["compared_on"] == "H100"
-    assert [o["dimension"] for o in v["outside"]] == ["ep", "moe"]
-    assert len(v["nearest"]) == 5 and v["suites"] == ["held-back", "recipes"]
+    assert [o["dimension"] for o in v["outside"]] == ["cp"]
+    assert len(v["nearest"]) == 5 and set(v["suites"]) == {"held-back", "recipes"}
     assert v["nearest_errors"]["worst_abs"] == max(abs(n["error"]) for n in v["nearest"])
 
 
@@ -238,9 +252,12 @@ def test_advise_carries_the_record_per_fabric():
 
 def test_validate_suite_envelope():
     a100, h100, b200 = json.loads(run("validate", "--suite", "envelope", "--json").stdout)
-    assert (b200["gpu"], b200["runs"], b200["choices"]["precision"]) == ("B200", 7, ["fp8"])
-    assert (a100["gpu"], a100["runs"], h100["gpu"], h100["runs"]) == ("A100", 22, "H100", 30)
-    assert h100["spans"]["gpus"] == [8, 16384] and h100["spans"]["ep"] == [1, 1]
+    assert (b200["gpu"], b200["runs"], b200["choices"]["precision"]) == ("B200", 8, ["fp8"])
+    assert (a100["gpu"], a100["runs"], h100["gpu"], h100["runs"]) == ("A100", 22, "H100", 31)
+    # expert parallelism: the recipes' DeepSeek-V3 runs (EP 64 on H100, EP 8 on B200)
+    assert h100["spans"]["gpus"] == [8, 16384] and h100["spans"]["ep"] == [1, 64]
+    assert b200["spans"]["ep"] == [1, 8] and a100["spans"]["ep"] == [1, 1]
+    assert h100["choices"]["moe"] == [False, True] and a100["choices"]["moe"] == [False]
     assert a100["choices"]["precision"] == ["bf16", "fp16"] and h100["choices"]["zero"] == [1, 2]
     assert h100["errors"]["worst_abs"] == max(abs(r.error) for r in envelopes()["h100"].runs)
     text = run("validate", "--suite", "envelope").stdout

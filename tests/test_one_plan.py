@@ -40,6 +40,7 @@ FLAGS = {
     "grad_reduce_bf16": [True, False],
     "tp_comm_overlap": [True, False],
     "cp_comm": ["p2p", "all_gather"],
+    "ep_comm_overlap": [True, False],
 }
 
 

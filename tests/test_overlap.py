@@ -144,6 +144,7 @@ MODELS = {"llama3-8b": 32, "llama3-70b": 80, "mixtral-8x7b": 32}
     tp_overlap=st.booleans(),
     recompute=st.sampled_from(["none", "selective", "full"]),
     cp_comm=st.sampled_from(["p2p", "all_gather"]),
+    ep_overlap=st.booleans(),
 )
 def test_a_step_holds_every_stream_that_must_finish_inside_it(
     model,
@@ -159,6 +160,7 @@ def test_a_step_holds_every_stream_that_must_finish_inside_it(
     tp_overlap,
     recompute,
     cp_comm,
+    ep_overlap,
 ):
     s = shape_of(CAT.model(model))
     gpus = 128
@@ -171,6 +173,7 @@ def test_a_step_holds_every_stream_that_must_finish_inside_it(
         "tp_comm_overlap": tp_overlap,
         "recompute": recompute,
         "cp_comm": cp_comm,
+        "ep_comm_overlap": ep_overlap,
     }
     p = Plans.of(**layout, seq_len=seq_len, sp=tp > 1, global_batch=dp * micro_batches, **flags)
     hw = _hw(gpus, fabric)

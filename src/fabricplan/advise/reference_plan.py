@@ -66,6 +66,7 @@ BREAK_EVEN_SPACE = SearchSpace(
     overlap_dp=(True,),
     tp_comm_overlap=(False,),
     cp_comm=("p2p",),
+    ep_comm_overlap=(False,),
     pp_divides_layers=False,
     batch_tokens=DEFAULT_BATCH_TOKENS,
 )
@@ -165,7 +166,8 @@ def _scenario(
     sc: Scenario, cat: Catalog, model: str, gpus: int, c: Candidate, fabrics: list[str]
 ) -> Scenario:
     """The scenario that runs plan ``c`` (a plan the search listed: the scenario's rules hold)."""
-    par = {k: getattr(c, k) for k in ("tp", "pp", "ep", "cp", "vp", "zero", "tp_comm_overlap")}
+    keys = ("tp", "pp", "ep", "cp", "vp", "zero", "tp_comm_overlap", "ep_comm_overlap")
+    par = {k: getattr(c, k) for k in keys}
     par["cp_comm"] = c.cp_comm
     data = _model_data(sc, model, gpus, par, c.recompute, fabrics)
     data["workload"] |= {"micro_batch": c.micro_batch, "overlap_dp": c.overlap_dp}

@@ -42,6 +42,7 @@ def _settings(p: Candidate) -> str:
     out = [f"ZeRO {p.zero}", f"mb {p.micro_batch}", f"recompute {p.recompute}"]
     out += ["DP overlap"] if p.overlap_dp else []
     out += ["TP overlap"] if p.tp_comm_overlap else []
+    out += ["EP overlap"] if p.ep_comm_overlap else []
     out += [f"CP {p.cp_comm}"] if p.cp > 1 else []
     return ", ".join(out)
 

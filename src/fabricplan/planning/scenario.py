@@ -103,6 +103,7 @@ def _own(sc: Scenario, cat: Catalog, fabric: str, backend: NetworkBackend) -> Ca
         overlap_dp=w.overlap_dp,
         tp_comm_overlap=par.tp_comm_overlap,
         cp_comm=par.cp_comm,
+        ep_comm_overlap=par.ep_comm_overlap,
         step_time_s=t,
         tokens_per_s=float(st.tokens[0]) / t,
         memory_GB=float(st.memory.total[0]) / 1e9,

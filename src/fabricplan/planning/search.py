@@ -26,7 +26,7 @@ PART_SETTINGS: dict[str, tuple[str, ...]] = {
     "overlap_slowdown": ("dp", "cp", "ep", "zero", "overlap_dp"),
     "tp_comm": ("tp", "tp_comm_overlap", "recompute", "micro_batch"),
     "pp_comm": ("pp", "vp", "micro_batch"),
-    "ep_comm": ("ep", "micro_batch"),
+    "ep_comm": ("ep", "ep_comm_overlap", "micro_batch"),
     "cp_comm": ("cp", "cp_comm", "recompute"),
     "dp_comm": ("dp", "ep", "zero", "overlap_dp", "micro_batch"),
     "bubble": ("pp", "vp", "micro_batch"),
@@ -58,6 +58,7 @@ class Candidate:
     memory_GB: float
     fits: bool
     breakdown: dict[str, float]
+    ep_comm_overlap: bool = False
 
     @property
     def sequence_parallel(self) -> bool:
@@ -83,6 +84,7 @@ class Candidate:
             "overlap_dp": self.overlap_dp,
             "tp_comm_overlap": self.tp_comm_overlap,
             "cp_comm": self.cp_comm,
+            "ep_comm_overlap": self.ep_comm_overlap,
             "step_time_s": self.step_time_s,
             "tokens_per_s": self.tokens_per_s,
             "memory_per_gpu_GB": self.memory_GB,
@@ -165,6 +167,7 @@ class Table:
             overlap_dp=f.overlap_dp,
             tp_comm_overlap=f.tp_comm_overlap,
             cp_comm=f.cp_comm,
+            ep_comm_overlap=f.ep_comm_overlap,
             step_time_s=t,
             tokens_per_s=float(self.tokens[i]) / t,
             memory_GB=float(self.memory[i]) / 1e9,
@@ -253,7 +256,11 @@ def _setting(c: Candidate, name: str) -> str:
     if name == "micro_batch":
         return f"micro-batch {v}"
     if isinstance(v, bool):
-        short = {"overlap_dp": "DP overlap", "tp_comm_overlap": "TP overlap"}[name]
+        short = {
+            "overlap_dp": "DP overlap",
+            "tp_comm_overlap": "TP overlap",
+            "ep_comm_overlap": "EP overlap",
+        }[name]
         return f"{short} {'on' if v else 'off'}"
     return f"{name.replace('_', ' ')} {v}"
 

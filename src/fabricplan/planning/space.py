@@ -52,6 +52,7 @@ class SearchSpace:
     overlap_dp: tuple[bool, ...] = (True, False)
     tp_comm_overlap: tuple[bool, ...] = (False, True)
     cp_comm: tuple[str, ...] = ("p2p", "all_gather")
+    ep_comm_overlap: tuple[bool, ...] = (False, True)
     # tp beyond the node (over the network): never fast, so off unless asked
     tp_across_nodes: bool = False
     # pipeline stages must hold whole, equal numbers of layers (the step model has no uneven
@@ -177,6 +178,7 @@ class Flags:
     overlap_dp: bool
     tp_comm_overlap: bool
     cp_comm: str
+    ep_comm_overlap: bool = False
 
 
 def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
@@ -189,14 +191,22 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
     # every layout at every ZeRO stage: layouts vary slowest
     cols = np.repeat(lay, len(zero), axis=0)
     z = np.tile(zero, len(lay))
-    tp, cp = cols[:, 0], cols[:, 3]
-    flags = product(space.recompute, space.overlap_dp, space.tp_comm_overlap, space.cp_comm)
-    for rec, ovl, tpo, cpc in flags:
+    tp, pp, vp, cp, ep = cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], cols[:, 4]
+    flags = product(
+        space.recompute,
+        space.overlap_dp,
+        space.tp_comm_overlap,
+        space.cp_comm,
+        space.ep_comm_overlap,
+    )
+    for rec, ovl, tpo, cpc, epo in flags:
         keep = np.ones(len(cols), dtype=bool)
         if tpo:  # userbuffers need TP (with sequence parallelism) inside the node
             keep &= (tp > 1) & (tp <= job.gpus_per_node)
         if cpc != "p2p":  # the exchange matters only with context parallelism
             keep &= cp > 1
+        if epo:  # all-to-alls to hide, and passes to pair (an interleaved pipeline if any)
+            keep &= (ep > 1) & ((pp == 1) | (vp > 1))
         if not keep.any():
             continue
         c = cols[keep]
@@ -220,8 +230,9 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
             grad_reduce_bf16=job.grad_reduce_bf16,
             tp_comm_overlap=tpo,
             cp_comm=cpc,
+            ep_comm_overlap=epo,
         )
-        yield Flags(rec, ovl, tpo, cpc), plans
+        yield Flags(rec, ovl, tpo, cpc, epo), plans
 
 
 def space_size(job: Job, space: SearchSpace) -> int:

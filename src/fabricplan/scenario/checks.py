@@ -210,6 +210,14 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
                     "workload.parallel.ep", f"must divide {m.id}'s experts ({m.moe.experts})", p.ep
                 )
             )
+    if p.ep_comm_overlap:
+        field = "workload.parallel.ep_comm_overlap"
+        if p.ep == 1:
+            why = "it hides the expert all-to-alls, which ep = 1 does not make"
+            problems.append(Problem(field, f"needs ep > 1 ({why})", True))
+        if p.pp > 1 and p.vp == 1:
+            why = "Megatron-Core pairs passes only in an interleaved pipeline"
+            problems.append(Problem(field, f"needs vp > 1 when pp > 1 ({why})", True))
     if p.pp > m.layers:
         problems.append(
             Problem("workload.parallel.pp", f"exceeds {m.id}'s layers ({m.layers})", p.pp)

@@ -128,6 +128,13 @@ class Parallel(_Strict):
         description="hide TP collectives behind the GEMMs beside them (Megatron-Core "
         "--tp-comm-overlap); needs sequence_parallel and tp within one node",
     )
+    ep_comm_overlap: bool = Field(
+        default=False,
+        description="hide the expert all-to-alls behind another micro-batch's compute, layer "
+        "part by layer part (Megatron-Core --overlap-moe-expert-parallel-comm "
+        "--delay-wgrad-compute; DeepSeek-V3's DualPipe pairs passes alike); needs ep > 1, a MoE "
+        "model and, with pp > 1, an interleaved pipeline (vp > 1)",
+    )
     cp_comm: Literal["p2p", "all_gather"] = Field(
         default="p2p",
         description="how context parallelism exchanges K/V (Transformer Engine cp_comm_type): "

@@ -219,7 +219,8 @@ class Envelope:
         """The runs nearest ``c`` in log2 of ``NEAR_DIMENSIONS``, among those whose GEMMs run at
         the same rate (FP8, or 16-bit: BF16 and FP16 share one) when there are enough of them:
         the FP8 runs come out further from the model than the 16-bit ones, so a BF16 job is not
-        told an FP8 run's error, nor the reverse."""
+        told an FP8 run's error, nor the reverse. Runs of the same architecture (MoE or dense)
+        come first: a MoE job is told the MoE runs' errors before any dense run's."""
 
         def distance(r: ValidatedRun) -> float:
             return math.dist(
@@ -230,7 +231,9 @@ class Envelope:
         fp8 = c.precision == "fp8"
         same = [r for r in self.runs if (r.config.precision == "fp8") == fp8]
         pool = same if len(same) >= NEAREST_RUNS else self.runs
-        return tuple(sorted(pool, key=distance)[:NEAREST_RUNS])
+        return tuple(
+            sorted(pool, key=lambda r: (r.config.moe != c.moe, distance(r)))[:NEAREST_RUNS]
+        )
 
 
 @cache

@@ -107,6 +107,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         pp=r["pp"],
         dp=dp,
         cp=cp,
+        ep=r.get("ep", 1),
         vp=r.get("vp", 1),
         zero=r.get("zero", 0),
         micro_batch=r["micro_batch"],
@@ -121,6 +122,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         grad_reduce_bf16=r.get("grad_reduce", "fp32") == "bf16",
         tp_comm_overlap=r.get("tp_comm_overlap", False),
         cp_comm=r.get("cp_comm", "p2p"),
+        ep_comm_overlap=r.get("ep_comm_overlap", False),
     )
     st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])

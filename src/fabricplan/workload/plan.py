@@ -95,6 +95,7 @@ PLAN_FLAGS = (
     "grad_reduce_bf16",
     "tp_comm_overlap",
     "cp_comm",
+    "ep_comm_overlap",
 )
 
 
@@ -121,6 +122,7 @@ class Plans:
     grad_reduce_bf16: bool = False  # gradients kept and reduced in BF16, not FP32
     tp_comm_overlap: bool = False  # userbuffers: TP collectives behind GEMMs, see tp_overlap
     cp_comm: str = "p2p"  # context parallel's K/V exchange: p2p (ring) | all_gather
+    ep_comm_overlap: bool = False  # all-to-alls behind another micro-batch's compute, ep_overlap
 
     @classmethod
     def of(cls, **kw: object) -> Plans:
@@ -246,4 +248,5 @@ def plans_from_scenario(s: Scenario) -> Plans:
         grad_reduce_bf16=w.grad_reduce == "bf16",
         tp_comm_overlap=p.tp_comm_overlap,
         cp_comm=p.cp_comm,
+        ep_comm_overlap=p.ep_comm_overlap,
     )

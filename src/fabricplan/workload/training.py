@@ -29,6 +29,7 @@ import numpy as np
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.workload.attention import attention_rates
 from fabricplan.workload.comm import collectives_s, nccl_sm_share, spans_nodes
+from fabricplan.workload.ep_overlap import hidden_per_step
 from fabricplan.workload.gemm import (
     OUT_BYTES,
     WGRAD_FUSED_BYTES,
@@ -173,6 +174,12 @@ def training_step(
     softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
     fwd = proj + score + mem
     bwd = proj_bwd + BACKWARD_PER_FORWARD * mem + score_bwd
+    # the attention's share of each pass (its projections, scores, first norm and softmax),
+    # where expert all-to-alls overlap a layer part by part (ep_overlap)
+    attn_share = s.attn_proj_flops / s.proj_flops
+    mem_attn = tokens * ACT_BYTES * (norm_elems / 2 + softmax_elems) / hbm
+    fwd_attn = (attn_share * proj + score + mem_attn) / fwd
+    bwd_attn = (attn_share * proj_bwd + score_bwd + BACKWARD_PER_FORWARD * mem_attn) / bwd
     if runs_fp8(hw.gpu, p.precision):  # Transformer Engine casts FP8 GEMMs' operands (.gemm)
         # the row-parallel GEMMs' inputs (proj, FC2), every output, the two layer norms' outputs
         # (QKV's and FC1's inputs)
@@ -354,6 +361,22 @@ def training_step(
     cp_mb = layers_here * cp_layer
     per_mb = compute_mb + tp_mb + ep_mb + cp_mb + pp_mb
     bubble_mbs = (p.pp - 1) / p.vp
+    # expert all-to-alls behind another micro-batch's compute, phase by phase (ep_overlap);
+    # the recomputation's are the attention's (selective) or split as the forward (full)
+    rec_attn = recompute if p.recompute == "selective" else fwd_attn * recompute
+    ep_hidden = hidden_per_step(
+        p.ep_comm_overlap,
+        ep_f / 2,
+        fwd_attn * fwd,
+        (1 - fwd_attn) * fwd,
+        bwd_attn * bwd + rec_attn,
+        (1 - bwd_attn) * bwd + recompute - rec_attn,
+        ep_f * rec_passes,
+        layers_here,
+        m,
+        p.pp,
+        p.vp,
+    )
 
     grad_t = dense_units * (dp_ar + dp_rs) + expert_units * (ex_ar + ex_rs)
     param_t = dense_units * dp_ag + expert_units * ex_ag
@@ -372,11 +395,12 @@ def training_step(
     slowdown = sm_tax(
         np.maximum(dp_total - dp_exposed, 0.0), dp_total, dp_sm
     ) + m * layers_here * sm_tax(cp_hidden, score + score_bwd, cp_sm)
+    slowdown = slowdown + sm_tax(ep_hidden, m * compute_mb, nccl_sm_share(hw, p.ep, p.tp * p.cp))
 
     # ZeRO >= 1 shards the optimizer step: dense weights over the data-parallel group, routed
     # experts over the expert data-parallel group (see memory)
     optimizer = (dense_n / dpz + expert_n / epz) * OPTIMIZER_STEP_BYTES / hbm
-    time = (m + bubble_mbs) * per_mb + dp_exposed + optimizer + slowdown
+    time = (m + bubble_mbs) * per_mb - ep_hidden + dp_exposed + optimizer + slowdown
     # The data-parallel stream (gradient reductions, parameter gathers, ZeRO-3's per-layer
     # traffic) runs on one communicator, one collective after another, and must end before
     # the optimizer step: however much compute runs beside it, a step is never shorter than
@@ -385,6 +409,16 @@ def training_step(
     short = np.maximum(dp_total + optimizer - time, 0.0)
     dp_exposed = dp_exposed + short
     time = time + short
+    # Hidden behind compute too, the expert all-to-alls still share the NIC with the other
+    # streams that cross the network: together they bound the step (what shows is theirs).
+    tp_total = m * layers_here * TP_COLLECTIVES_PER_LAYER * passes * (tp_ar_t + tp_rs_t + tp_ag_t)
+    cp_total = m * layers_here * (cp_traffic_f + cp_traffic_b)
+    ep_shown = m * ep_mb - ep_hidden
+    if p.ep_comm_overlap:
+        pp_nic = spans_nodes(hw, p.pp, p.tp * p.cp * p.dp)
+        on_nic = dp_nic * dp_total + tp_nic * tp_total + ep_nic * m * ep_mb + cp_nic * cp_total
+        lack = np.maximum(on_nic + pp_nic * m * pp_mb - time, 0.0)
+        ep_shown, time = ep_shown + lack, time + lack
 
     tok = p.global_batch * p.seq_len
     model_flops = tok * model_flops_per_token(s, p.seq_len)
@@ -395,7 +429,7 @@ def training_step(
         compute=m * compute_mb,
         tp_comm=m * tp_mb,
         pp_comm=m * pp_mb,
-        ep_comm=m * ep_mb,
+        ep_comm=ep_shown,
         cp_comm=m * cp_mb,
         dp_comm=dp_exposed,
         dp_comm_total=dp_total,
@@ -406,11 +440,7 @@ def training_step(
         model_flops=model_flops,
         hw_flops=hw_flops,
         memory=memory(s, p, hw) if plan_memory is None else plan_memory,
-        tp_comm_total=m
-        * layers_here
-        * TP_COLLECTIVES_PER_LAYER
-        * passes
-        * (tp_ar_t + tp_rs_t + tp_ag_t),
+        tp_comm_total=tp_total,
         ep_comm_total=m * ep_mb,
-        cp_comm_total=m * layers_here * (cp_traffic_f + cp_traffic_b),
+        cp_comm_total=cp_total,
     )
