@@ -11,8 +11,8 @@ Each phase lasts as long as the longer of its two streams, so an all-to-all hide
 the compute of its own phase, never behind the whole layer. The middle phase is two: the
 forward's dispatch beside the MLP backward (which needs only the combine before it), then the
 backward's dispatch (which needs that MLP backward) beside the MLP forward (which needs the
-forward's dispatch). DeepSeek-V3's DualPipe pairs a
-forward and a backward chunk the same way (technical report, arXiv 2412.19437, Sec. 3.2.1).
+forward's dispatch). DeepSeek-V3's DualPipe pairs a forward and a backward chunk the same way
+(technical report, arXiv 2412.19437, Sec. 3.2.1).
 
 Only a forward and a backward of different micro-batches pair up. Without pipelining the first
 forward and the last backward run alone (``combined_1f1b_schedule_for_no_pipelining``); in an
@@ -58,7 +58,6 @@ def paired_microbatches(m: ArrayLike, pp: ArrayLike, vp: ArrayLike) -> np.ndarra
 
 
 def hidden_per_step(
-    on: bool,
     a2a: ArrayLike,
     attn_fwd: ArrayLike,
     mlp_fwd: ArrayLike,
@@ -70,11 +69,9 @@ def hidden_per_step(
     pp: ArrayLike,
     vp: ArrayLike,
 ) -> np.ndarray:
-    """All-to-all seconds a step hides (0 unless ``on``): in each paired micro-batch, every
-    layer's dispatches and combines (4 x ``a2a`` + ``extra_bwd``) less what stays exposed."""
+    """All-to-all seconds a step hides: in each paired micro-batch, every layer's dispatches
+    and combines (4 x ``a2a`` + ``extra_bwd``) less what stays exposed."""
     a2a = np.asarray(a2a, dtype=float)
-    if not on:
-        return np.zeros_like(a2a)
     exposed = merged_layer_exposed(a2a, attn_fwd, mlp_fwd, attn_bwd, mlp_bwd, extra_bwd)
     per_layer = 4.0 * a2a + np.asarray(extra_bwd, dtype=float) - exposed
     return np.asarray(layers, dtype=float) * paired_microbatches(microbatches, pp, vp) * per_layer

@@ -160,7 +160,7 @@ def serve(
     # a short prompt (or a MoE model's many experts) can leave prefill bound by reading the
     # weights once, as decode is
     prefill_read = float(weights_read_per_pass(s, prompt)) * wb / hbm
-    prefill = max(prefill_compute / tp, prefill_read / tp)
+    prefill = max(prefill_compute, prefill_read) / tp
     tp_prefill = s.layers * TP_COLLECTIVES_PER_LAYER * ar_prefill
     pp_prefill = (pp - 1) * send_prefill
     ttft = prefill + tp_prefill + pp_prefill + kv_xfer

@@ -174,12 +174,14 @@ def training_step(
     softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
     fwd = proj + score + mem
     bwd = proj_bwd + BACKWARD_PER_FORWARD * mem + score_bwd
-    # the attention's share of each pass (its projections, scores, first norm and softmax),
-    # where expert all-to-alls overlap a layer part by part (ep_overlap)
-    attn_share = s.attn_proj_flops / s.proj_flops
-    mem_attn = tokens * ACT_BYTES * (norm_elems / 2 + softmax_elems) / hbm
-    fwd_attn = (attn_share * proj + score + mem_attn) / fwd
-    bwd_attn = (attn_share * proj_bwd + score_bwd + BACKWARD_PER_FORWARD * mem_attn) / bwd
+    fwd_attn = bwd_attn = 0.0
+    if p.ep_comm_overlap:
+        # the attention's share of each pass (its projections, scores, first norm and
+        # softmax), where expert all-to-alls overlap a layer part by part (ep_overlap)
+        attn_share = s.attn_proj_flops / s.proj_flops
+        mem_attn = tokens * ACT_BYTES * (norm_elems / 2 + softmax_elems) / hbm
+        fwd_attn = (attn_share * proj + score + mem_attn) / fwd
+        bwd_attn = (attn_share * proj_bwd + score_bwd + BACKWARD_PER_FORWARD * mem_attn) / bwd
     if runs_fp8(hw.gpu, p.precision):  # Transformer Engine casts FP8 GEMMs' operands (.gemm)
         # the row-parallel GEMMs' inputs (proj, FC2), every output, the two layer norms' outputs
         # (QKV's and FC1's inputs)
@@ -363,20 +365,21 @@ def training_step(
     bubble_mbs = (p.pp - 1) / p.vp
     # expert all-to-alls behind another micro-batch's compute, phase by phase (ep_overlap);
     # the recomputation's are the attention's (selective) or split as the forward (full)
-    rec_attn = recompute if p.recompute == "selective" else fwd_attn * recompute
-    ep_hidden = hidden_per_step(
-        p.ep_comm_overlap,
-        ep_f / 2,
-        fwd_attn * fwd,
-        (1 - fwd_attn) * fwd,
-        bwd_attn * bwd + rec_attn,
-        (1 - bwd_attn) * bwd + recompute - rec_attn,
-        ep_f * rec_passes,
-        layers_here,
-        m,
-        p.pp,
-        p.vp,
-    )
+    ep_hidden = 0.0
+    if p.ep_comm_overlap:
+        rec_attn = recompute if p.recompute == "selective" else fwd_attn * recompute
+        ep_hidden = hidden_per_step(
+            ep_f / 2,
+            fwd_attn * fwd,
+            (1 - fwd_attn) * fwd,
+            bwd_attn * bwd + rec_attn,
+            (1 - bwd_attn) * bwd + recompute - rec_attn,
+            ep_f * rec_passes,
+            layers_here,
+            m,
+            p.pp,
+            p.vp,
+        )
 
     grad_t = dense_units * (dp_ar + dp_rs) + expert_units * (ex_ar + ex_rs)
     param_t = dense_units * dp_ag + expert_units * ex_ag
@@ -395,7 +398,9 @@ def training_step(
     slowdown = sm_tax(
         np.maximum(dp_total - dp_exposed, 0.0), dp_total, dp_sm
     ) + m * layers_here * sm_tax(cp_hidden, score + score_bwd, cp_sm)
-    slowdown = slowdown + sm_tax(ep_hidden, m * compute_mb, nccl_sm_share(hw, p.ep, p.tp * p.cp))
+    if p.ep_comm_overlap:
+        ep_sm = nccl_sm_share(hw, p.ep, p.tp * p.cp)
+        slowdown = slowdown + sm_tax(ep_hidden, m * compute_mb, ep_sm)
 
     # ZeRO >= 1 shards the optimizer step: dense weights over the data-parallel group, routed
     # experts over the expert data-parallel group (see memory)
@@ -411,6 +416,8 @@ def training_step(
     time = time + short
     # Hidden behind compute too, the expert all-to-alls still share the NIC with the other
     # streams that cross the network: together they bound the step (what shows is theirs).
+    # The data-parallel overlap needs no such bound: its windows leave out the time the other
+    # streams hold the NIC.
     tp_total = m * layers_here * TP_COLLECTIVES_PER_LAYER * passes * (tp_ar_t + tp_rs_t + tp_ag_t)
     cp_total = m * layers_here * (cp_traffic_f + cp_traffic_b)
     ep_shown = m * ep_mb - ep_hidden
