@@ -220,7 +220,8 @@ class Envelope:
         the same rate (FP8, or 16-bit: BF16 and FP16 share one) when there are enough of them:
         the FP8 runs come out further from the model than the 16-bit ones, so a BF16 job is not
         told an FP8 run's error, nor the reverse. Runs of the same architecture (MoE or dense)
-        come first: a MoE job is told the MoE runs' errors before any dense run's."""
+        come first: a MoE job is told the errors of the MoE runs on its GPU, whatever their
+        precision (there are few), before any dense run's."""
 
         def distance(r: ValidatedRun) -> float:
             return math.dist(
@@ -231,6 +232,8 @@ class Envelope:
         fp8 = c.precision == "fp8"
         same = [r for r in self.runs if (r.config.precision == "fp8") == fp8]
         pool = same if len(same) >= NEAREST_RUNS else self.runs
+        if c.moe:  # MoE runs are few: each of them, whatever its precision
+            pool = [r for r in self.runs if r.config.moe] + [r for r in pool if not r.config.moe]
         return tuple(
             sorted(pool, key=lambda r: (r.config.moe != c.moe, distance(r)))[:NEAREST_RUNS]
         )
