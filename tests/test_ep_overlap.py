@@ -108,3 +108,31 @@ def test_the_overlap_asks_for_what_it_needs(sets, message):
     assert out.returncode == 2
     assert "workload.parallel.ep_comm_overlap" in out.stderr and message in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_the_plan_search_tries_the_overlap_only_where_megatron_allows_it():
+    from fabricplan.planning import SearchSpace, batches, job_of, search_scenario
+    from fabricplan.scenario import load_scenario
+
+    sc = load_scenario("examples/256-gpu-moe.yaml", catalog=CAT)
+    tried = 0
+    for flags, plans in batches(job_of(sc, CAT), SearchSpace()):
+        if flags.ep_comm_overlap:
+            assert plans.ep_comm_overlap
+            assert ((plans.ep > 1) & ((plans.pp == 1) | (plans.vp > 1))).all()
+            tried += len(plans)
+    assert tried > 0
+    # the best plan found is no slower than the scenario's own plan with the overlap on
+    from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
+
+    own = sc.workload.parallel.model_copy(update={"ep_comm_overlap": True})
+    hand = plans_from_scenario(
+        sc.model_copy(update={"workload": sc.workload.model_copy(update={"parallel": own})})
+    )
+    assert hand.ep_comm_overlap
+    shape = shape_of(CAT.model(sc.workload.model))
+    for found in search_scenario(sc, CAT, backend=NO_CONGESTION):
+        hw = hardware_from_scenario(sc, CAT, found.result.fabric)
+        hand_t = float(training_step(shape, hand, hw, backend=NO_CONGESTION).time[0])
+        best = found.result.best
+        assert best is not None and best.step_time_s <= hand_t * (1 + 1e-9)
