@@ -494,3 +494,15 @@ def test_gradients_reduced_in_bf16_halve_the_reduction_and_the_buffer():
     # FP16 training keeps its 16-bit gradients either way
     fp16 = Plans.of(precision="fp16", **kw)
     assert fp16.grad_bytes == Plans.of(precision="fp16", grad_reduce_bf16=True, **kw).grad_bytes
+
+
+def test_a_pipeline_runs_at_its_slowest_stage():
+    """126 layers over 16 stages: the stages holding 8 set each micro-batch's time, so the step
+    is the one of 128 layers (8 a stage) with the same weights, not 126/16 = 7.875 layers'."""
+    s = shape_of(CAT.model("llama3-405b"))
+    assert s.layers == 126
+    hw = Hardware(gpu=CAT.gpu("h100"), gpus=1024, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr")
+    p = Plans.of(tp=8, pp=16, dp=8, global_batch=128, seq_len=8192)
+    uneven = training_step(s, p, hw, backend=NO_CONGESTION)
+    full = training_step(replace(s, layers=128), p, hw, backend=NO_CONGESTION)
+    assert uneven.time[0] == full.time[0] and uneven.compute[0] == full.compute[0]

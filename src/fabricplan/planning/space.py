@@ -55,8 +55,8 @@ class SearchSpace:
     ep_comm_overlap: tuple[bool, ...] = (False, True)
     # tp beyond the node (over the network): never fast, so off unless asked
     tp_across_nodes: bool = False
-    # pipeline stages must hold whole, equal numbers of layers (the step model has no uneven
-    # stage: it divides the layers by pp)
+    # pipeline stages must hold whole, equal numbers of layers (the step model times an uneven
+    # pipeline at its slowest stage, but counts memory at the average one)
     pp_divides_layers: bool = True
     # None: the scenario's global batch for every plan. A number: each plan's batch is this
     # many tokens rounded up to whole dp x micro-batch steps, as a scenario without a batch

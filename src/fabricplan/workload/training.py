@@ -220,7 +220,12 @@ def training_step(
     n = params_per_gpu(s, p)
     expert_n = s.params_expert / (p.tp * p.pp * p.ep)
     dense_n = n - expert_n
-    layers_here = s.layers / p.pp
+    # A pipeline runs at its slowest stage: with layers that pp does not divide, the stages
+    # that hold one layer more (Llama 3 405B's 126 over 16 stages: 8, the first and last 7;
+    # Megatron-Core's layouts count the embedding and loss as layers alike) set every
+    # micro-batch's time. ``layers_avg`` is what a GPU holds on average.
+    layers_avg = s.layers / p.pp
+    layers_here = np.ceil(layers_avg)
     group = p.dp * p.cp
     expert_group = np.maximum(group / p.ep, 1)
     tp_sp = sp_div  # sequence parallel: reduce-scatter + all-gather instead
@@ -233,8 +238,8 @@ def training_step(
     # layer, and the root with the embedding and output head), not once per step
     z3 = p.zero >= 3
     layer_dense = (s.params_total - s.params_embedding - s.params_expert) / (p.tp * p.pp)
-    z3_dense = np.where(z3, layer_dense / layers_here, 0.0)
-    z3_expert = np.where(z3, expert_n / layers_here, 0.0)
+    z3_dense = np.where(z3, layer_dense / layers_avg, 0.0)
+    z3_expert = np.where(z3, expert_n / layers_avg, 0.0)
     z3_root = np.where(z3, dense_n - layer_dense, 0.0)
     step_dense, step_expert = np.where(z3, 0.0, dense_n), np.where(z3, 0.0, expert_n)
     # Once-per-step traffic goes bucket by bucket, one collective per bucket (Megatron-Core
