@@ -12,8 +12,11 @@ from hypothesis import strategies as st
 
 from fabricplan.catalog import default_catalog
 from fabricplan.congestion.network_backend import NO_CONGESTION
+from fabricplan.planning import SearchSpace, batches, job_of, search_scenario
+from fabricplan.scenario import load_scenario
 from fabricplan.workload import Hardware, Plans, training_step
 from fabricplan.workload.ep_overlap import merged_layer_exposed, paired_microbatches
+from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
 from fabricplan.workload.shapes import shape_of
 from test_cli import run
 
@@ -111,9 +114,6 @@ def test_the_overlap_asks_for_what_it_needs(sets, message):
 
 
 def test_the_plan_search_tries_the_overlap_only_where_megatron_allows_it():
-    from fabricplan.planning import SearchSpace, batches, job_of, search_scenario
-    from fabricplan.scenario import load_scenario
-
     sc = load_scenario("examples/256-gpu-moe.yaml", catalog=CAT)
     tried = 0
     for flags, plans in batches(job_of(sc, CAT), SearchSpace()):
@@ -123,8 +123,6 @@ def test_the_plan_search_tries_the_overlap_only_where_megatron_allows_it():
             tried += len(plans)
     assert tried > 0
     # the best plan found is no slower than the scenario's own plan with the overlap on
-    from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
-
     own = sc.workload.parallel.model_copy(update={"ep_comm_overlap": True})
     hand = plans_from_scenario(
         sc.model_copy(update={"workload": sc.workload.model_copy(update={"parallel": own})})

@@ -374,7 +374,7 @@ def training_step(
     if p.ep_comm_overlap:
         rec_attn = recompute if p.recompute == "selective" else fwd_attn * recompute
         ep_hidden = hidden_per_step(
-            ep_f / 2,
+            ep_f / TP_COLLECTIVES_PER_LAYER,  # one dispatch or combine
             fwd_attn * fwd,
             (1 - fwd_attn) * fwd,
             bwd_attn * bwd + rec_attn,
