@@ -6,6 +6,7 @@ small-array steps change no result."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from functools import cache
 
 import numpy as np
@@ -199,3 +200,47 @@ def test_the_ops_priced_alike_are_priced_alike():
         assert np.array_equal(times(sa, op, sizes), times(sa, like, sizes))
         for a, b in zip(tables(sa, op), tables(sa, like), strict=True):
             assert np.array_equal(a, b)
+
+
+def test_a_plan_asked_again_gets_the_same_from_the_kept_prices():
+    """One plan's collectives are kept by hardware and backend: asked again, on other
+    hardware or with another backend, each gets what it gets priced afresh."""
+    hw, _ = _hardware()[0]
+    ib = dataclasses.replace(hw, fabric="ib-ndr")
+    s = shape_of(CAT.model("llama3-70b"))
+    plan = Plans.of(
+        tp=np.array([8]),
+        pp=np.array([2]),
+        dp=np.array([4]),
+        zero=np.array([1]),
+        micro_batch=np.array([1]),
+        global_batch=np.array([64]),
+        seq_len=np.array([8192]),
+        sp=np.array([True]),
+    )
+    cases = [(hw, "flow"), (ib, "flow"), (hw, "none")]
+    comm.forget_one_plan_prices()
+    fresh = []
+    for h, net in cases:
+        fresh.append(_arrays(training_step(s, plan, h, backend=backend(net))))
+        comm.forget_one_plan_prices()
+    # the data-parallel traffic crosses nodes: the fabric shows
+    assert fresh[0]["dp_comm"][0] != fresh[1]["dp_comm"][0]
+    for _ in range(2):  # the second round answered from the kept prices
+        for (h, net), want in zip(cases, fresh, strict=True):
+            got = _arrays(training_step(s, plan, h, backend=backend(net)))
+            for name, value in got.items():
+                assert np.array_equal(value, want[name]), name
+    assert len(comm._one_memo) == len(cases)
+
+
+def test_hardware_hashes_once_and_not_across_processes():
+    """The hash kept on a Hardware is its fields' hash, and a pickled copy (a worker in
+    another process) does not carry it."""
+    hw, _ = _hardware()[1]
+    assert hash(hw) == hash(tuple(getattr(hw, f.name) for f in dataclasses.fields(hw)))
+    copy = pickle.loads(pickle.dumps(hw))
+    assert "_hash" not in vars(copy)
+    assert copy == hw and hash(copy) == hash(hw)
+    other = dataclasses.replace(hw, gpus=256)
+    assert other != hw and "_hash" not in vars(other)

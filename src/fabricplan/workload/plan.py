@@ -61,6 +61,19 @@ class Hardware:
     # catalog it varies, so that they are not simulated again.
     network_catalog: Catalog | None = None
 
+    def __hash__(self) -> int:
+        # Every cache keyed by the hardware hashes it, and its catalog (pydantic models) makes
+        # that cost microseconds: hashed once, kept on the object (not pickled: a string's
+        # hash differs from one process to the next).
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @property
     def nodes(self) -> int:
         return self.gpus // self.gpus_per_node
