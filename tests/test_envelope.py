@@ -88,9 +88,9 @@ def test_acceptance_row_is_inside_with_its_errors():
     assert v.nearest_errors.median_abs == pytest.approx(median(near))
     assert v.nearest_errors.worst_abs == pytest.approx(max(near)) == pytest.approx(own)
     assert v.suites == (SUITE_TRAINING, SUITE_HELD_BACK)
-    # every A100 run's errors: Table 1, Korthikanti, BLOOM, MT-NLG (up to +26 %)
+    # every A100 run's errors: Table 1, Korthikanti, BLOOM, MT-NLG (the worst, +12.8 %)
     assert v.envelope_errors is not None and v.envelope_errors.runs == 22
-    assert 0.2 < v.envelope_errors.worst_abs < 0.3
+    assert 0.1 < v.envelope_errors.worst_abs < 0.15
     assert v.summary().startswith("inside the validated range: errors seen on the 5 nearest")
 
 
