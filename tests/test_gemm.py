@@ -114,7 +114,7 @@ def _store_s(gpu: str, hidden: int, monkeypatch: pytest.MonkeyPatch) -> float:
     p = Plans.of(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, seq_len=4096)
     with_store = float(training_step(s, p, hw).compute[0])
     with monkeypatch.context() as mp:
-        mp.setattr("fabricplan.workload.training.store_bytes_per_s", lambda arch, bw: np.inf)
+        mp.setattr("fabricplan.workload.layer_compute.store_bytes_per_s", lambda arch, bw: np.inf)
         without = float(training_step(s, p, hw).compute[0])
     return with_store - without
 

@@ -81,7 +81,7 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     grads = sharded(p.grad_bytes, 2)
     optim = sharded(OPTIMIZER_BYTES, 1)
     per_token = activation_bytes_per_token_layer(s, p.seq_len, p.tp, p.sp, p.recompute, p.flash)
-    tokens = p.micro_batch * p.seq_len / p.cp
+    tokens = p.tokens_per_micro_batch
     interleaved = p.vp > 1
     first = np.where(interleaved, p.pp + (p.pp - 1) / p.vp, p.pp)
     last = np.where(interleaved, p.pp - (p.pp - 1) / p.vp, 1.0)

@@ -182,6 +182,17 @@ class Plans:
     def microbatches(self) -> np.ndarray:
         return self.global_batch / (self.dp * self.micro_batch)
 
+    @cached_property
+    def tokens_per_micro_batch(self) -> np.ndarray:
+        """Tokens one GPU holds in a micro-batch: context parallelism splits the sequence."""
+        return self.micro_batch * self.seq_len / self.cp
+
+    @cached_property
+    def sp_split(self) -> np.ndarray:
+        """How many ways sequence parallelism splits the parts of a layer that TP does not
+        (norms, residuals, dropout): TP where it is on, else 1."""
+        return np.where(self.sp, self.tp, 1)
+
     @property
     def grad_bytes(self) -> float:
         """Bytes per gradient in the main-gradient buffer and its reduction."""

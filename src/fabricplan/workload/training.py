@@ -1,11 +1,9 @@
 """Training step time: compute, exposed communication and pipeline bubble, for N plans at once.
 
-Compute is a roofline per layer: matmul FLOPs at the GPU's sustained matmul rate (catalog
-``matmul_efficiency``), fused attention at its kernels' published rates by sequence length and
-pass (:mod:`.attention`), plus the memory-bound ops (norms, residuals, activation functions, and
-the softmax when attention is not fused, the cross-entropy over the vocabulary) at achievable
-HBM bandwidth. Communication follows Megatron-LM's schedule (Narayanan et al. SC'21;
-Korthikanti et al. 2022):
+Compute is a roofline per layer (:mod:`.layer_compute`: GEMMs by shape, attention kernels at
+their published rates, memory-bound ops at achievable HBM bandwidth), run again where
+recomputation asks, plus the last stage's output head and loss. Communication follows
+Megatron-LM's schedule (Narayanan et al. SC'21; Korthikanti et al. 2022):
 - tensor parallel: 2 all-reduces (or reduce-scatter + all-gather with sequence parallelism)
   per layer in the forward pass, 2 in the backward, 2 more when the forward is recomputed; on
   the critical path;
@@ -27,15 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
-from fabricplan.workload.attention import attention_rates
 from fabricplan.workload.comm import collectives_s, nccl_sm_share, spans_nodes
 from fabricplan.workload.ep_overlap import hidden_per_step
-from fabricplan.workload.gemm import (
-    OUT_BYTES,
-    WGRAD_FUSED_BYTES,
-    fp8_cast_bytes,
-    gemm_seconds,
-    store_bytes_per_s,
+from fabricplan.workload.layer_compute import (
+    BACKWARD_PER_FORWARD,
+    PASSES_FWD_BWD,
+    layer_compute,
 )
 from fabricplan.workload.memory import Memory, memory, params_per_gpu
 from fabricplan.workload.overlap import (
@@ -50,29 +45,15 @@ from fabricplan.workload.plan import (
     Plans,
     hbm_bytes_per_s,
     matmul_flops,
-    runs_fp8,
 )
 from fabricplan.workload.shapes import (
     ACT_BYTES,
-    CAUSAL_FRACTION,
-    CROSS_ENTROPY_BYTES_PER_LOGIT,
-    NORM_RESIDUAL_ELEMS_PER_H,
-    SOFTMAX_ELEMS_PER_SCORE,
     TP_COLLECTIVES_PER_LAYER,
     Shape,
-    gemm_outputs_per_token,
     model_flops_per_token,
-    row_parallel_inputs_per_token,
 )
 from fabricplan.workload.tp_overlap import UB_COMM_SMS, exposed_per_layer, ring_exchange
 
-# The backward pass of a matmul computes the input and the weight gradients: twice the forward
-# FLOPs (Narayanan et al. SC'21, Sec. 5.1: forward + backward = 3x the forward).
-BACKWARD_PER_FORWARD = 2
-PASSES_FWD_BWD = 1 + BACKWARD_PER_FORWARD
-# FlashAttention-2 (Dao 2023, Sec. 3.1.1): the backward pass does 2.5x the forward's attention
-# matmul FLOPs, not 2x, because it recomputes the scores.
-FLASH_BACKWARD_FACTOR = 2.5
 # Adam step per weight: read FP32 master, momentum, variance, gradient (16 B), write the first
 # three and the BF16 weight (14 B).
 OPTIMIZER_STEP_BYTES = 30.0
@@ -135,79 +116,15 @@ def training_step(
     """Step time of every plan in ``p`` for model ``s`` on ``hw``, the network's congestion
     priced by ``backend``; ``plan_memory``: the plans' memory (:func:`.memory.memory`), when
     the caller has it already."""
-    # projections in FP8 when asked; attention stays in BF16
-    peak_proj, peak_attn = matmul_flops(hw.gpu, p.precision), matmul_flops(hw.gpu, "bf16")
-    hbm = hbm_bytes_per_s(hw.gpu)
+    # one layer, one micro-batch, one GPU (the last stage's output head and loss apart)
+    c = layer_compute(s, p, hw)
+    fwd, bwd, recompute, score, score_bwd = c.fwd, c.bwd, c.recompute, c.score, c.score_bwd
+    logits = c.logits
+    peak_proj, hbm = matmul_flops(hw.gpu, p.precision), hbm_bytes_per_s(hw.gpu)
     h = float(s.hidden)
-    tokens = p.micro_batch * p.seq_len / p.cp  # per GPU per micro-batch
-    ctx = p.seq_len * (CAUSAL_FRACTION if p.flash else 1.0)
-    sp_div = np.where(p.sp, p.tp, 1)  # sequence parallelism splits the rest of the layer too
+    tokens = p.tokens_per_micro_batch
+    sp_div = p.sp_split
     rec_passes = 1.0 if p.recompute == "full" else 0.0  # full recomputation: one more forward
-
-    # one layer, one micro-batch, one GPU: the projections' GEMMs, each storing its output
-    # after its main loop (see .gemm); column-parallel GEMMs split their outputs by TP,
-    # row-parallel ones their inner dimension, so they store the full width
-    fwd_out, dgrad_out = gemm_outputs_per_token(s, p.tp)
-    # fused, the weight-gradient GEMM reads and writes the main gradient in its epilogue: FP32
-    # (WGRAD_FUSED_BYTES), or BF16 when it is kept in BF16 (twice its 2 bytes)
-    fused = 2 * p.grad_bytes if p.grad_reduce_bf16 else WGRAD_FUSED_BYTES
-    wgrad_bytes = fused if p.grad_accum_fusion else OUT_BYTES
-    store = store_bytes_per_s(hw.gpu.arch, hbm)
-    proj_flops = tokens * s.proj_flops / p.tp
-    proj = gemm_seconds(proj_flops, tokens * fwd_out, peak_proj, store)
-    proj_bwd = gemm_seconds(
-        BACKWARD_PER_FORWARD * proj_flops, tokens * dgrad_out, peak_proj, store
-    ) + gemm_seconds(0.0, s.proj_flops / 2 / p.tp, peak_proj, store, wgrad_bytes)
-    attn_flops = tokens * s.score_flops_per_ctx * ctx / p.tp
-    if p.flash:  # a fused kernel's own rates, by head size, length and pass (causal models)
-        attn_fwd, attn_bwd = attention_rates(
-            hw.gpu, peak_attn, p.seq_len, causal=True, head_dim=s.head_dim
-        )
-        score = attn_flops / attn_fwd
-        score_bwd = FLASH_BACKWARD_FACTOR * attn_flops / attn_bwd
-    else:  # batched matmuls at the matmul rate; the softmax's traffic is counted below
-        score = attn_flops / peak_attn
-        score_bwd = BACKWARD_PER_FORWARD * score
-    norm_elems = NORM_RESIDUAL_ELEMS_PER_H * h / sp_div
-    softmax_elems = 0.0 if p.flash else SOFTMAX_ELEMS_PER_SCORE * s.heads * p.seq_len / p.tp
-    mem = tokens * ACT_BYTES * (norm_elems + s.ffn_act_elems / p.tp + softmax_elems) / hbm
-    softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
-    fwd = proj + score + mem
-    bwd = proj_bwd + BACKWARD_PER_FORWARD * mem + score_bwd
-    fwd_attn = bwd_attn = 0.0
-    if p.ep_comm_overlap:
-        # the attention's share of each pass (its projections, scores, first norm and
-        # softmax), where expert all-to-alls overlap a layer part by part (ep_overlap)
-        attn_share = s.attn_proj_flops / s.proj_flops
-        mem_attn = tokens * ACT_BYTES * (norm_elems / 2 + softmax_elems) / hbm
-        fwd_attn = (attn_share * proj + score + mem_attn) / fwd
-        bwd_attn = (attn_share * proj_bwd + score_bwd + BACKWARD_PER_FORWARD * mem_attn) / bwd
-    if runs_fp8(hw.gpu, p.precision):  # Transformer Engine casts FP8 GEMMs' operands (.gemm)
-        # the row-parallel GEMMs' inputs (proj, FC2), every output, the two layer norms' outputs
-        # (QKV's and FC1's inputs)
-        rows, norms = row_parallel_inputs_per_token(s, p.tp), 2 * h
-        cast_fwd, cast_bwd = fp8_cast_bytes(rows, fwd_out, norms / sp_div, norms)
-        fwd = fwd + tokens * cast_fwd / hbm
-        bwd = bwd + tokens * cast_bwd / hbm
-    if p.recompute == "full":
-        recompute = fwd
-    elif p.recompute == "selective":
-        # the core attention (scores, softmax, dropout, AV; Korthikanti et al. 2022, Sec. 5) runs
-        # again in the backward pass; fused, that is the attention kernel's forward: Megatron-Core
-        # checkpoints it whenever recomputation is selective (core_r0.8.0,
-        # megatron/core/transformer/attention.py, Attention.__init__: checkpoint_core_attention =
-        # recompute_granularity == 'selective'; forward: _checkpointed_attention_forward)
-        recompute = score + softmax_mem
-    else:
-        recompute = np.zeros_like(fwd)
-    # last stage: the output head, then the loss over the vocabulary, memory-bound
-    # (forward stores the logits, the input gradient h per token, the weight gradient h x V)
-    head_flops = PASSES_FWD_BWD * tokens * s.logits_flops / p.tp
-    logits = (
-        gemm_seconds(head_flops, tokens * (s.vocab / p.tp + h), peak_proj, store)
-        + gemm_seconds(0.0, h * s.vocab / p.tp, peak_proj, store, wgrad_bytes)
-        + tokens * s.vocab / p.tp * CROSS_ENTROPY_BYTES_PER_LOGIT / hbm
-    )
 
     # communication: every collective of the step, priced in one batch per op
     act_bytes = tokens * h * ACT_BYTES
@@ -372,13 +289,13 @@ def training_step(
     # the recomputation's are the attention's (selective) or split as the forward (full)
     ep_hidden = 0.0
     if p.ep_comm_overlap:
-        rec_attn = recompute if p.recompute == "selective" else fwd_attn * recompute
+        rec_attn = recompute if p.recompute == "selective" else c.fwd_attn * recompute
         ep_hidden = hidden_per_step(
             ep_f / TP_COLLECTIVES_PER_LAYER,  # one dispatch or combine
-            fwd_attn * fwd,
-            (1 - fwd_attn) * fwd,
-            bwd_attn * bwd + rec_attn,
-            (1 - bwd_attn) * bwd + recompute - rec_attn,
+            c.fwd_attn * fwd,
+            (1 - c.fwd_attn) * fwd,
+            c.bwd_attn * bwd + rec_attn,
+            (1 - c.bwd_attn) * bwd + recompute - rec_attn,
             ep_f * rec_passes,
             layers_here,
             m,
