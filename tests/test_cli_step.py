@@ -163,13 +163,13 @@ def test_validate_recipes_suite():
 
     fp8 = {
         r["label"]: r
-        for f in ("nemo_h100_fp8", "nemo_b200_fp8", "bridge_fp8", "bridge_moe")
+        for f in ("nemo_h100_fp8", "nemo_b200_fp8", "bridge_fp8", "bridge_moe", "bridge_moe_2604")
         for r in load_rows(RECIPES / f"{f}.toml")
     }
     out = json.loads(run("validate", "--suite", "recipes", "--json").stdout)
     rows = out["rows"]
-    assert out["count"] == len(rows) == 27
-    assert sum(r["metric"] == "tokens_per_s_per_gpu" for r in rows) == len(fp8) == 16
+    assert out["count"] == len(rows) == 28
+    assert sum(r["metric"] == "tokens_per_s_per_gpu" for r in rows) == len(fp8) == 17
     assert {r["metric"] for r in rows} == {"step_s", "tokens_per_s_per_gpu"}
     assert out["within_10pct"] == sum(abs(r["error"]) <= 0.10 for r in rows)
     for r in rows:

@@ -45,12 +45,12 @@ def by_label(label: str) -> ValidatedRun:
 
 def test_every_published_row_is_read_with_its_recorded_error():
     rows = [(s, r) for s, path in suite_files() for r in load_rows(path)]
-    assert len(RUNS) == len(rows) == 61
+    assert len(RUNS) == len(rows) == 62
     assert sum(r.suite == SUITE_TRAINING for r in RUNS) == 10  # Table 1
     assert sum(r.suite == SUITE_HELD_BACK for r in RUNS) == 24
-    assert sum(r.suite == SUITE_RECIPES for r in RUNS) == 27  # NVIDIA's recipes, H100 and B200
+    assert sum(r.suite == SUITE_RECIPES for r in RUNS) == 28  # NVIDIA's recipes, H100 and B200
     assert {r.config.gpu for r in RUNS} == {"a100", "h100", "b200"}
-    assert len(recorded_errors()) == 61
+    assert len(recorded_errors()) == 62
 
 
 def test_recorded_errors_match_the_model():
@@ -102,7 +102,7 @@ def test_an_unvalidated_gpu_is_outside_compared_with_every_gpu():
     assert v.outside[0].reason == (
         "4,096 H200 GPUs: GPU type never validated (validated: A100, H100, B200)"
     )
-    assert v.envelope_errors is not None and v.envelope_errors.runs == 61
+    assert v.envelope_errors is not None and v.envelope_errors.runs == 62
 
 
 def test_b200_fp8_is_compared_with_its_own_runs():
@@ -256,11 +256,11 @@ def test_advise_carries_the_record_per_fabric():
 
 def test_validate_suite_envelope():
     a100, h100, b200 = json.loads(run("validate", "--suite", "envelope", "--json").stdout)
-    assert (b200["gpu"], b200["runs"], b200["choices"]["precision"]) == ("B200", 8, ["fp8"])
+    assert (b200["gpu"], b200["runs"], b200["choices"]["precision"]) == ("B200", 9, ["fp8"])
     assert (a100["gpu"], a100["runs"], h100["gpu"], h100["runs"]) == ("A100", 22, "H100", 31)
-    # expert parallelism: the recipes' DeepSeek-V3 runs (EP 64 on H100, EP 8 on B200)
+    # expert parallelism: the recipes' DeepSeek-V3 runs (EP 64 on H100, EP 8 and 32 on B200)
     assert h100["spans"]["gpus"] == [8, 16384] and h100["spans"]["ep"] == [1, 64]
-    assert b200["spans"]["ep"] == [1, 8] and a100["spans"]["ep"] == [1, 1]
+    assert b200["spans"]["ep"] == [1, 32] and a100["spans"]["ep"] == [1, 1]
     assert h100["choices"]["moe"] == [False, True] and a100["choices"]["moe"] == [False]
     assert a100["choices"]["precision"] == ["bf16", "fp16"] and h100["choices"]["zero"] == [1, 2]
     assert h100["errors"]["worst_abs"] == max(abs(r.error) for r in envelopes()["h100"].runs)

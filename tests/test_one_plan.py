@@ -42,6 +42,7 @@ FLAGS = {
     "tp_comm_overlap": [True, False],
     "cp_comm": ["p2p", "all_gather"],
     "ep_comm_overlap": [True, False],
+    "ep_dispatch": ["alltoall", "hierarchical"],
 }
 
 

@@ -15,12 +15,29 @@ class Moe(_Frozen):
     shared_experts: int = Field(default=0, ge=0)
     expert_ffn_hidden: int = Field(gt=0)
     dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense FFN")
+    # Group-limited routing (DeepSeek-V3's node-limited routing): the experts form ``groups``
+    # equal groups in order, and a token picks its top_k experts inside the ``group_top_k``
+    # groups it ranks highest. None: no limit (every group).
+    groups: int = Field(default=1, gt=0, description="routing groups the experts form")
+    group_top_k: int | None = Field(default=None, gt=0, description="groups a token may use")
 
     @model_validator(mode="after")
     def _k(self) -> Moe:
         if self.top_k > self.experts:
             raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        if self.experts % self.groups:
+            raise ValueError(f"groups ({self.groups}) must divide experts ({self.experts})")
+        g = self.routing_groups
+        if g > self.groups:
+            raise ValueError(f"group_top_k ({g}) exceeds groups ({self.groups})")
+        if self.top_k > g * self.experts // self.groups:
+            raise ValueError(f"top_k ({self.top_k}) exceeds the experts of {g} groups")
         return self
+
+    @property
+    def routing_groups(self) -> int:
+        """Groups a token's experts may come from."""
+        return self.groups if self.group_top_k is None else self.group_top_k
 
 
 class Mla(_Frozen):

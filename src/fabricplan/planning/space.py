@@ -78,6 +78,7 @@ class Job:
     flash: bool = True
     grad_accum_fusion: bool = True
     grad_reduce_bf16: bool = False
+    ep_dispatch: str = "alltoall"  # how expert all-to-alls cross nodes (a software choice)
 
 
 def _divisors(n: int) -> list[int]:
@@ -231,6 +232,7 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
             tp_comm_overlap=tpo,
             cp_comm=cpc,
             ep_comm_overlap=epo,
+            ep_dispatch=job.ep_dispatch,
         )
         yield Flags(rec, ovl, tpo, cpc, epo), plans
 

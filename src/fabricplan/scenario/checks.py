@@ -210,6 +210,11 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
                     "workload.parallel.ep", f"must divide {m.id}'s experts ({m.moe.experts})", p.ep
                 )
             )
+    if p.ep_dispatch != "alltoall" and p.ep == 1:
+        why = "it moves the expert all-to-alls, which ep = 1 does not make"
+        problems.append(
+            Problem("workload.parallel.ep_dispatch", f"needs ep > 1 ({why})", p.ep_dispatch)
+        )
     if p.ep_comm_overlap:
         field = "workload.parallel.ep_comm_overlap"
         if p.ep == 1:

@@ -123,6 +123,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         tp_comm_overlap=r.get("tp_comm_overlap", False),
         cp_comm=r.get("cp_comm", "p2p"),
         ep_comm_overlap=r.get("ep_comm_overlap", False),
+        ep_dispatch=r.get("ep_dispatch", "alltoall"),
     )
     st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])

@@ -124,6 +124,12 @@ def _groups(size: ArrayLike, stride: ArrayLike) -> tuple[np.ndarray, np.ndarray]
     return np.broadcast_arrays(size, stride)  # type: ignore[return-value]
 
 
+def group_nodes(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarray:
+    """Nodes each group of ``size`` ranks ``stride`` apart spans (shape (N,))."""
+    size, stride = _groups(size, stride)
+    return _spread(hw, size, stride)[1]
+
+
 def spans_nodes(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarray:
     """Whether groups of ``size`` ranks ``stride`` apart cross the network (shape (N,))."""
     size, stride = _groups(size, stride)

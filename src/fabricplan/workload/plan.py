@@ -109,6 +109,7 @@ PLAN_FLAGS = (
     "tp_comm_overlap",
     "cp_comm",
     "ep_comm_overlap",
+    "ep_dispatch",
 )
 
 
@@ -136,6 +137,9 @@ class Plans:
     tp_comm_overlap: bool = False  # userbuffers: TP collectives behind GEMMs, see tp_overlap
     cp_comm: str = "p2p"  # context parallel's K/V exchange: p2p (ring) | all_gather
     ep_comm_overlap: bool = False  # all-to-alls behind another micro-batch's compute, ep_overlap
+    # expert all-to-alls: alltoall (every expert copy on its own) | hierarchical (one copy per
+    # destination node, forwarded over NVLink there: DeepEP, HybridEP), see ep_dispatch
+    ep_dispatch: str = "alltoall"
 
     @classmethod
     def of(cls, **kw: object) -> Plans:
@@ -273,4 +277,5 @@ def plans_from_scenario(s: Scenario) -> Plans:
         tp_comm_overlap=p.tp_comm_overlap,
         cp_comm=p.cp_comm,
         ep_comm_overlap=p.ep_comm_overlap,
+        ep_dispatch=p.ep_dispatch,
     )

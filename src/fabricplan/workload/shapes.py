@@ -71,6 +71,8 @@ class Shape:
     moe_layers: int
     top_k: int
     experts: int  # routed experts per MoE layer, 0 for dense
+    expert_groups: int  # groups the routed experts form (group-limited routing), 1 if none
+    expert_groups_used: int  # groups a token's experts may come from
     proj_flops: float  # attention projections + FFN (active), averaged over layers
     attn_proj_flops: float  # of which the attention projections
     attn_out_flops: float  # of which the attention output projection (row-parallel)
@@ -142,6 +144,8 @@ def shape_of(m: Model) -> Shape:
         moe_layers=pc.moe_layers,
         top_k=m.moe.top_k if m.moe else 0,
         experts=m.moe.experts if m.moe else 0,
+        expert_groups=m.moe.groups if m.moe else 1,
+        expert_groups_used=m.moe.routing_groups if m.moe else 1,
         proj_flops=2.0 * (pc.attention_per_layer + ffn_w),
         attn_proj_flops=2.0 * pc.attention_per_layer,
         attn_out_flops=2.0 * v_width * m.hidden,

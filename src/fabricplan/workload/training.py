@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
-from fabricplan.workload.comm import collectives_s, nccl_sm_share, spans_nodes
+from fabricplan.workload.comm import collectives_s, group_nodes, nccl_sm_share, spans_nodes
+from fabricplan.workload.ep_dispatch import network_copy_share
 from fabricplan.workload.ep_overlap import hidden_per_step
 from fabricplan.workload.layer_compute import (
     BACKWARD_PER_FORWARD,
@@ -127,6 +128,10 @@ def training_step(
     rec_passes = 1.0 if p.recompute == "full" else 0.0  # full recomputation: one more forward
 
     # communication: every collective of the step, priced in one batch per op
+    # an expert all-to-all sends each token's top_k copies, or one per node (ep_dispatch)
+    a2a_bytes = tokens * s.top_k * h * ACT_BYTES / sp_div
+    if p.ep_dispatch == "hierarchical" and s.experts:
+        a2a_bytes = a2a_bytes * network_copy_share(s, group_nodes(hw, p.ep, p.tp * p.cp))
     act_bytes = tokens * h * ACT_BYTES
     # a context-parallel rank moves the K/V of its own attention heads: TP splits the KV heads
     # (Megatron-Core: num_query_groups_per_partition = num_query_groups / tp), as far as there
@@ -195,7 +200,7 @@ def training_step(
             ("all_reduce", tp_ar, one, act_bytes, None),
             ("reduce_scatter", tp_sp, one, act_bytes, None),
             ("all_gather", tp_sp, one, act_bytes, None),
-            ("alltoall", p.ep, p.tp * p.cp, tokens * s.top_k * h * ACT_BYTES / sp_div, a2a),
+            ("alltoall", p.ep, p.tp * p.cp, a2a_bytes, a2a),
             ("sendrecv", p.cp, p.tp, kv_bytes, ring),
             ("all_gather", p.cp, p.tp, p.cp * kv_bytes, ring),
             ("reduce_scatter", p.cp, p.tp, p.cp * kv_bytes, ring),

@@ -1,0 +1,126 @@
+"""Hierarchical expert all-to-alls (ep_dispatch): one copy of a token per destination node."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from math import comb
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fabricplan.catalog import default_catalog
+from fabricplan.congestion.network_backend import NO_CONGESTION
+from fabricplan.workload import Hardware, Plans, training_step
+from fabricplan.workload.ep_dispatch import _nodes_per_token, network_copy_share, nodes_per_token
+from fabricplan.workload.shapes import shape_of
+from test_cli import run
+
+CAT = default_catalog()
+DSV3 = shape_of(CAT.model("deepseek-v3"))
+MIXTRAL = shape_of(CAT.model("mixtral-8x7b"))
+
+
+def test_without_groups_a_node_is_missed_as_hypergeometry_says():
+    # Mixtral: 8 experts, top-2; over 2 nodes each holds 4, and a token misses one node with
+    # probability C(4, 2) / C(8, 2) = 6 / 28
+    assert nodes_per_token(MIXTRAL, [2])[0] == pytest.approx(2 * (1 - 6 / 28))
+    # one expert a node: every copy goes to a node of its own
+    assert nodes_per_token(MIXTRAL, [8])[0] == pytest.approx(2.0)
+    assert network_copy_share(MIXTRAL, [8])[0] == pytest.approx(1.0)
+
+
+def test_deepseek_v3_reaches_at_most_four_nodes():
+    # 8 groups of 32 experts, a token uses 4 of them; over 8 nodes (a group a node) a node is
+    # missed when its group is not picked (1/2), or picked and none of the 8 experts drawn from
+    # the 128 of the 4 groups is among its 32
+    miss = 0.5 + 0.5 * comb(96, 8) / comb(128, 8)
+    assert nodes_per_token(DSV3, [8])[0] == pytest.approx(8 * (1 - miss))
+    assert 3.5 < nodes_per_token(DSV3, [8])[0] < 4.0
+    # two groups a node over 4 nodes; a group over 2 nodes over 16: never more than 8 nodes
+    # (top-8), and never more nodes than the 4 groups allow where groups hold whole nodes
+    assert nodes_per_token(DSV3, [4])[0] < 4.0
+    assert nodes_per_token(DSV3, [16])[0] < 8.0
+    np.testing.assert_array_equal(nodes_per_token(DSV3, [1, 1]), [1.0, 1.0])
+
+
+@given(
+    experts_log=st.integers(1, 9),
+    top_k=st.integers(1, 16),
+    groups_log=st.integers(0, 4),
+    used=st.integers(1, 16),
+    nodes_log=st.integers(0, 8),
+)
+def test_a_token_reaches_no_more_nodes_than_copies_or_nodes(
+    experts_log, top_k, groups_log, used, nodes_log
+):
+    experts, groups, nodes = 2**experts_log, 2**groups_log, 2**nodes_log
+    if groups > experts or used > groups or top_k > used * experts // groups or nodes > experts:
+        return
+    n = _nodes_per_token(experts, top_k, groups, used, nodes)
+    assert 1.0 - 1e-9 <= n <= min(top_k, nodes) + 1e-9
+    if nodes > 1:  # more nodes never gather a token's experts on fewer of them
+        assert _nodes_per_token(experts, top_k, groups, used, nodes // 2) <= n + 1e-9
+
+
+def _plans(**kw):
+    return Plans.of(tp=2, pp=1, dp=128, ep=8, global_batch=1024, seq_len=4096, **kw)
+
+
+def test_one_copy_a_node_cuts_the_network_bytes_and_nothing_else():
+    hw = Hardware(gpu=CAT.gpu("h100"), gpus=256, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr")
+    p = _plans()
+    per_copy = training_step(MIXTRAL, p, hw, backend=NO_CONGESTION)
+    by_node = training_step(
+        MIXTRAL, replace(p, ep_dispatch="hierarchical"), hw, backend=NO_CONGESTION
+    )
+    # EP 8 at TP 2 spans 2 nodes: a token reaches 1.57 of them, not its 2 copies
+    assert by_node.ep_comm_total[0] < per_copy.ep_comm_total[0]
+    assert by_node.time[0] < per_copy.time[0]
+    assert by_node.compute[0] == per_copy.compute[0] and by_node.dp_comm[0] == per_copy.dp_comm[0]
+    # inside one node NVLink carries every copy either way
+    p1 = Plans.of(tp=1, pp=1, dp=256, ep=8, global_batch=1024, seq_len=4096)
+    same = [
+        training_step(MIXTRAL, replace(p1, ep_dispatch=d), hw, backend=NO_CONGESTION).time[0]
+        for d in ("alltoall", "hierarchical")
+    ]
+    assert same[0] == same[1]
+
+
+def test_a_dense_model_is_unchanged_bit_for_bit():
+    s = shape_of(CAT.model("llama3-8b"))
+    hw = Hardware(gpu=CAT.gpu("h100"), gpus=64, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr")
+    p = Plans.of(tp=1, pp=1, dp=64, global_batch=256, seq_len=8192)
+    off = training_step(s, p, hw, backend=NO_CONGESTION)
+    on = training_step(s, replace(p, ep_dispatch="hierarchical"), hw, backend=NO_CONGESTION)
+    assert on.time[0] == off.time[0] and on.breakdown() == off.breakdown()
+
+
+def test_step_takes_the_dispatch_from_the_scenario():
+    args = ("step", "examples/256-gpu-moe.yaml", "--json")
+    copies = {r["fabric"]: r for r in json.loads(run(*args).stdout)}
+    nodes = run(*args, "--set", "workload.parallel.ep_dispatch=hierarchical")
+    assert nodes.returncode == 0, nodes.stderr
+    by_node = {r["fabric"]: r for r in json.loads(nodes.stdout)}
+    for fabric in ("ib-ndr", "roce-400g"):
+        a, b = copies[fabric]["breakdown"], by_node[fabric]["breakdown"]
+        assert b["ep_comm_s"] < a["ep_comm_s"]
+        assert b["compute_s"] == a["compute_s"]
+
+
+def test_the_dispatch_asks_for_expert_parallelism():
+    out = run(
+        "step",
+        "examples/256-gpu-moe.yaml",
+        "--set",
+        "workload.parallel.ep_dispatch=hierarchical",
+        "--set",
+        "workload.parallel.ep=1",
+    )
+    assert out.returncode == 2
+    assert "workload.parallel.ep_dispatch" in out.stderr and "needs ep > 1" in out.stderr
+    assert "Traceback" not in out.stderr
+    bad = run("step", "examples/256-gpu-moe.yaml", "--set", "workload.parallel.ep_dispatch=nvl")
+    assert bad.returncode == 2 and "ep_dispatch" in bad.stderr and "Traceback" not in bad.stderr
