@@ -78,6 +78,11 @@ def test_deepseek_v3_keeps_ep_64_where_the_published_layout_cannot_run():
     got = _plan("deepseek-v3", 256)
     assert got.origin == "adapted" and got.to_dict()["ep"] == 32
     assert "the largest with a fitting plan" in got.why
+    # adapted, it keeps the dispatcher DeepSeek-V3 ran: one copy of a token a node
+    assert got.scenario.workload is not None
+    assert got.scenario.workload.parallel.ep_dispatch == "hierarchical"
+    assert _plan("deepseek-v3", 2048).scenario.workload.parallel.ep_dispatch == "hierarchical"
+    assert _plan("mixtral-8x7b", 256).scenario.workload.parallel.ep_dispatch == "alltoall"
     # 128 GPUs: 671B weights with BF16 weights, FP32 gradients and Adam state are 12 TB, more
     # than 128 GPUs hold (9.4 TB usable): nothing fits
     assert reference_plan(SC, CAT, "deepseek-v3", 128, IB, ROCE) is None
@@ -133,6 +138,7 @@ def test_break_even_per_model_names_each_plan_and_its_origin_through_the_cli():
     here = ds["plan_at_scenario_size"]
     assert (here["ep"], here["origin"], here["gpus"]) == (32, "adapted", 256)
     assert ds["published_layout"]["ep"] == 64 and "2412.19437" in here["source"]
+    assert ds["published_layout"]["ep_dispatch"] == "hierarchical"
     assert [p["gpus"] for p in ds["plans"]] == ds["evaluated_gpus"]
     gpt = rows["gpt3-175b"]["plan_at_scenario_size"]
     assert (gpt["tp"], gpt["pp"], gpt["dp"], gpt["origin"]) == (8, 16, 2, "published")
@@ -143,4 +149,4 @@ def test_break_even_per_model_names_each_plan_and_its_origin_through_the_cli():
     assert table.returncode == 0, table.stderr
     assert "mixtral-8x7b: searched plan (no published layout)" in table.stdout
     assert "deepseek-v3: here published 1·16·64 at 256 GPUs" in table.stdout
-    assert "4·2·32, full" in table.stdout and "adapted 256-512" in table.stdout
+    assert "2·4·32, full" in table.stdout and "adapted 256-512" in table.stdout

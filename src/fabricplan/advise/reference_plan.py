@@ -23,7 +23,7 @@ per recomputation mode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -120,7 +120,7 @@ def _model_data(
     sc: Scenario,
     model: str,
     gpus: int,
-    parallel: dict[str, int],
+    parallel: dict[str, Any],
     recompute: str,
     fabrics: list[str],
 ) -> dict[str, Any]:
@@ -163,26 +163,42 @@ def _job(sc: Scenario, cat: Catalog, model: str, gpus: int) -> Job:
 
 
 def _scenario(
-    sc: Scenario, cat: Catalog, model: str, gpus: int, c: Candidate, fabrics: list[str]
+    sc: Scenario,
+    cat: Catalog,
+    model: str,
+    gpus: int,
+    c: Candidate,
+    fabrics: list[str],
+    ep_dispatch: str = "alltoall",
 ) -> Scenario:
-    """The scenario that runs plan ``c`` (a plan the search listed: the scenario's rules hold)."""
+    """The scenario that runs plan ``c`` (a plan the search listed: the scenario's rules hold),
+    its expert all-to-alls sent as ``ep_dispatch`` says."""
     keys = ("tp", "pp", "ep", "cp", "vp", "zero", "tp_comm_overlap", "ep_comm_overlap")
     par = {k: getattr(c, k) for k in keys}
     par["cp_comm"] = c.cp_comm
+    if c.ep > 1:
+        par["ep_dispatch"] = ep_dispatch
     data = _model_data(sc, model, gpus, par, c.recompute, fabrics)
     data["workload"] |= {"micro_batch": c.micro_batch, "overlap_dp": c.overlap_dp}
     return scenario_from_data(data, catalog=cat)
 
 
 def search(
-    sc: Scenario, cat: Catalog, model: str, gpus: int, ib: str, roce: str, ep_floor: int = 1
+    sc: Scenario,
+    cat: Catalog,
+    model: str,
+    gpus: int,
+    ib: str,
+    roce: str,
+    ep_floor: int = 1,
+    ep_dispatch: str = "alltoall",
 ) -> Scenario | None:
     """The scenario on ``gpus`` GPUs and fabrics ``ib`` and ``roce``, training ``model`` with
     its fastest fitting plan on ``ib`` among those with EP at least ``ep_floor`` (or, when
-    none fits, with the largest EP that fits); None when no plan tried fits. Every plan of
-    ``BREAK_EVEN_SPACE`` is priced in one vectorised pass per recomputation mode
-    (:mod:`fabricplan.planning`)."""
-    job = _job(sc, cat, model, gpus)
+    none fits, with the largest EP that fits), its expert all-to-alls sent as ``ep_dispatch``
+    says; None when no plan tried fits. Every plan of ``BREAK_EVEN_SPACE`` is priced in one
+    vectorised pass per recomputation mode (:mod:`fabricplan.planning`)."""
+    job = replace(_job(sc, cat, model, gpus), ep_dispatch=ep_dispatch)
     data = _model_data(sc, model, gpus, {}, RECOMPUTE[0], [ib, roce])
     try:  # the cluster at this size: the same for every plan
         base = scenario_from_data(data, catalog=cat)
@@ -196,7 +212,7 @@ def search(
     eps = table.ints[order, INT_COLS.index("ep")]
     floor = min(ep_floor, int(eps.max()))
     best = table.candidate(int(order[np.flatnonzero(eps >= floor)[0]]))
-    return _scenario(sc, cat, model, gpus, best, [ib, roce])
+    return _scenario(sc, cat, model, gpus, best, [ib, roce], ep_dispatch)
 
 
 def _ep(s: Scenario) -> int:
@@ -213,7 +229,8 @@ def _published(
         return f"published {lay} has tp {t.tp} beyond the node's {_gpus_per_node(sc, cat)} GPUs"
     if gpus % (t.tp * t.pp * t.cp):
         return f"published {lay} (cp {t.cp}) does not divide {gpus:,} GPUs"
-    par = {"tp": t.tp, "pp": t.pp, "ep": t.ep, "cp": t.cp, "vp": t.vp, "zero": t.zero}
+    par: dict[str, int | str] = {"tp": t.tp, "pp": t.pp, "ep": t.ep, "cp": t.cp, "vp": t.vp}
+    par |= {"zero": t.zero} | ({"ep_dispatch": t.ep_dispatch} if t.ep > 1 else {})
     try:
         data = _model_data(sc, model, gpus, par, t.recompute, [ib, roce])
         s = scenario_from_data(data, catalog=cat)
@@ -250,7 +267,7 @@ def reference_plan(
         assert got.workload is not None
         why = f"published layout, dp refilled to {got.workload.parallel.dp:,}"
         return ReferencePlan(got, "published", why, t.source)
-    s = search(sc, cat, model, gpus, ib, roce, ep_floor=t.ep)
+    s = search(sc, cat, model, gpus, ib, roce, ep_floor=t.ep, ep_dispatch=t.ep_dispatch)
     if s is None:
         return None
     assert s.workload is not None

@@ -64,6 +64,11 @@ class TrainedPlan(_Frozen):
     vp: int = Field(default=1, gt=0, description="interleaved 1F1B: model chunks per stage")
     zero: int = Field(ge=0, le=3, description="ZeRO stage (3 = FSDP that re-gathers weights)")
     recompute: Literal["none", "selective", "full"]
+    ep_dispatch: Literal["alltoall", "hierarchical"] = Field(
+        default="alltoall",
+        description="how the expert all-to-alls crossed nodes: hierarchical, one copy of a token "
+        "per destination node, forwarded over NVLink there",
+    )
     gpus: int | None = Field(default=None, gt=0, description="GPUs trained on; None: unpublished")
     source: str = Field(min_length=1, description="paper and section, or repository and file")
     assumed: tuple[Literal["vp", "zero", "recompute"], ...] = ()
