@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from fabricplan.catalog import default_catalog
 from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.workload import Hardware, Plans, training_step
-from fabricplan.workload.ep_dispatch import _nodes_per_token, network_copy_share, nodes_per_token
+from fabricplan.workload.comm import nccl_sm_share
+from fabricplan.workload.ep_dispatch import (
+    FLEX_DISPATCHER_SMS,
+    _nodes_per_token,
+    network_copy_share,
+    nodes_per_token,
+)
 from fabricplan.workload.shapes import shape_of
 from test_cli import run
 
@@ -124,3 +130,20 @@ def test_the_dispatch_asks_for_expert_parallelism():
     assert "Traceback" not in out.stderr
     bad = run("step", "examples/256-gpu-moe.yaml", "--set", "workload.parallel.ep_dispatch=nvl")
     assert bad.returncode == 2 and "ep_dispatch" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_hierarchical_dispatcher_beside_compute_holds_its_own_sms():
+    # EP 8 inside one node: the same bytes either way, so the same all-to-alls hide; beside the
+    # compute NCCL holds a block per channel, DeepEP its 20 SMs
+    hw = Hardware(gpu=CAT.gpu("h100"), gpus=256, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr")
+    p = Plans.of(tp=1, pp=1, dp=256, ep=8, global_batch=2048, seq_len=4096, ep_comm_overlap=True)
+    nccl = training_step(MIXTRAL, p, hw, backend=NO_CONGESTION)
+    flex = training_step(MIXTRAL, replace(p, ep_dispatch="hierarchical"), hw, backend=NO_CONGESTION)
+    assert flex.ep_comm_total[0] == nccl.ep_comm_total[0] and flex.ep_comm[0] == nccl.ep_comm[0]
+    hidden = nccl.ep_comm_total[0] - nccl.ep_comm[0]
+    assert hidden > 0
+    extra = flex.overlap_slowdown[0] - nccl.overlap_slowdown[0]
+    channels = nccl_sm_share(hw, 8, 1)[0] * hw.gpu.sm_count
+    want = (FLEX_DISPATCHER_SMS - channels) / hw.gpu.sm_count * hidden
+    assert extra == pytest.approx(want, rel=1e-9)
+    assert flex.time[0] - nccl.time[0] == pytest.approx(extra, rel=1e-9)

@@ -27,6 +27,11 @@ from numpy.typing import ArrayLike
 
 from fabricplan.workload.shapes import Shape
 
+# SMs a hierarchical dispatcher's kernels hold while they run (Megatron-Core core_v0.14.0,
+# transformer_config.py: moe_deepep_num_sms = 20, DeepEP's own default; later releases leave it
+# to the backend, whose default it stays): beside compute, the compute loses them.
+FLEX_DISPATCHER_SMS = 20
+
 
 def _none_of(pool: int, held: int, k: int) -> float:
     """Probability that ``k`` experts drawn without replacement from ``pool`` miss all

@@ -26,7 +26,7 @@ import numpy as np
 
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.workload.comm import collectives_s, group_nodes, nccl_sm_share, spans_nodes
-from fabricplan.workload.ep_dispatch import network_copy_share
+from fabricplan.workload.ep_dispatch import FLEX_DISPATCHER_SMS, network_copy_share
 from fabricplan.workload.ep_overlap import hidden_per_step
 from fabricplan.workload.layer_compute import (
     BACKWARD_PER_FORWARD,
@@ -326,7 +326,12 @@ def training_step(
         np.maximum(dp_total - dp_exposed, 0.0), dp_total, dp_sm
     ) + m * layers_here * sm_tax(cp_hidden, score + score_bwd, cp_sm)
     if p.ep_comm_overlap:
-        ep_sm = nccl_sm_share(hw, p.ep, p.tp * p.cp)
+        # NCCL's all-to-all holds a block per channel; a hierarchical dispatcher its own SMs
+        ep_sm = (
+            np.full(len(p), FLEX_DISPATCHER_SMS / hw.gpu.sm_count)
+            if p.ep_dispatch == "hierarchical"
+            else nccl_sm_share(hw, p.ep, p.tp * p.cp)
+        )
         slowdown = slowdown + sm_tax(ep_hidden, m * compute_mb, ep_sm)
 
     # ZeRO >= 1 shards the optimizer step: dense weights over the data-parallel group, routed
