@@ -147,3 +147,22 @@ def test_a_hierarchical_dispatcher_beside_compute_holds_its_own_sms():
     want = (FLEX_DISPATCHER_SMS - channels) / hw.gpu.sm_count * hidden
     assert extra == pytest.approx(want, rel=1e-9)
     assert flex.time[0] - nccl.time[0] == pytest.approx(extra, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"groups": 3}, "groups (3) must divide experts (256)"),
+        ({"groups": 8, "group_top_k": 9}, "group_top_k (9) exceeds groups (8)"),
+        ({"groups": 64, "group_top_k": 1}, "top_k (8) exceeds the experts of 1 groups"),
+    ],
+)
+def test_routing_groups_are_checked(extra, message):
+    from pydantic import ValidationError
+
+    from fabricplan.catalog.transformer import Moe
+
+    base = {"experts": 256, "top_k": 8, "expert_ffn_hidden": 2048}
+    assert Moe.model_validate(base).routing_groups == 1
+    with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Moe.model_validate({**base, **extra})
