@@ -13,7 +13,9 @@ Megatron-LM's schedule (Narayanan et al. SC'21; Korthikanti et al. 2022):
   bucket by bucket with the last backward pass (and the next forward) when ``overlap_dp``;
   ZeRO-3 instead gathers each layer's weights in every micro-batch's forward and backward and
   reduce-scatters its gradients in the backward, one layer ahead as FSDP prefetches;
-- expert parallel: dispatch and combine all-to-alls per MoE layer, each pass, exposed;
+- expert parallel: dispatch and combine all-to-alls per MoE layer, each pass, exposed unless
+  overlapped (:mod:`.ep_overlap`); each expert copy of a token crosses the network, or one
+  copy per destination node with a hierarchical dispatcher (:mod:`.ep_dispatch`);
 - context parallel: ring exchange of K/V blocks, each step behind one block's attention.
 What hides, and what hidden communication costs the compute beside it, is :mod:`.overlap`'s.
 """
