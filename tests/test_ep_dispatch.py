@@ -166,3 +166,26 @@ def test_routing_groups_are_checked(extra, message):
     assert Moe.model_validate(base).routing_groups == 1
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Moe.model_validate({**base, **extra})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("step", "--set", "cluster.fabric=tcp-100g"),  # the scenario's own checks
+        ("step", "--fabric", "tcp-100g"),  # asked for past them
+        ("plan", "--fabric", "efa-gen4-400g"),
+    ],
+)
+def test_the_dispatch_asks_for_an_rdma_fabric(args):
+    cmd, *rest = args
+    out = run(
+        cmd,
+        "examples/256-gpu-moe.yaml",
+        "--set",
+        "workload.parallel.ep_dispatch=hierarchical",
+        *rest,
+    )
+    assert out.returncode == 2, out.stdout
+    assert "workload.parallel.ep_dispatch" in out.stderr
+    assert "needs an InfiniBand or RoCE fabric" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -20,6 +20,7 @@ from fabricplan.planning.search import (
 from fabricplan.planning.space import Job, SearchSpace
 from fabricplan.scenario import Scenario
 from fabricplan.workload.errors import WorkloadError
+from fabricplan.workload.evaluate import check_dispatch_fabrics
 from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
 from fabricplan.workload.shapes import shape_of
 from fabricplan.workload.training import training_step
@@ -129,8 +130,10 @@ def search_scenario(
     job = job_of(sc, cat)
     space = space or SearchSpace()
     s = shape_of(job.model)
+    fabrics = fabrics or list(sc.cluster.fabrics)
+    check_dispatch_fabrics(sc, cat, fabrics)
     out = []
-    for fab in fabrics or list(sc.cluster.fabrics):
+    for fab in fabrics:
         hw = hardware_from_scenario(sc, cat, fab)
         table = evaluate(s, job, hw, space, backend)
         out.append(FabricSearch(summarize(table, fab, top), _own(sc, cat, fab, backend)))

@@ -183,6 +183,10 @@ def _check_parallel(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
         )
 
 
+# Fabric families whose NICs offer the RDMA verbs a hierarchical expert dispatcher sends with.
+RDMA_FAMILIES = frozenset({"infiniband", "roce"})
+
+
 def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Problem]) -> None:
     _check_parallel(s, w, cat, problems)
     if w.model not in cat.ids("model"):
@@ -210,11 +214,28 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
                     "workload.parallel.ep", f"must divide {m.id}'s experts ({m.moe.experts})", p.ep
                 )
             )
-    if p.ep_dispatch != "alltoall" and p.ep == 1:
-        why = "it moves the expert all-to-alls, which ep = 1 does not make"
-        problems.append(
-            Problem("workload.parallel.ep_dispatch", f"needs ep > 1 ({why})", p.ep_dispatch)
-        )
+    if p.ep_dispatch != "alltoall":
+        field = "workload.parallel.ep_dispatch"
+        if p.ep == 1:
+            why = "it moves the expert all-to-alls, which ep = 1 does not make"
+            problems.append(Problem(field, f"needs ep > 1 ({why})", p.ep_dispatch))
+        # DeepEP and HybridEP send with GPU-initiated RDMA (NVSHMEM over InfiniBand verbs,
+        # which RoCE offers too); a TCP, SRD or Ultra Ethernet fabric runs the all-to-all
+        no_rdma = [
+            f
+            for f in s.cluster.fabrics
+            if f in cat.ids("fabric") and cat.fabric(f).family not in RDMA_FAMILIES
+        ]
+        if no_rdma:
+            names = ", ".join(f"{f} ({cat.fabric(f).family})" for f in no_rdma)
+            problems.append(
+                Problem(
+                    field,
+                    f"needs an InfiniBand or RoCE fabric (DeepEP and HybridEP send over RDMA); "
+                    f"not {names}",
+                    p.ep_dispatch,
+                )
+            )
     if p.ep_comm_overlap:
         field = "workload.parallel.ep_comm_overlap"
         if p.ep == 1:

@@ -12,6 +12,7 @@ from fabricplan.catalog import Catalog
 from fabricplan.catalog.reliability import HOURS_PER_DAY, load_reliability
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import Scenario
+from fabricplan.scenario.checks import RDMA_FAMILIES
 from fabricplan.scenario.summary import SECONDS_PER_DAY
 from fabricplan.validation.envelope import validation_of
 from fabricplan.workload.errors import WorkloadError
@@ -194,6 +195,7 @@ def evaluate_scenario(
     if w is None:
         raise WorkloadError("workload: the scenario has no workload; add one to compute a step")
     fabrics = list(fabrics or sc.cluster.fabrics)
+    check_dispatch_fabrics(sc, cat, fabrics)
     key = None
     if tick is None and (adjust is None or adjust_key is not None):
         key = MEMO.key(sc, cat, fabrics, backend, adjust_key)
@@ -204,6 +206,21 @@ def evaluate_scenario(
     if key is not None:
         MEMO.put(key, out, keep=cat)  # the key holds the catalog's id
     return out
+
+
+def check_dispatch_fabrics(sc: Scenario, cat: Catalog, fabrics: list[str]) -> None:
+    """A hierarchical expert dispatcher on a fabric without RDMA (asked for by id, past the
+    scenario's own checks) is the scenario's error, as the checks word it."""
+    w = sc.workload
+    if w is None or w.kind != "training" or w.parallel.ep_dispatch == "alltoall":
+        return
+    no_rdma = [f for f in fabrics if cat.fabric(f).family not in RDMA_FAMILIES]
+    if no_rdma:
+        names = ", ".join(f"{f} ({cat.fabric(f).family})" for f in no_rdma)
+        raise WorkloadError(
+            "workload.parallel.ep_dispatch: needs an InfiniBand or RoCE fabric (DeepEP and "
+            f"HybridEP send over RDMA); not {names}"
+        )
 
 
 def _evaluate(
