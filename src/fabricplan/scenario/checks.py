@@ -187,6 +187,17 @@ def _check_parallel(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
 RDMA_FAMILIES = frozenset({"infiniband", "roce"})
 
 
+def no_rdma_dispatch(cat: Catalog, fabrics: list[str]) -> str | None:
+    """Why a hierarchical expert dispatcher cannot run on ``fabrics``, or None: DeepEP and
+    HybridEP send with GPU-initiated RDMA (NVSHMEM over InfiniBand verbs, which RoCE offers
+    too), which a TCP, SRD or Ultra Ethernet fabric does not."""
+    no_rdma = [f for f in fabrics if cat.fabric(f).family not in RDMA_FAMILIES]
+    if not no_rdma:
+        return None
+    names = ", ".join(f"{f} ({cat.fabric(f).family})" for f in no_rdma)
+    return f"needs an InfiniBand or RoCE fabric (DeepEP and HybridEP send over RDMA); not {names}"
+
+
 def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Problem]) -> None:
     _check_parallel(s, w, cat, problems)
     if w.model not in cat.ids("model"):
@@ -219,23 +230,10 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
         if p.ep == 1:
             why = "it moves the expert all-to-alls, which ep = 1 does not make"
             problems.append(Problem(field, f"needs ep > 1 ({why})", p.ep_dispatch))
-        # DeepEP and HybridEP send with GPU-initiated RDMA (NVSHMEM over InfiniBand verbs,
-        # which RoCE offers too); a TCP, SRD or Ultra Ethernet fabric runs the all-to-all
-        no_rdma = [
-            f
-            for f in s.cluster.fabrics
-            if f in cat.ids("fabric") and cat.fabric(f).family not in RDMA_FAMILIES
-        ]
-        if no_rdma:
-            names = ", ".join(f"{f} ({cat.fabric(f).family})" for f in no_rdma)
-            problems.append(
-                Problem(
-                    field,
-                    f"needs an InfiniBand or RoCE fabric (DeepEP and HybridEP send over RDMA); "
-                    f"not {names}",
-                    p.ep_dispatch,
-                )
-            )
+        known = [f for f in s.cluster.fabrics if f in cat.ids("fabric")]
+        why = no_rdma_dispatch(cat, known)
+        if why:
+            problems.append(Problem(field, why, p.ep_dispatch))
     if p.ep_comm_overlap:
         field = "workload.parallel.ep_comm_overlap"
         if p.ep == 1:

@@ -12,7 +12,7 @@ from fabricplan.catalog import Catalog
 from fabricplan.catalog.reliability import HOURS_PER_DAY, load_reliability
 from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBackend
 from fabricplan.scenario import Scenario
-from fabricplan.scenario.checks import RDMA_FAMILIES
+from fabricplan.scenario.checks import no_rdma_dispatch
 from fabricplan.scenario.summary import SECONDS_PER_DAY
 from fabricplan.validation.envelope import validation_of
 from fabricplan.workload.errors import WorkloadError
@@ -214,13 +214,9 @@ def check_dispatch_fabrics(sc: Scenario, cat: Catalog, fabrics: list[str]) -> No
     w = sc.workload
     if w is None or w.kind != "training" or w.parallel.ep_dispatch == "alltoall":
         return
-    no_rdma = [f for f in fabrics if cat.fabric(f).family not in RDMA_FAMILIES]
-    if no_rdma:
-        names = ", ".join(f"{f} ({cat.fabric(f).family})" for f in no_rdma)
-        raise WorkloadError(
-            "workload.parallel.ep_dispatch: needs an InfiniBand or RoCE fabric (DeepEP and "
-            f"HybridEP send over RDMA); not {names}"
-        )
+    why = no_rdma_dispatch(cat, fabrics)
+    if why:
+        raise WorkloadError(f"workload.parallel.ep_dispatch: {why}")
 
 
 def _evaluate(
