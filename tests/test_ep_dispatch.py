@@ -189,3 +189,25 @@ def test_the_dispatch_asks_for_an_rdma_fabric(args):
     assert "workload.parallel.ep_dispatch" in out.stderr
     assert "needs an InfiniBand or RoCE fabric" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_the_plan_search_tries_one_copy_a_node_only_where_it_can_differ():
+    from fabricplan.planning import SearchSpace, batches, job_of, search_scenario
+    from fabricplan.scenario import load_scenario
+
+    sc = load_scenario("examples/256-gpu-moe.yaml", catalog=CAT)
+    job = job_of(sc, CAT)
+    tried = 0
+    for flags, plans in batches(job, SearchSpace()):
+        assert plans.ep_dispatch == flags.ep_dispatch
+        if flags.ep_dispatch == "hierarchical":
+            # EP groups over more than one node: inside one the bytes are the same
+            assert ((plans.ep > 1) & (plans.ep * plans.tp * plans.cp > 8)).all()
+            tried += len(plans)
+    assert tried > 0
+    # on a fabric without RDMA the search leaves it out; on InfiniBand the best plan takes it
+    ib, tcp = search_scenario(sc, CAT, ["ib-ndr", "tcp-100g"], backend=NO_CONGESTION)
+    assert ib.result.best is not None and tcp.result.best is not None
+    assert ib.result.best.ep_dispatch == "hierarchical"
+    assert tcp.result.best.ep_dispatch == "alltoall"
+    assert all(a.plan.ep_dispatch == "alltoall" for a in tcp.result.alternatives)

@@ -67,6 +67,7 @@ BREAK_EVEN_SPACE = SearchSpace(
     tp_comm_overlap=(False,),
     cp_comm=("p2p",),
     ep_comm_overlap=(False,),
+    ep_dispatch=("alltoall",),  # a model's own dispatcher where it published one (below)
     pp_divides_layers=False,
     batch_tokens=DEFAULT_BATCH_TOKENS,
 )
@@ -169,15 +170,13 @@ def _scenario(
     gpus: int,
     c: Candidate,
     fabrics: list[str],
-    ep_dispatch: str = "alltoall",
 ) -> Scenario:
-    """The scenario that runs plan ``c`` (a plan the search listed: the scenario's rules hold),
-    its expert all-to-alls sent as ``ep_dispatch`` says."""
+    """The scenario that runs plan ``c`` (a plan the search listed: the scenario's rules hold)."""
     keys = ("tp", "pp", "ep", "cp", "vp", "zero", "tp_comm_overlap", "ep_comm_overlap")
     par = {k: getattr(c, k) for k in keys}
     par["cp_comm"] = c.cp_comm
     if c.ep > 1:
-        par["ep_dispatch"] = ep_dispatch
+        par["ep_dispatch"] = c.ep_dispatch
     data = _model_data(sc, model, gpus, par, c.recompute, fabrics)
     data["workload"] |= {"micro_batch": c.micro_batch, "overlap_dp": c.overlap_dp}
     return scenario_from_data(data, catalog=cat)
@@ -198,21 +197,23 @@ def search(
     none fits, with the largest EP that fits), its expert all-to-alls sent as ``ep_dispatch``
     says; None when no plan tried fits. Every plan of ``BREAK_EVEN_SPACE`` is priced in one
     vectorised pass per recomputation mode (:mod:`fabricplan.planning`)."""
-    job = replace(_job(sc, cat, model, gpus), ep_dispatch=ep_dispatch)
+    job = _job(sc, cat, model, gpus)
+    # the model's dispatcher where its EP groups span nodes (the search tries it only there)
+    space = replace(BREAK_EVEN_SPACE, ep_dispatch=tuple(dict.fromkeys(("alltoall", ep_dispatch))))
     data = _model_data(sc, model, gpus, {}, RECOMPUTE[0], [ib, roce])
     try:  # the cluster at this size: the same for every plan
         base = scenario_from_data(data, catalog=cat)
     except ScenarioError:
         return None
     hw = hardware_from_scenario(base, cat, ib)
-    table = evaluate(shape_of(job.model), job, hw, BREAK_EVEN_SPACE, NO_CONGESTION)
+    table = evaluate(shape_of(job.model), job, hw, space, NO_CONGESTION)
     order = ranked(table)
     if not len(order):
         return None
     eps = table.ints[order, INT_COLS.index("ep")]
     floor = min(ep_floor, int(eps.max()))
     best = table.candidate(int(order[np.flatnonzero(eps >= floor)[0]]))
-    return _scenario(sc, cat, model, gpus, best, [ib, roce], ep_dispatch)
+    return _scenario(sc, cat, model, gpus, best, [ib, roce])
 
 
 def _ep(s: Scenario) -> int:

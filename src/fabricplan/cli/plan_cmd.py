@@ -43,6 +43,7 @@ def _settings(p: Candidate) -> str:
     out += ["DP overlap"] if p.overlap_dp else []
     out += ["TP overlap"] if p.tp_comm_overlap else []
     out += ["EP overlap"] if p.ep_comm_overlap else []
+    out += ["EP one copy a node"] if p.ep_dispatch == "hierarchical" else []
     out += [f"CP {p.cp_comm}"] if p.cp > 1 else []
     return ", ".join(out)
 

@@ -4,7 +4,7 @@ plan searched, on each of its fabrics."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fabricplan.catalog import Catalog
@@ -19,6 +19,7 @@ from fabricplan.planning.search import (
 )
 from fabricplan.planning.space import Job, SearchSpace
 from fabricplan.scenario import Scenario
+from fabricplan.scenario.checks import no_rdma_dispatch
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.evaluate import check_dispatch_fabrics
 from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
@@ -47,7 +48,6 @@ def job_of(sc: Scenario, cat: Catalog) -> Job:
         flash=w.flash_attention,
         grad_accum_fusion=w.grad_accum_fusion,
         grad_reduce_bf16=w.grad_reduce == "bf16",
-        ep_dispatch=w.parallel.ep_dispatch,
     )
 
 
@@ -106,6 +106,7 @@ def _own(sc: Scenario, cat: Catalog, fabric: str, backend: NetworkBackend) -> Ca
         tp_comm_overlap=par.tp_comm_overlap,
         cp_comm=par.cp_comm,
         ep_comm_overlap=par.ep_comm_overlap,
+        ep_dispatch=par.ep_dispatch,
         step_time_s=t,
         tokens_per_s=float(st.tokens[0]) / t,
         memory_GB=float(st.memory.total[0]) / 1e9,
@@ -135,7 +136,11 @@ def search_scenario(
     out = []
     for fab in fabrics:
         hw = hardware_from_scenario(sc, cat, fab)
-        table = evaluate(s, job, hw, space, backend)
+        here = space
+        if no_rdma_dispatch(cat, [fab]):  # no hierarchical dispatcher without RDMA
+            alltoall = tuple(d for d in space.ep_dispatch if d == "alltoall")
+            here = replace(space, ep_dispatch=alltoall)
+        table = evaluate(s, job, hw, here, backend)
         out.append(FabricSearch(summarize(table, fab, top), _own(sc, cat, fab, backend)))
         if tick is not None:
             tick(fab)

@@ -26,7 +26,7 @@ PART_SETTINGS: dict[str, tuple[str, ...]] = {
     "overlap_slowdown": ("dp", "cp", "ep", "zero", "overlap_dp"),
     "tp_comm": ("tp", "tp_comm_overlap", "recompute", "micro_batch"),
     "pp_comm": ("pp", "vp", "micro_batch"),
-    "ep_comm": ("ep", "ep_comm_overlap", "micro_batch"),
+    "ep_comm": ("ep", "ep_comm_overlap", "ep_dispatch", "micro_batch"),
     "cp_comm": ("cp", "cp_comm", "recompute"),
     "dp_comm": ("dp", "ep", "zero", "overlap_dp", "micro_batch"),
     "bubble": ("pp", "vp", "micro_batch"),
@@ -59,6 +59,7 @@ class Candidate:
     fits: bool
     breakdown: dict[str, float]
     ep_comm_overlap: bool = False
+    ep_dispatch: str = "alltoall"
 
     @property
     def sequence_parallel(self) -> bool:
@@ -85,6 +86,7 @@ class Candidate:
             "tp_comm_overlap": self.tp_comm_overlap,
             "cp_comm": self.cp_comm,
             "ep_comm_overlap": self.ep_comm_overlap,
+            "ep_dispatch": self.ep_dispatch,
             "step_time_s": self.step_time_s,
             "tokens_per_s": self.tokens_per_s,
             "memory_per_gpu_GB": self.memory_GB,
@@ -168,6 +170,7 @@ class Table:
             tp_comm_overlap=f.tp_comm_overlap,
             cp_comm=f.cp_comm,
             ep_comm_overlap=f.ep_comm_overlap,
+            ep_dispatch=f.ep_dispatch,
             step_time_s=t,
             tokens_per_s=float(self.tokens[i]) / t,
             memory_GB=float(self.memory[i]) / 1e9,

@@ -53,6 +53,9 @@ class SearchSpace:
     tp_comm_overlap: tuple[bool, ...] = (False, True)
     cp_comm: tuple[str, ...] = ("p2p", "all_gather")
     ep_comm_overlap: tuple[bool, ...] = (False, True)
+    # how expert all-to-alls cross nodes: hierarchical only where the EP group spans nodes (the
+    # same bytes inside one), and the search on a fabric without RDMA leaves it out
+    ep_dispatch: tuple[str, ...] = ("alltoall", "hierarchical")
     # tp beyond the node (over the network): never fast, so off unless asked
     tp_across_nodes: bool = False
     # pipeline stages must hold whole, equal numbers of layers (the step model times an uneven
@@ -78,7 +81,6 @@ class Job:
     flash: bool = True
     grad_accum_fusion: bool = True
     grad_reduce_bf16: bool = False
-    ep_dispatch: str = "alltoall"  # how expert all-to-alls cross nodes (a software choice)
 
 
 def _divisors(n: int) -> list[int]:
@@ -180,6 +182,7 @@ class Flags:
     tp_comm_overlap: bool
     cp_comm: str
     ep_comm_overlap: bool = False
+    ep_dispatch: str = "alltoall"
 
 
 def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
@@ -199,8 +202,9 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
         space.tp_comm_overlap,
         space.cp_comm,
         space.ep_comm_overlap,
+        space.ep_dispatch,
     )
-    for rec, ovl, tpo, cpc, epo in flags:
+    for rec, ovl, tpo, cpc, epo, epd in flags:
         keep = np.ones(len(cols), dtype=bool)
         if tpo:  # userbuffers need TP (with sequence parallelism) inside the node
             keep &= (tp > 1) & (tp <= job.gpus_per_node)
@@ -208,6 +212,8 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
             keep &= cp > 1
         if epo:  # all-to-alls to hide, and passes to pair (an interleaved pipeline if any)
             keep &= (ep > 1) & ((pp == 1) | (vp > 1))
+        if epd != "alltoall":  # EP groups (ep ranks tp x cp apart) over more than one node
+            keep &= (ep > 1) & (ep * tp * cp > job.gpus_per_node)
         if not keep.any():
             continue
         c = cols[keep]
@@ -232,9 +238,9 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
             tp_comm_overlap=tpo,
             cp_comm=cpc,
             ep_comm_overlap=epo,
-            ep_dispatch=job.ep_dispatch,
+            ep_dispatch=epd,
         )
-        yield Flags(rec, ovl, tpo, cpc, epo), plans
+        yield Flags(rec, ovl, tpo, cpc, epo, epd), plans
 
 
 def space_size(job: Job, space: SearchSpace) -> int:
