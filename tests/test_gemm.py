@@ -1,5 +1,7 @@
 """The GEMM shape law (workload/gemm.py) against its analytic form and a published sweep."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from fabricplan.workload import Hardware, Plans, gemm, shape_of, training_step
 from fabricplan.workload.gemm import (
     epilogue_k,
     fp8_cast_bytes,
+    fp8_current_cast_bytes,
     gemm_efficiency,
     gemm_seconds,
     store_bytes_per_s,
@@ -142,6 +145,35 @@ def test_fp8_casts_read_bf16_and_write_an_fp8_copy_and_its_transpose():
     # norm output saves written in FP8; backward: every output gradient cast, and the norm
     # outputs' FP8 transposes (1 + 1)
     assert (float(fwd), float(bwd)) == (4 * 100 - 20, 4 * 300 + 2 * 40)
+
+
+def test_current_scaling_adds_an_amax_pass_where_no_kernel_finds_it():
+    fwd, bwd = fp8_current_cast_bytes(100.0, 200.0, 300.0, 20.0)
+    # forward: the attention output read once more for its amax (2 + 4), the FFN activation
+    # (amax fused) as delayed, the norm outputs written in BF16 then cast with their
+    # transpose (2 + 1 + 1); backward: every output gradient with its amax pass (2 + 4)
+    assert (float(fwd), float(bwd)) == (6 * 100 + 4 * 200 + 4 * 20, 6 * 300)
+
+
+def test_current_scaling_costs_an_fp8_step_time_and_bf16_nothing():
+    cat = default_catalog()
+    s = shape_of(cat.model("llama3-8b"))
+    hw = Hardware(gpu=cat.gpu("h100"), gpus=8, gpus_per_node=8, nics_per_node=8, fabric="ib-ndr")
+    p = Plans.of(tp=1, pp=1, dp=8, global_batch=64, seq_len=8192, precision="fp8")
+    delayed = training_step(s, p, hw).compute[0]
+    current = training_step(s, replace(p, fp8_recipe="current"), hw).compute[0]
+    assert current > delayed
+    # per token and layer: 2 more bytes on the attention output and every output gradient,
+    # the norms' 4 in the forward pass for the 1 they saved and the 2 of their transposes
+    h, layers, tokens = 4096.0, 32, 64 * 8192 / 8  # a GPU's tokens in a step
+    extra = 2 * 4096 + 2 * (6144 + 4096 + 28672 + 4096) + (4 + 1 - 2) * 2 * h
+    want = tokens * layers * extra / hbm_bytes_per_s(hw.gpu)
+    assert current - delayed == pytest.approx(want, rel=1e-9)
+    bf16 = Plans.of(tp=1, pp=1, dp=8, global_batch=64, seq_len=8192)
+    assert (
+        training_step(s, bf16, hw).time[0]
+        == training_step(s, replace(bf16, fp8_recipe="current"), hw).time[0]
+    )
 
 
 def test_llama3_8b_fp8_layer_casts_254_kb_per_token():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -525,3 +526,17 @@ def test_gradient_reduction_dtype_reaches_the_plan():
     data["workload"]["grad_reduce"] = "fp8"
     problem = problems_of(data)["workload.grad_reduce"]
     assert "fp8" in problem and "fp32" in problem and "bf16" in problem
+
+
+def test_the_fp8_recipe_needs_fp8_and_current_scaling_costs_time():
+    from test_cli import run
+
+    base = ("step", "examples/llama3-70b-512-h100.yaml", "--json")
+    refused = run(*base[:2], "--set", "workload.fp8_recipe=current")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "workload.fp8_recipe" in refused.stderr and "needs precision fp8" in refused.stderr
+    fp8 = ("--set", "workload.precision=fp8")
+    delayed = json.loads(run(*base, *fp8).stdout)
+    current = json.loads(run(*base, *fp8, "--set", "workload.fp8_recipe=current").stdout)
+    for d, c in zip(delayed, current, strict=True):
+        assert c["breakdown"]["compute_s"] > d["breakdown"]["compute_s"]

@@ -132,6 +132,7 @@ def _model_data(
         "kind": "training",
         "model": model,
         "precision": w.get("precision", "bf16"),
+        "fp8_recipe": w.get("fp8_recipe", "delayed"),
         "recompute": recompute,
         "parallel": {"cp": 1, "vp": 1, "zero": SEARCH_ZERO, **parallel, "dp": "auto"},
     }
@@ -160,6 +161,7 @@ def _job(sc: Scenario, cat: Catalog, model: str, gpus: int) -> Job:
         seq_len=min(DEFAULT_MAX_SEQ_LEN, m.max_seq_len),
         global_batch=_batch_seqs(cat, model),
         precision="bf16" if w is None else w.precision,
+        fp8_recipe="delayed" if w is None else w.fp8_recipe,
     )
 
 

@@ -81,6 +81,7 @@ class Job:
     flash: bool = True
     grad_accum_fusion: bool = True
     grad_reduce_bf16: bool = False
+    fp8_recipe: str = "delayed"
 
 
 def _divisors(n: int) -> list[int]:
@@ -239,6 +240,7 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
             cp_comm=cpc,
             ep_comm_overlap=epo,
             ep_dispatch=epd,
+            fp8_recipe=job.fp8_recipe,
         )
         yield Flags(rec, ovl, tpo, cpc, epo, epd), plans
 

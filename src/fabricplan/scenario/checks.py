@@ -254,6 +254,10 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
                 p.vp,
             )
         )
+    if w.fp8_recipe != "delayed" and w.precision != "fp8":
+        problems.append(
+            Problem("workload.fp8_recipe", "scales FP8 tensors: needs precision fp8", w.fp8_recipe)
+        )
     if w.precision == "fp8" and s.cluster.gpu in cat.ids("gpu"):
         gpu = cat.gpu(s.cluster.gpu)
         if gpu.fp8_dense_tflops is None:

@@ -181,6 +181,12 @@ class Workload(_Strict):
     micro_batch: int = Field(default=1, gt=0, le=MAX_MICRO_BATCH)
     parallel: Parallel = Parallel()
     precision: Literal["bf16", "fp8"] = "bf16"
+    fp8_recipe: Literal["delayed", "current"] = Field(
+        default="delayed",
+        description="how Transformer Engine scales FP8 tensors: delayed, by an amax history "
+        "(MXFP8's block scaling moves the same bytes); current, by each tensor's own amax, "
+        "found in a pass of its own before the cast (NVIDIA's FP8-CS recipes)",
+    )
     recompute: Literal["none", "selective", "full"] = "selective"
     flash_attention: bool = Field(default=True, description="fused attention: no s x s tensors")
     overlap_dp: bool = Field(default=True, description="overlap gradient reduction with backward")

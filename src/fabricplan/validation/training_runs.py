@@ -124,6 +124,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         cp_comm=r.get("cp_comm", "p2p"),
         ep_comm_overlap=r.get("ep_comm_overlap", False),
         ep_dispatch=r.get("ep_dispatch", "alltoall"),
+        fp8_recipe=r.get("fp8_recipe", "delayed"),
     )
     st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])

@@ -77,6 +77,33 @@ FP8_NORM_TRANSPOSE_BYTES = 2.0
 FP8_NORM_WRITE_SAVED_BYTES = 1.0
 
 
+# Current scaling (Transformer Engine's Float8CurrentScaling; NVIDIA's "FP8-CS" recipes) scales
+# each tensor by its own amax, found by a pass of its own over the BF16 tensor before the cast
+# (TransformerEngine v2.8, pytorch/csrc/quantizer.cpp, Float8CurrentScalingQuantizer::quantize:
+# nvte_compute_amax, then nvte_quantize_v2): 2 more bytes read per element cast. Where the
+# kernel before the cast finds the amax itself, no pass is added: the FFN activation
+# (csrc/extensions/activation.cpp, FUSED_ACTIVATION_AMAX_FP8) and the layer norm, which then
+# writes its output in BF16 for the cast to read (csrc/extensions/normalization.cpp, the
+# unfused path with quantize_with_amax) instead of writing FP8 itself: 2 read, 1 + 1 written.
+FP8_AMAX_PASS_BYTES = 2.0
+FP8_NORM_CAST_BYTES = 4.0
+
+
+def fp8_current_cast_bytes(
+    attn_out: ArrayLike, ffn_act: ArrayLike, outputs: ArrayLike, norm_written: ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
+    """``fp8_cast_bytes`` under current scaling: per token, the attention output's elements
+    (cast with an amax pass), the FFN activation's (its amax fused), every GEMM output's
+    gradient (an amax pass each) and the layer norms' outputs as each rank writes them (cast
+    after the norm, its transpose made then: nothing left for the backward pass)."""
+    attn_out, ffn_act = np.asarray(attn_out, float), np.asarray(ffn_act, float)
+    outputs, norm_written = np.asarray(outputs, float), np.asarray(norm_written, float)
+    with_pass = FP8_CAST_TRANSPOSE_BYTES + FP8_AMAX_PASS_BYTES
+    fwd = with_pass * attn_out + FP8_CAST_TRANSPOSE_BYTES * ffn_act
+    fwd = fwd + FP8_NORM_CAST_BYTES * norm_written
+    return fwd, with_pass * outputs
+
+
 def fp8_cast_bytes(
     row_inputs: ArrayLike, outputs: ArrayLike, norm_written: ArrayLike, norm_used: ArrayLike
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ from fabricplan.workload.gemm import (
     OUT_BYTES,
     WGRAD_FUSED_BYTES,
     fp8_cast_bytes,
+    fp8_current_cast_bytes,
     gemm_seconds,
     store_bytes_per_s,
 )
@@ -112,7 +113,13 @@ def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
         # the row-parallel GEMMs' inputs (proj, FC2), every output, the two layer norms' outputs
         # (QKV's and FC1's inputs)
         rows, norms = row_parallel_inputs_per_token(s, p.tp), 2 * h
-        cast_fwd, cast_bwd = fp8_cast_bytes(rows, fwd_out, norms / sp_div, norms)
+        if p.fp8_recipe == "current":
+            attn_out = s.attn_out_flops / (2 * h) / p.tp
+            cast_fwd, cast_bwd = fp8_current_cast_bytes(
+                attn_out, rows - attn_out, fwd_out, norms / sp_div
+            )
+        else:
+            cast_fwd, cast_bwd = fp8_cast_bytes(rows, fwd_out, norms / sp_div, norms)
         fwd = fwd + tokens * cast_fwd / hbm
         bwd = bwd + tokens * cast_bwd / hbm
     if p.recompute == "full":

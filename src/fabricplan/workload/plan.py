@@ -110,6 +110,7 @@ PLAN_FLAGS = (
     "cp_comm",
     "ep_comm_overlap",
     "ep_dispatch",
+    "fp8_recipe",
 )
 
 
@@ -140,6 +141,9 @@ class Plans:
     # expert all-to-alls: alltoall (every expert copy on its own) | hierarchical (one copy per
     # destination node, forwarded over NVLink there: DeepEP, HybridEP), see ep_dispatch
     ep_dispatch: str = "alltoall"
+    # FP8 scaling: delayed (an amax history) | current (each tensor's own amax, a pass of its
+    # own before the cast), see gemm.fp8_current_cast_bytes
+    fp8_recipe: str = "delayed"
 
     @classmethod
     def of(cls, **kw: object) -> Plans:
@@ -278,4 +282,5 @@ def plans_from_scenario(s: Scenario) -> Plans:
         cp_comm=p.cp_comm,
         ep_comm_overlap=p.ep_comm_overlap,
         ep_dispatch=p.ep_dispatch,
+        fp8_recipe=w.fp8_recipe,
     )
