@@ -211,3 +211,20 @@ def test_the_plan_search_tries_one_copy_a_node_only_where_it_can_differ():
     assert ib.result.best.ep_dispatch == "hierarchical"
     assert tcp.result.best.ep_dispatch == "alltoall"
     assert all(a.plan.ep_dispatch == "alltoall" for a in tcp.result.alternatives)
+
+
+def test_auto_takes_one_copy_a_node_where_the_fabric_has_rdma():
+    args = ("step", "examples/256-gpu-moe.yaml", "--json", "--fabric", "ib-ndr")
+    by_fabric = {}
+    for dispatch in ("alltoall", "hierarchical", "auto"):
+        out = run(
+            *args, "--fabric", "tcp-100g", "--set", f"workload.parallel.ep_dispatch={dispatch}"
+        )
+        if dispatch == "hierarchical":  # TCP cannot run it: refused by name
+            assert out.returncode == 2 and "tcp-100g (tcp)" in out.stdout  # --json: on stdout
+            out = run(*args, "--set", f"workload.parallel.ep_dispatch={dispatch}")
+        assert out.returncode == 0, out.stderr
+        by_fabric[dispatch] = {r["fabric"]: r["step_time_s"] for r in json.loads(out.stdout)}
+    auto = by_fabric["auto"]
+    assert auto["ib-ndr"] == by_fabric["hierarchical"]["ib-ndr"] < by_fabric["alltoall"]["ib-ndr"]
+    assert auto["tcp-100g"] == by_fabric["alltoall"]["tcp-100g"]

@@ -22,7 +22,7 @@ from fabricplan.scenario import Scenario
 from fabricplan.scenario.checks import no_rdma_dispatch
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.evaluate import check_dispatch_fabrics
-from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
+from fabricplan.workload.plan import dispatch_on, hardware_from_scenario, plans_from_scenario
 from fabricplan.workload.shapes import shape_of
 from fabricplan.workload.training import training_step
 
@@ -107,7 +107,7 @@ def _own(sc: Scenario, cat: Catalog, fabric: str, backend: NetworkBackend) -> Ca
         tp_comm_overlap=par.tp_comm_overlap,
         cp_comm=par.cp_comm,
         ep_comm_overlap=par.ep_comm_overlap,
-        ep_dispatch=par.ep_dispatch,
+        ep_dispatch=dispatch_on(hw, par.ep_dispatch),
         step_time_s=t,
         tokens_per_s=float(st.tokens[0]) / t,
         memory_GB=float(st.memory.total[0]) / 1e9,

@@ -225,7 +225,7 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
                     "workload.parallel.ep", f"must divide {m.id}'s experts ({m.moe.experts})", p.ep
                 )
             )
-    if p.ep_dispatch != "alltoall":
+    if p.ep_dispatch == "hierarchical":
         field = "workload.parallel.ep_dispatch"
         if p.ep == 1:
             why = "it moves the expert all-to-alls, which ep = 1 does not make"

@@ -135,12 +135,13 @@ class Parallel(_Strict):
         "--delay-wgrad-compute; DeepSeek-V3's DualPipe pairs passes alike); needs ep > 1, a MoE "
         "model and, with pp > 1, an interleaved pipeline (vp > 1)",
     )
-    ep_dispatch: Literal["alltoall", "hierarchical"] = Field(
+    ep_dispatch: Literal["alltoall", "hierarchical", "auto"] = Field(
         default="alltoall",
         description="how the expert all-to-alls move tokens between nodes: alltoall, every "
         "expert copy on its own (Megatron-Core's alltoall dispatcher); hierarchical, one copy "
         "per destination node, forwarded over NVLink there (DeepEP, HybridEP: Megatron-Core's "
-        "flex dispatcher)",
+        "flex dispatcher; InfiniBand and RoCE only); auto, hierarchical on each fabric that "
+        "can run it and alltoall on the others",
     )
     cp_comm: Literal["p2p", "all_gather"] = Field(
         default="p2p",

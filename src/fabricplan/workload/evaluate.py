@@ -212,7 +212,7 @@ def check_dispatch_fabrics(sc: Scenario, cat: Catalog, fabrics: list[str]) -> No
     """A hierarchical expert dispatcher on a fabric without RDMA (asked for by id, past the
     scenario's own checks) is the scenario's error, as the checks word it."""
     w = sc.workload
-    if w is None or w.kind != "training" or w.parallel.ep_dispatch == "alltoall":
+    if w is None or w.kind != "training" or w.parallel.ep_dispatch != "hierarchical":
         return
     why = no_rdma_dispatch(cat, fabrics)
     if why:

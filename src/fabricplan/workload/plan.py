@@ -8,14 +8,15 @@ plan divides the cluster and the model; memory fit is checked in :mod:`.memory`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
-from fabricplan.catalog import Catalog, Gpu
+from fabricplan.catalog import Catalog, Gpu, default_catalog
 from fabricplan.congestion.network_backend import NetworkSpec
 from fabricplan.congestion.settings import FlowSettings
 from fabricplan.scenario import Scenario
+from fabricplan.scenario.checks import no_rdma_dispatch
 
 # Bytes per gradient element in the data-parallel reduction. Megatron-LM requires
 # --accumulate-allreduce-grads-in-fp32 with BF16 (megatron/training/arguments.py), so BF16 and
@@ -139,7 +140,8 @@ class Plans:
     cp_comm: str = "p2p"  # context parallel's K/V exchange: p2p (ring) | all_gather
     ep_comm_overlap: bool = False  # all-to-alls behind another micro-batch's compute, ep_overlap
     # expert all-to-alls: alltoall (every expert copy on its own) | hierarchical (one copy per
-    # destination node, forwarded over NVLink there: DeepEP, HybridEP), see ep_dispatch
+    # destination node, forwarded over NVLink there: DeepEP, HybridEP) | auto (hierarchical
+    # where the fabric has RDMA, see dispatch_on), see ep_dispatch
     ep_dispatch: str = "alltoall"
     # FP8 scaling: delayed (an amax history) | current (each tensor's own amax, a pass of its
     # own before the cast), see gemm.fp8_current_cast_bytes
@@ -232,6 +234,16 @@ def matmul_flops(gpu: Gpu, precision: str) -> float:
 def hbm_bytes_per_s(gpu: Gpu) -> float:
     """Achievable HBM bandwidth (catalog ``hbm_efficiency`` of the peak)."""
     return gpu.hbm_TBps * 1e12 * gpu.hbm_efficiency
+
+
+@lru_cache(maxsize=256)
+def dispatch_on(hw: Hardware, ep_dispatch: str) -> str:
+    """The expert dispatcher a plan runs on ``hw``: ``auto`` is hierarchical where the fabric
+    offers RDMA (DeepEP and HybridEP send over InfiniBand or RoCE), alltoall elsewhere."""
+    if ep_dispatch != "auto":
+        return ep_dispatch
+    cat = hw.catalog or default_catalog()
+    return "alltoall" if no_rdma_dispatch(cat, [hw.fabric]) else "hierarchical"
 
 
 def hardware_from_scenario(s: Scenario, cat: Catalog, fabric: str) -> Hardware:

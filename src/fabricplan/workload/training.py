@@ -46,6 +46,7 @@ from fabricplan.workload.plan import (
     WEIGHT_BYTES,
     Hardware,
     Plans,
+    dispatch_on,
     hbm_bytes_per_s,
     matmul_flops,
 )
@@ -131,8 +132,9 @@ def training_step(
 
     # communication: every collective of the step, priced in one batch per op
     # an expert all-to-all sends each token's top_k copies, or one per node (ep_dispatch)
+    dispatch = dispatch_on(hw, p.ep_dispatch)
     a2a_bytes = tokens * s.top_k * h * ACT_BYTES / sp_div
-    if p.ep_dispatch == "hierarchical" and s.experts:
+    if dispatch == "hierarchical" and s.experts:
         a2a_bytes = a2a_bytes * network_copy_share(s, group_nodes(hw, p.ep, p.tp * p.cp))
     act_bytes = tokens * h * ACT_BYTES
     # a context-parallel rank moves the K/V of its own attention heads: TP splits the KV heads
@@ -331,7 +333,7 @@ def training_step(
         # NCCL's all-to-all holds a block per channel; a hierarchical dispatcher its own SMs
         ep_sm = (
             np.full(len(p), FLEX_DISPATCHER_SMS / hw.gpu.sm_count)
-            if p.ep_dispatch == "hierarchical"
+            if dispatch == "hierarchical"
             else nccl_sm_share(hw, p.ep, p.tp * p.cp)
         )
         slowdown = slowdown + sm_tax(ep_hidden, m * compute_mb, ep_sm)
