@@ -201,7 +201,8 @@ def search(
     vectorised pass per recomputation mode (:mod:`fabricplan.planning`)."""
     job = _job(sc, cat, model, gpus)
     # the model's dispatcher where its EP groups span nodes (the search tries it only there)
-    space = replace(BREAK_EVEN_SPACE, ep_dispatch=tuple(dict.fromkeys(("alltoall", ep_dispatch))))
+    dispatchers = ("alltoall",) if ep_dispatch == "alltoall" else ("alltoall", ep_dispatch)
+    space = replace(BREAK_EVEN_SPACE, ep_dispatch=dispatchers)
     data = _model_data(sc, model, gpus, {}, RECOMPUTE[0], [ib, roce])
     try:  # the cluster at this size: the same for every plan
         base = scenario_from_data(data, catalog=cat)

@@ -19,7 +19,6 @@ from fabricplan.planning.search import (
 )
 from fabricplan.planning.space import Job, SearchSpace
 from fabricplan.scenario import Scenario
-from fabricplan.scenario.checks import no_rdma_dispatch
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.evaluate import check_dispatch_fabrics
 from fabricplan.workload.plan import dispatch_on, hardware_from_scenario, plans_from_scenario
@@ -138,7 +137,7 @@ def search_scenario(
     for fab in fabrics:
         hw = hardware_from_scenario(sc, cat, fab)
         here = space
-        if no_rdma_dispatch(cat, [fab]):  # no hierarchical dispatcher without RDMA
+        if dispatch_on(hw, "auto") == "alltoall":  # no hierarchical dispatcher without RDMA
             alltoall = tuple(d for d in space.ep_dispatch if d == "alltoall")
             here = replace(space, ep_dispatch=alltoall)
         table = evaluate(s, job, hw, here, backend)
