@@ -143,7 +143,7 @@ def test_a_hierarchical_dispatcher_beside_compute_holds_its_own_sms():
     hidden = nccl.ep_comm_total[0] - nccl.ep_comm[0]
     assert hidden > 0
     extra = flex.overlap_slowdown[0] - nccl.overlap_slowdown[0]
-    channels = nccl_sm_share(hw, 8, 1)[0] * hw.gpu.sm_count
+    channels = nccl_sm_share(hw, 8, 1) * hw.gpu.sm_count
     want = (FLEX_DISPATCHER_SMS - channels) / hw.gpu.sm_count * hidden
     assert extra == pytest.approx(want, rel=1e-9)
     assert flex.time[0] - nccl.time[0] == pytest.approx(extra, rel=1e-9)

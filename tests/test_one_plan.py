@@ -1,7 +1,8 @@
 """One plan per call (a planner asking about one plan after another) gives what the same plan
-gets inside a large batch: the small-batch path's kept tables (collectives.model.tables' cache
-by communicator), its pricing of the ops the model prices alike in one call and its cheaper
-small-array steps change no result."""
+gets inside a large batch: the one-plan path's arithmetic on NumPy scalars (workload.vec), its
+kept prices of single collectives, the small-batch path's kept tables (collectives.model.tables'
+cache by communicator), its pricing of the ops the model prices alike in one call and its
+cheaper small-array steps change no result."""
 
 from __future__ import annotations
 

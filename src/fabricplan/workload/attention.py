@@ -22,6 +22,7 @@ from importlib import resources
 import numpy as np
 
 from fabricplan.catalog import Gpu
+from fabricplan.workload import vec
 
 # The head dimension the step model assumes where none is given: the common one (Llama, GPT-3,
 # Megatron's GPT models).
@@ -46,7 +47,7 @@ class AttentionTable:
         """Forward and backward rates as shares of the measuring GPU's matmul rate, at
         ``seq_len`` and ``head_dim`` (bilinear in log2 of both, held at the table's ends)."""
         plain, masked, backward, backward_masked = _rows(self, float(head_dim))
-        x = np.log2(np.asarray(seq_len, float))
+        x = np.log2(vec.floats(seq_len))
         lengths = np.log2(self.seq_len)
         fwd = np.interp(x, lengths, masked if causal else plain)
         if causal and backward_masked is not None:

@@ -31,6 +31,7 @@ from fabricplan.congestion.network_backend import (
     network_factor,
 )
 from fabricplan.topology import TopologyError
+from fabricplan.workload import vec
 from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.plan import Hardware
 
@@ -73,9 +74,9 @@ def _base_arrays(hw: Hardware) -> SystemArrays:
 
 def _spread(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ranks per node and nodes of groups of ``size`` ranks ``stride`` apart (see _layout)."""
-    per_node = np.maximum(np.floor(hw.gpus_per_node / np.maximum(stride, 1)), 1)
-    per_node = np.minimum(per_node, size)
-    return per_node, np.maximum(np.ceil(size / per_node), 1)
+    per_node = vec.maximum(vec.floor(hw.gpus_per_node / vec.maximum(stride, 1)), 1)
+    per_node = vec.minimum(per_node, size)
+    return per_node, vec.maximum(vec.ceil(size / per_node), 1)
 
 
 def _layout(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -85,8 +86,8 @@ def _layout(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> tuple[np.ndar
     k, m = float(hw.gpus_per_node), float(hw.nics_per_node)
     per_node, nodes = _spread(hw, size, stride)
     nic_share = m * per_node / k
-    nics = np.maximum(np.floor(nic_share), 1)
-    return per_node, nodes, nics, np.minimum(nic_share / nics, 1.0)
+    nics = vec.maximum(vec.floor(nic_share), 1)
+    return per_node, nodes, nics, vec.minimum(nic_share / nics, 1.0)
 
 
 def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemArrays:
@@ -116,8 +117,11 @@ def group_arrays(hw: Hardware, size: np.ndarray, stride: np.ndarray) -> SystemAr
 
 
 def _groups(size: ArrayLike, stride: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    """``size`` and ``stride`` as float arrays of one shape (N,)."""
-    size, stride = np.asarray(size, dtype=float), np.asarray(stride, dtype=float)
+    """``size`` and ``stride`` as float arrays of one shape (N,), or as two scalars (one plan's,
+    see vec)."""
+    size, stride = vec.floats(size), vec.floats(stride)
+    if not (vec.is_batch(size) or vec.is_batch(stride)):
+        return size, stride
     if size.ndim == 1 and size.shape == stride.shape:
         return size, stride
     size, stride = np.atleast_1d(size), np.atleast_1d(stride)
@@ -125,13 +129,15 @@ def _groups(size: ArrayLike, stride: ArrayLike) -> tuple[np.ndarray, np.ndarray]
 
 
 def group_nodes(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarray:
-    """Nodes each group of ``size`` ranks ``stride`` apart spans (shape (N,))."""
+    """Nodes each group of ``size`` ranks ``stride`` apart spans (shape (N,); a scalar for
+    scalars)."""
     size, stride = _groups(size, stride)
     return _spread(hw, size, stride)[1]
 
 
 def spans_nodes(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarray:
-    """Whether groups of ``size`` ranks ``stride`` apart cross the network (shape (N,))."""
+    """Whether groups of ``size`` ranks ``stride`` apart cross the network (shape (N,); a
+    scalar for scalars)."""
     size, stride = _groups(size, stride)
     return (size > 1) & (_spread(hw, size, stride)[1] > 1)
 
@@ -141,13 +147,14 @@ def nccl_sm_share(hw: Hardware, size: ArrayLike, stride: ArrayLike) -> np.ndarra
     block per channel (NCCL launches a CTA per channel), with the ring channels the collective
     model gives the group (one per NIC across nodes, one per GPU inside a node, doubled at run
     time, ``RUNTIME_CHANNEL_FACTOR``), within the channels the fabric's deployment sets (NCCL's
-    own limits, 1 to NCCL_MAX_CTAS, where it sets none). 0 where the group has one rank."""
+    own limits, 1 to NCCL_MAX_CTAS, where it sets none). 0 where the group has one rank. Shape
+    (N,), or a scalar for scalars."""
     size, stride = _groups(size, stride)
     per_node, nodes, nics, _ = _layout(hw, size, stride)
-    found = np.where(nodes > 1, nics, per_node)
+    found = vec.where(nodes > 1, nics, per_node)
     base = base_system(hw)
     channels = runtime_channels(found, base.min_ctas, base.max_ctas)
-    return np.where(size > 1, channels / hw.gpu.sm_count, 0.0)
+    return vec.where(size > 1, channels / hw.gpu.sm_count, 0.0)
 
 
 def congestion_factor(
@@ -204,7 +211,7 @@ def collectives_s(
     for their pattern."""
     if not requests:
         return []
-    if len(requests[0][1]) == 1:
+    if not vec.is_batch(requests[0][1]) or len(requests[0][1]) == 1:
         return _one_plan(hw, requests, backend)
     return _batched(hw, requests, backend)
 
@@ -215,23 +222,29 @@ def collectives_s(
 # depends on: the hardware, the backend and the request itself.
 ONE_PLAN_MEMO_ENTRIES = 65_536  # per hardware and backend
 ONE_PLAN_MEMO_HARDWARE = 64
-_one_memo: dict[tuple[Hardware, NetworkBackend], dict[tuple[object, ...], float]] = {}
+_one_memo: dict[tuple[Hardware, NetworkBackend], dict[tuple[object, ...], np.float64]] = {}
 
 
 def _one_plan(hw: Hardware, requests: list[Request], backend: NetworkBackend) -> list[np.ndarray]:
-    """collectives_s of one plan: each request's price from the memo, pricing the rest."""
+    """collectives_s of one plan (arrays of one, or one plan's scalars: answered alike): each
+    request's price from the memo, pricing the rest."""
     memo = _one_memo.get((hw, backend))
     if memo is None or len(memo) + len(requests) > ONE_PLAN_MEMO_ENTRIES:
         if len(_one_memo) >= ONE_PLAN_MEMO_HARDWARE:
             _one_memo.clear()
         memo = _one_memo[hw, backend] = {}
-    keys = [(op, float(n[0]), float(st[0]), float(b[0]), pat) for op, n, st, b, pat in requests]
+    batch = vec.is_batch(requests[0][1])
+    first = (lambda x: float(x[0])) if batch else float
+    keys = [(op, first(n), first(st), first(b), pat) for op, n, st, b, pat in requests]
     missing = [i for i, k in enumerate(keys) if k not in memo]
     if missing:
-        priced = _batched(hw, [requests[i] for i in missing], backend)
-        for i, t in zip(missing, priced, strict=True):
-            memo[keys[i]] = float(t[0])
-    return [np.array([memo[k]]) for k in keys]
+        asked = [requests[i] for i in missing]
+        rows = [(op, vec.rows(n), vec.rows(st), vec.rows(b), pat) for op, n, st, b, pat in asked]
+        for i, t in zip(missing, _batched(hw, rows, backend), strict=True):
+            memo[keys[i]] = t[0]
+    if batch:
+        return [np.array([memo[k]]) for k in keys]
+    return [memo[k] for k in keys]
 
 
 def forget_one_plan_prices() -> None:

@@ -25,6 +25,7 @@ from math import comb
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fabricplan.workload import vec
 from fabricplan.workload.shapes import Shape
 
 # SMs a hierarchical dispatcher's kernels hold while they run (Megatron-Core core_v0.14.0,
@@ -66,10 +67,12 @@ def _nodes_per_token(experts: int, top_k: int, groups: int, used: int, nodes: in
 def nodes_per_token(s: Shape, nodes: ArrayLike) -> np.ndarray:
     """Expected distinct nodes a token's experts lie on, for EP groups over ``nodes`` nodes
     (an array of plans); 1 for a dense model or a group inside one node."""
-    nodes = np.asarray(nodes, dtype=float)
+    nodes = vec.floats(nodes)
     if s.experts == 0:
-        return np.ones_like(nodes)
+        return vec.full(nodes, 1.0)
     args = (s.experts, s.top_k, s.expert_groups, s.expert_groups_used)
+    if not vec.is_batch(nodes):
+        return np.float64(_nodes_per_token(*args, int(nodes)))  # type: ignore[return-value]
     found = {n: _nodes_per_token(*args, int(n)) for n in np.unique(nodes).tolist()}
     return np.array([found[n] for n in nodes.tolist()]).reshape(nodes.shape)
 
@@ -82,7 +85,7 @@ def network_copy_share(s: Shape, nodes: ArrayLike) -> np.ndarray:
     1 within one node, where NVLink carries every copy either way. The copies forwarded over
     NVLink inside the destination node are not priced: NVLink moves them about ten times
     faster than the NIC the network copies wait for."""
-    nodes = np.asarray(nodes, dtype=float)
+    nodes = vec.floats(nodes)
     if s.experts == 0:
-        return np.ones_like(nodes)
-    return np.where(nodes > 1, nodes_per_token(s, nodes) / s.top_k, 1.0)
+        return vec.full(nodes, 1.0)
+    return vec.where(nodes > 1, nodes_per_token(s, nodes) / s.top_k, 1.0)

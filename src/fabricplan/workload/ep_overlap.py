@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fabricplan.workload import vec
+
 
 def merged_layer_exposed(
     a2a: ArrayLike,
@@ -41,10 +43,10 @@ def merged_layer_exposed(
     ``extra_bwd`` the recomputed forward's own all-to-alls, run with the backward's dispatch.
     Never negative, never more than the all-to-alls themselves."""
     a, af, mf, ab, mb, x = (
-        np.asarray(v, dtype=float) for v in (a2a, attn_fwd, mlp_fwd, attn_bwd, mlp_bwd, extra_bwd)
+        vec.floats(v) for v in (a2a, attn_fwd, mlp_fwd, attn_bwd, mlp_bwd, extra_bwd)
     )
-    middle = np.maximum(a, mb) + np.maximum(a + x, mf)
-    merged = np.maximum(a, af) + middle + np.maximum(a, ab)
+    middle = vec.maximum(a, mb) + vec.maximum(a + x, mf)
+    merged = vec.maximum(a, af) + middle + vec.maximum(a, ab)
     return merged - (af + mf + ab + mb)
 
 
@@ -52,9 +54,9 @@ def paired_microbatches(m: ArrayLike, pp: ArrayLike, vp: ArrayLike) -> np.ndarra
     """Micro-batches (on the first stage, which waits longest) whose forward runs merged with
     another's backward: all but the first without pipelining; with an interleaved pipeline,
     all but the warm-up forwards (in micro-batches: ((pp - 1) x 2 + (vp - 1) x pp) / vp)."""
-    m, pp, vp = (np.asarray(v, dtype=float) for v in (m, pp, vp))
-    warm = np.where(pp > 1, ((pp - 1) * 2 + (vp - 1) * pp) / np.maximum(vp, 1.0), 1.0)
-    return np.maximum(m - np.maximum(warm, 1.0), 0.0)
+    m, pp, vp = (vec.floats(v) for v in (m, pp, vp))
+    warm = vec.where(pp > 1, ((pp - 1) * 2 + (vp - 1) * pp) / vec.maximum(vp, 1.0), 1.0)
+    return vec.maximum(m - vec.maximum(warm, 1.0), 0.0)
 
 
 def hidden_per_step(
@@ -71,7 +73,7 @@ def hidden_per_step(
 ) -> np.ndarray:
     """All-to-all seconds a step hides: in each paired micro-batch, every layer's dispatches
     and combines (4 x ``a2a`` + ``extra_bwd``) less what stays exposed."""
-    a2a = np.asarray(a2a, dtype=float)
+    a2a = vec.floats(a2a)
     exposed = merged_layer_exposed(a2a, attn_fwd, mlp_fwd, attn_bwd, mlp_bwd, extra_bwd)
-    per_layer = 4.0 * a2a + np.asarray(extra_bwd, dtype=float) - exposed
-    return np.asarray(layers, dtype=float) * paired_microbatches(microbatches, pp, vp) * per_layer
+    per_layer = 4.0 * a2a + vec.floats(extra_bwd) - exposed
+    return vec.floats(layers) * paired_microbatches(microbatches, pp, vp) * per_layer

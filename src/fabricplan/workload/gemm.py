@@ -48,6 +48,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fabricplan.workload import vec
+
 # Bytes stored per output element of a forward or input-gradient GEMM (BF16/FP16, also for FP8
 # GEMMs, whose outputs Transformer Engine keeps in BF16).
 OUT_BYTES = 2.0
@@ -96,8 +98,8 @@ def fp8_current_cast_bytes(
     (cast with an amax pass), the FFN activation's (its amax fused), every GEMM output's
     gradient (an amax pass each) and the layer norms' outputs as each rank writes them (cast
     after the norm, its transpose made then: nothing left for the backward pass)."""
-    attn_out, ffn_act = np.asarray(attn_out, float), np.asarray(ffn_act, float)
-    outputs, norm_written = np.asarray(outputs, float), np.asarray(norm_written, float)
+    attn_out, ffn_act = vec.floats(attn_out), vec.floats(ffn_act)
+    outputs, norm_written = vec.floats(outputs), vec.floats(norm_written)
     with_pass = FP8_CAST_TRANSPOSE_BYTES + FP8_AMAX_PASS_BYTES
     fwd = with_pass * attn_out + FP8_CAST_TRANSPOSE_BYTES * ffn_act
     fwd = fwd + FP8_NORM_CAST_BYTES * norm_written
@@ -112,8 +114,8 @@ def fp8_cast_bytes(
     activation: TE casts them), of every GEMM's output (whose gradient it casts), and of the
     layer norms' outputs as written (each rank's part, under sequence parallelism) and as the
     column-parallel GEMMs read them (gathered)."""
-    row_inputs, outputs = np.asarray(row_inputs, float), np.asarray(outputs, float)
-    norm_written, norm_used = np.asarray(norm_written, float), np.asarray(norm_used, float)
+    row_inputs, outputs = vec.floats(row_inputs), vec.floats(outputs)
+    norm_written, norm_used = vec.floats(norm_written), vec.floats(norm_used)
     fwd = FP8_CAST_TRANSPOSE_BYTES * row_inputs - FP8_NORM_WRITE_SAVED_BYTES * norm_written
     bwd = FP8_CAST_TRANSPOSE_BYTES * outputs + FP8_NORM_TRANSPOSE_BYTES * norm_used
     return fwd, bwd
@@ -139,7 +141,7 @@ def gemm_efficiency(
     k: ArrayLike, flops_per_s: float, hbm_bytes_per_s: float, out_bytes: float = OUT_BYTES
 ) -> np.ndarray:
     """A GEMM's rate over the large-GEMM rate ``flops_per_s``: K / (K + k0)."""
-    k = np.asarray(k, dtype=float)
+    k = vec.floats(k)
     return k / (k + epilogue_k(flops_per_s, hbm_bytes_per_s, out_bytes))
 
 
@@ -151,5 +153,5 @@ def gemm_seconds(
     out_bytes: float = OUT_BYTES,
 ) -> np.ndarray:
     """Seconds of GEMMs doing ``flops`` and storing ``out_elems`` output elements."""
-    flops, out_elems = np.asarray(flops, float), np.asarray(out_elems, float)
+    flops, out_elems = vec.floats(flops), vec.floats(out_elems)
     return flops / flops_per_s + out_elems * out_bytes / hbm_bytes_per_s

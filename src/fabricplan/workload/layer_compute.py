@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabricplan.workload import vec
 from fabricplan.workload.attention import attention_rates
 from fabricplan.workload.gemm import (
     OUT_BYTES,
@@ -132,7 +133,7 @@ def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
         # recompute_granularity == 'selective'; forward: _checkpointed_attention_forward)
         recompute = score + softmax_mem
     else:
-        recompute = np.zeros_like(fwd)
+        recompute = vec.full(fwd, 0.0)
     # last stage: the output head, then the loss over the vocabulary, memory-bound
     # (forward stores the logits, the input gradient h per token, the weight gradient h x V)
     head_flops = PASSES_FWD_BWD * tokens * s.logits_flops / p.tp

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricplan.catalog import Gpu
+from fabricplan.workload import vec
 from fabricplan.workload.plan import OPTIMIZER_BYTES, WEIGHT_BYTES, Hardware, Plans
 from fabricplan.workload.shapes import (
     LOGITS_BYTES_PER_LOGIT,
@@ -57,7 +58,7 @@ def params_per_gpu(s: Shape, p: Plans) -> np.ndarray:
     also by ep, and the input embedding (first stage) split by tp."""
     layer_dense = s.params_total - s.params_embedding - s.params_expert
     # a one-stage pipeline holds both the input embedding and the output head
-    emb = np.where(p.pp == 1, s.params_embedding, float(s.vocab * s.hidden))
+    emb = vec.where(p.pp == 1, s.params_embedding, float(s.vocab * s.hidden))
     return layer_dense / (p.tp * p.pp) + s.params_expert / (p.tp * p.pp * p.ep) + emb / p.tp
 
 
@@ -69,12 +70,12 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     # parallelism already splits the experts over that group (Megatron-Core's expert
     # data-parallel group, parallel_state: data_modulo_expert_parallel)
     shard = p.dp * p.cp
-    expert_shard = np.maximum(shard / p.ep, 1)
+    expert_shard = vec.maximum(shard / p.ep, 1)
 
     def sharded(bytes_per_param: float | np.ndarray, stage: int) -> np.ndarray:
         on = p.zero >= stage
         return bytes_per_param * (
-            (n - expert_n) / np.where(on, shard, 1) + expert_n / np.where(on, expert_shard, 1)
+            (n - expert_n) / vec.where(on, shard, 1) + expert_n / vec.where(on, expert_shard, 1)
         )
 
     weights = sharded(WEIGHT_BYTES, 3)
@@ -83,13 +84,13 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     per_token = activation_bytes_per_token_layer(s, p.seq_len, p.tp, p.sp, p.recompute, p.flash)
     tokens = p.tokens_per_micro_batch
     interleaved = p.vp > 1
-    first = np.where(interleaved, p.pp + (p.pp - 1) / p.vp, p.pp)
-    last = np.where(interleaved, p.pp - (p.pp - 1) / p.vp, 1.0)
+    first = vec.where(interleaved, p.pp + (p.pp - 1) / p.vp, p.pp)
+    last = vec.where(interleaved, p.pp - (p.pp - 1) / p.vp, 1.0)
     one_mb = per_token * tokens * s.layers / p.pp
     logits = tokens * s.vocab / p.tp * LOGITS_BYTES_PER_LOGIT
-    acts = np.maximum(
-        one_mb * np.minimum(first, p.microbatches),
-        one_mb * np.minimum(last, p.microbatches) + logits,
+    acts = vec.maximum(
+        one_mb * vec.minimum(first, p.microbatches),
+        one_mb * vec.minimum(last, p.microbatches) + logits,
     )
     cap = usable_bytes(hw.gpu)
     return Memory(weights, grads, optim, acts, cap)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fabricplan.workload import vec
+
 # Megatron-Core's default data-parallel bucket: max(40M, 1M x DP size) parameters
 # (DistributedDataParallelConfig.bucket_size, megatron/core/distributed, core v0.7).
 DDP_BUCKET_MIN_PARAMS = 40_000_000
@@ -34,7 +36,7 @@ def ddp_bucket_params(dp: ArrayLike) -> np.ndarray:
     """Parameters per data-parallel bucket: Megatron-Core's default, max(40M, 1M x DP size)
     (``DistributedDataParallelConfig.bucket_size``, megatron/core/distributed), so that larger
     DP groups get larger, less latency-bound buckets."""
-    return np.maximum(DDP_BUCKET_MIN_PARAMS, DDP_BUCKET_PARAMS_PER_RANK * np.asarray(dp, float))
+    return vec.maximum(DDP_BUCKET_MIN_PARAMS, DDP_BUCKET_PARAMS_PER_RANK * vec.floats(dp))
 
 
 def bucket_units(params: ArrayLike, dp: ArrayLike, bucketed: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -43,9 +45,9 @@ def bucket_units(params: ArrayLike, dp: ArrayLike, bucketed: bool) -> tuple[np.n
     (overlapped communication), else one bucket of everything, as Megatron-Core makes it when
     gradient reduction is not overlapped (``DistributedDataParallel.__init__``, core_r0.8.0).
     The bucket count is fractional: a smaller last bucket costs its share of one."""
-    n = np.asarray(params, dtype=float)
-    size = np.minimum(ddp_bucket_params(dp), n) if bucketed else n
-    units = np.where(size > 0, n / np.where(size > 0, size, 1.0), 0.0)
+    n = vec.floats(params)
+    size = vec.minimum(ddp_bucket_params(dp), n) if bucketed else n
+    units = vec.where(size > 0, n / vec.where(size > 0, size, 1.0), 0.0)
     return units, size
 
 
@@ -54,8 +56,8 @@ def chain_exposed(comm: ArrayLike, window: ArrayLike, unit_share: ArrayLike) -> 
     equal units of compute one for one: the unit at the open end cannot hide, every other one
     shows what outlasts its unit of compute. The comm stream runs its units one after another,
     so the result is never less than ``comm`` minus ``window``."""
-    comm, window, s = (np.asarray(x, dtype=float) for x in (comm, window, unit_share))
-    return s * comm + (1.0 - s) * np.maximum(comm - window, 0.0)
+    comm, window, s = (vec.floats(x) for x in (comm, window, unit_share))
+    return s * comm + (1.0 - s) * vec.maximum(comm - window, 0.0)
 
 
 def sm_tax(comm: ArrayLike, compute: ArrayLike, sm_share: ArrayLike) -> np.ndarray:
@@ -63,8 +65,8 @@ def sm_tax(comm: ArrayLike, compute: ArrayLike, sm_share: ArrayLike) -> np.ndarr
     seconds beside ``compute`` seconds of work: the work runs on the other SMs while they run,
     losing ``sm_share`` of each such second, and stretches at most to ``compute / (1 -
     sm_share)`` when the communication outlasts it."""
-    comm, compute, s = (np.asarray(x, dtype=float) for x in (comm, compute, sm_share))
-    return s * np.minimum(comm, compute / (1.0 - s))
+    comm, compute, s = (vec.floats(x) for x in (comm, compute, sm_share))
+    return s * vec.minimum(comm, compute / (1.0 - s))
 
 
 def zero3_exposed(
@@ -101,7 +103,7 @@ def zero3_exposed(
     Returns (exposed, hidden) seconds per micro-batch.
     """
     a, r, a0, r0, f, b, hb, n = (
-        np.asarray(x, dtype=float)
+        vec.floats(x)
         for x in (
             gather,
             reduce,
@@ -113,13 +115,13 @@ def zero3_exposed(
             layers,
         )
     )
-    n = np.maximum(n, 1.0)
+    n = vec.maximum(n, 1.0)
     fwd = a0 + chain_exposed(n * a, n * f, 1.0 / n)
     steps = n - 1.0  # hand-overs from one layer's backward to the next
     bwd = (
-        np.maximum(a - hb, 0.0)
-        + np.minimum(steps, 1.0) * (np.maximum(a - b, 0.0) + np.maximum(r - b, 0.0))
-        + np.maximum(steps - 1.0, 0.0) * np.maximum(a + r - b, 0.0)
+        vec.maximum(a - hb, 0.0)
+        + vec.minimum(steps, 1.0) * (vec.maximum(a - b, 0.0) + vec.maximum(r - b, 0.0))
+        + vec.maximum(steps - 1.0, 0.0) * vec.maximum(a + r - b, 0.0)
         + r
         + r0
     )
@@ -148,9 +150,9 @@ def data_parallel_exposed(
     root's gather and reduction) in every micro-batch, see ``zero3_exposed``. ``*_window`` is
     one layer's compute-stream time in each pass. Without ``overlap`` everything is exposed."""
     z3_exposed, z3_hidden = zero3_exposed(*zero3, fwd_window, bwd_window, head_bwd, layers)
-    m, n = np.asarray(microbatches, dtype=float), np.asarray(layers, dtype=float)
+    m, n = vec.floats(microbatches), vec.floats(layers)
     if not overlap:
-        return np.asarray(grad, dtype=float) + param + m * (z3_exposed + z3_hidden)
+        return vec.floats(grad) + param + m * (z3_exposed + z3_hidden)
     once = chain_exposed(grad, n * np.asarray(bwd_window), bucket_share) + chain_exposed(
         param, n * np.asarray(fwd_window), bucket_share
     )

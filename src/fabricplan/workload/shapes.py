@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fabricplan.catalog import Model, count_params
+from fabricplan.workload import vec
 
 # Bytes per activation element in BF16/FP16 training and serving.
 ACT_BYTES = 2
@@ -167,7 +168,7 @@ def gemm_outputs_per_token(s: Shape, tp: ArrayLike) -> tuple[np.ndarray, np.ndar
     stores the full hidden width (partial sums). The input gradients are the reverse: the
     column-parallel GEMMs' are h wide, the row-parallel ones' split. MoE layers are counted as
     one down projection per token (their top-k outputs are not separated here)."""
-    tp = np.asarray(tp, dtype=float)
+    tp = vec.floats(tp)
     h = float(s.hidden)
     qkv, ffn_in = s.attn_in_flops / (2 * h), s.ffn_in_flops / (2 * h)
     return (qkv + ffn_in) / tp + 2 * h, row_parallel_inputs_per_token(s, tp) + 2 * h
@@ -179,7 +180,7 @@ def row_parallel_inputs_per_token(s: Shape, tp: ArrayLike) -> np.ndarray:
     before them (:func:`.gemm.fp8_cast_bytes`), and the width of their input gradients."""
     h = float(s.hidden)
     attn_out, ffn_out = s.attn_out_flops / (2 * h), s.ffn_out_flops / (2 * h)
-    return (attn_out + ffn_out) / np.asarray(tp, dtype=float)
+    return (attn_out + ffn_out) / vec.floats(tp)
 
 
 def touched_expert_share(s: Shape, tokens: ArrayLike) -> np.ndarray:
@@ -188,10 +189,10 @@ def touched_expert_share(s: Shape, tokens: ArrayLike) -> np.ndarray:
     probability 1 - k/E and all of them with (1 - k/E)^tokens. It assumes balanced, independent
     routing (what load balancing aims at); real routing is skewed and touches fewer experts, so
     the share errs high (weight reads err slow). 0 for a dense model."""
-    t = np.asarray(tokens, dtype=float)
+    t = vec.floats(tokens)
     if s.experts == 0:
         return np.zeros_like(t)
-    return 1.0 - (1.0 - s.top_k / s.experts) ** np.maximum(t, 0.0)
+    return 1.0 - (1.0 - s.top_k / s.experts) ** vec.maximum(t, 0.0)
 
 
 def weights_read_per_pass(s: Shape, tokens: ArrayLike) -> np.ndarray:
@@ -230,12 +231,12 @@ def activation_bytes_per_token_layer(
     """Stored activations per token per layer on one GPU (Korthikanti et al. 2022, Table 2);
     ``seq_len``, ``tp`` and ``sp`` may be arrays of plans."""
     h = s.hidden
-    tp, sp = np.asarray(tp, dtype=float), np.asarray(sp, dtype=bool)
+    tp, sp = vec.floats(tp), vec.bools(sp)
     if recompute == "full":
-        return ACT_BYTES * h / np.where(sp, tp, 1)  # only the layer input is kept
+        return ACT_BYTES * h / vec.where(sp, tp, 1)  # only the layer input is kept
     split = ACT_ATTN_SPLIT_PER_H * h + s.ffn_act_bytes
     replicated = ACT_REPLICATED_PER_H * h
-    per_gpu = np.where(sp, (split + replicated) / tp, split / tp + replicated)
+    per_gpu = vec.where(sp, (split + replicated) / tp, split / tp + replicated)
     if not (flash or recompute == "selective"):
-        per_gpu = per_gpu + ACT_SCORE_BYTES * s.heads * np.asarray(seq_len, dtype=float) / tp
+        per_gpu = per_gpu + ACT_SCORE_BYTES * s.heads * vec.floats(seq_len) / tp
     return per_gpu

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fabricplan.workload import vec
 from fabricplan.workload.overlap import sm_tax
 
 # Pieces a pipelined GEMM + reduce-scatter is cut into (TransformerEngine initialize_ub default
@@ -34,18 +35,18 @@ UB_COMM_SMS = 16
 
 def ring_exchange(comm: ArrayLike, gemm: ArrayLike, tp: ArrayLike) -> np.ndarray:
     """All-gather as tp - 1 transfers, each behind one of the tp GEMM chunks before it."""
-    comm, gemm, tp = (np.asarray(x, dtype=float) for x in (comm, gemm, tp))
-    steps = np.maximum(tp - 1, 1)
-    return steps * np.maximum(comm / steps - gemm / np.maximum(tp, 1), 0.0)
+    comm, gemm, tp = (vec.floats(x) for x in (comm, gemm, tp))
+    steps = vec.maximum(tp - 1, 1)
+    return steps * vec.maximum(comm / steps - gemm / vec.maximum(tp, 1), 0.0)
 
 
 def pipelined(comm: ArrayLike, gemm: ArrayLike, sm_share: float) -> np.ndarray:
     """GEMM in ``UB_SPLITS`` pieces, each piece's reduce-scatter behind the next piece."""
-    comm, gemm = np.asarray(comm, dtype=float), np.asarray(gemm, dtype=float)
+    comm, gemm = vec.floats(comm), vec.floats(gemm)
     n = UB_SPLITS
     hidden = (n - 1) / n
     return (
-        (n - 1) * np.maximum(comm - gemm, 0.0) / n
+        (n - 1) * vec.maximum(comm - gemm, 0.0) / n
         + comm / n
         + sm_tax(comm * hidden, gemm * hidden, sm_share)
     )
@@ -53,8 +54,8 @@ def pipelined(comm: ArrayLike, gemm: ArrayLike, sm_share: float) -> np.ndarray:
 
 def bulk(comm: ArrayLike, gemm: ArrayLike, sm_share: float) -> np.ndarray:
     """A collective beside an independent GEMM: only what outlasts the GEMM shows."""
-    comm, gemm = np.asarray(comm, dtype=float), np.asarray(gemm, dtype=float)
-    return np.maximum(comm - gemm, 0.0) + sm_tax(comm, gemm, sm_share)
+    comm, gemm = vec.floats(comm), vec.floats(gemm)
+    return vec.maximum(comm - gemm, 0.0) + sm_tax(comm, gemm, sm_share)
 
 
 def exposed_per_layer(
