@@ -236,7 +236,14 @@ def _one_plan(hw: Hardware, requests: list[Request], backend: NetworkBackend) ->
     batch = vec.is_batch(requests[0][1])
     first = (lambda x: float(x[0])) if batch else float
     keys = [(op, first(n), first(st), first(b), pat) for op, n, st, b, pat in requests]
-    missing = [i for i, k in enumerate(keys) if k not in memo]
+    missing = []
+    for i, k in enumerate(keys):
+        if k in memo:
+            continue
+        if k[1] <= 1 or k[3] <= 0:  # one rank or nothing to send: 0, as _batched gives it
+            memo[k] = np.float64(0.0)
+        else:
+            missing.append(i)
     if missing:
         asked = [requests[i] for i in missing]
         rows = [(op, vec.rows(n), vec.rows(st), vec.rows(b), pat) for op, n, st, b, pat in asked]
