@@ -41,8 +41,9 @@ CONGESTED = ["cluster.topology.design=fat-tree", "cluster.topology.oversubscript
 # attention: 2.7059408128788522; before each GEMM's output store was priced: 2.762689980529797;
 # before the experts' optimizer step was sharded over the expert data-parallel group only:
 # 2.9230582163083634; before a ring's latency counted the network crossings on its critical
-# path instead of NCCL's tuner's count: 2.924591954338214).
-TODAY_IDEAL_STEP_S = 2.9247397230351746
+# path instead of NCCL's tuner's count: 2.924591954338214; before the MoE layers' token
+# permutation was priced: 2.9247397230351746).
+TODAY_IDEAL_STEP_S = 2.9449504557587947
 
 
 def _ring_only(gpus: int) -> tuple[Hardware, Plans]:

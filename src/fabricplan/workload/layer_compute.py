@@ -27,7 +27,15 @@ from fabricplan.workload.gemm import (
     gemm_seconds,
     store_bytes_per_s,
 )
-from fabricplan.workload.plan import Hardware, Plans, hbm_bytes_per_s, matmul_flops, runs_fp8
+from fabricplan.workload.moe_permute import permutation_elems
+from fabricplan.workload.plan import (
+    Hardware,
+    Plans,
+    dispatch_on,
+    hbm_bytes_per_s,
+    matmul_flops,
+    runs_fp8,
+)
 from fabricplan.workload.shapes import (
     ACT_BYTES,
     CAUSAL_FRACTION,
@@ -104,6 +112,11 @@ def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
     softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
     fwd = proj + score + mem
     bwd = proj_bwd + BACKWARD_PER_FORWARD * mem + score_bwd
+    if s.experts:  # the MoE layers' token permutation, averaged over the layers as the rest
+        perm_fwd, perm_bwd = permutation_elems(s, p.ep, dispatch_on(hw, p.ep_dispatch))
+        perm = tokens / sp_div * ACT_BYTES * s.moe_layers / s.layers / hbm
+        fwd = fwd + perm * perm_fwd
+        bwd = bwd + perm * perm_bwd
     fwd_attn = bwd_attn = 0.0
     if p.ep_comm_overlap:
         attn_share = s.attn_proj_flops / s.proj_flops
