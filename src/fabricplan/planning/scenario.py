@@ -48,6 +48,7 @@ def job_of(sc: Scenario, cat: Catalog) -> Job:
         grad_accum_fusion=w.grad_accum_fusion,
         grad_reduce_bf16=w.grad_reduce == "bf16",
         fp8_recipe=w.fp8_recipe,
+        mtp_layers=w.mtp_layers,
     )
 
 

@@ -82,6 +82,7 @@ class Job:
     grad_accum_fusion: bool = True
     grad_reduce_bf16: bool = False
     fp8_recipe: str = "delayed"
+    mtp_layers: int = 0  # on the last stage (the search splits the layers evenly)
 
 
 def _divisors(n: int) -> list[int]:
@@ -241,6 +242,7 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
             ep_comm_overlap=epo,
             ep_dispatch=epd,
             fp8_recipe=job.fp8_recipe,
+            mtp_layers=job.mtp_layers,
         )
         yield Flags(rec, ovl, tpo, cpc, epo, epd), plans
 

@@ -16,6 +16,7 @@ from fabricplan.catalog.providers import nics_mismatch, rented_nodes
 # flow-control rules are written once: there.
 from fabricplan.congestion.settings import FlowSettings
 from fabricplan.scenario.errors import Problem
+from fabricplan.scenario.layout import LayoutError, check_layout
 from fabricplan.scenario.models import Cluster, Scenario, Workload
 
 
@@ -254,6 +255,12 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
                 p.vp,
             )
         )
+    if p.pipeline_layout is not None:
+        try:
+            check_layout(p.pipeline_layout, m.layers, w.mtp_layers, p.pp, p.vp)
+        except LayoutError as exc:
+            field = "workload.parallel.pipeline_layout"
+            problems.append(Problem(field, f"{exc} ({m.id})", p.pipeline_layout))
     if w.fp8_recipe != "delayed" and w.precision != "fp8":
         problems.append(
             Problem("workload.fp8_recipe", "scales FP8 tensors: needs precision fp8", w.fp8_recipe)

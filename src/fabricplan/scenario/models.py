@@ -143,6 +143,15 @@ class Parallel(_Strict):
         "flex dispatcher; InfiniBand and RoCE only); auto, hierarchical on each fabric that "
         "can run it and alltoall on the others",
     )
+    pipeline_layout: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="what each pipeline stage holds, as Megatron-Core's "
+        "pipeline_model_parallel_layout writes it: pp x vp chunks separated by |, chunk c on "
+        "stage c % pp; E the embedding, t a decoder layer, m an MTP module, L the loss; "
+        "(...)*n and x*n repeat (DeepSeek-V3 on 8 x 4 chunks: 'Et|(tt|)*30mL'). None: the "
+        "layers split evenly, the head and the MTP modules on the last stage",
+    )
     cp_comm: Literal["p2p", "all_gather"] = Field(
         default="p2p",
         description="how context parallelism exchanges K/V (Transformer Engine cp_comm_type): "
@@ -187,6 +196,13 @@ class Workload(_Strict):
         description="how Transformer Engine scales FP8 tensors: delayed, by an amax history "
         "(MXFP8's block scaling moves the same bytes); current, by each tensor's own amax, "
         "found in a pass of its own before the cast (NVIDIA's FP8-CS recipes)",
+    )
+    mtp_layers: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description="multi-token-prediction modules trained (DeepSeek-V3 and Megatron-Bridge's "
+        "recipe: 1), each a layer, a projection and a pass through the output head",
     )
     recompute: Literal["none", "selective", "full"] = "selective"
     flash_attention: bool = Field(default=True, description="fused attention: no s x s tensors")

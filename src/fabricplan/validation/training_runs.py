@@ -125,6 +125,8 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         ep_comm_overlap=r.get("ep_comm_overlap", False),
         ep_dispatch=r.get("ep_dispatch", "alltoall"),
         fp8_recipe=r.get("fp8_recipe", "delayed"),
+        pipeline_layout=r.get("pipeline_layout"),
+        mtp_layers=r.get("mtp_layers", 0),
     )
     st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])

@@ -70,6 +70,9 @@ class LayerCompute:
     fwd_attn: np.ndarray | float
     bwd_attn: np.ndarray | float
     logits: np.ndarray  # the last stage's output head and loss, all passes
+    # an MTP module's projection of two hidden states to one (2h -> h), all passes; 0 without
+    # MTP modules (see pipeline_layout)
+    mtp_proj: np.ndarray | float = 0.0
 
 
 def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
@@ -155,4 +158,9 @@ def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
         + gemm_seconds(0.0, h * s.vocab / p.tp, peak_proj, store, wgrad_bytes)
         + tokens * s.vocab / p.tp * CROSS_ENTROPY_BYTES_PER_LOGIT / hbm
     )
-    return LayerCompute(fwd, bwd, recompute, score, score_bwd, fwd_attn, bwd_attn, logits)
+    mtp_proj = 0.0
+    if p.mtp_layers:  # column-parallel over TP, its output stored (DeepSeek-V3's eh_proj)
+        mtp_proj = gemm_seconds(
+            PASSES_FWD_BWD * tokens * 4 * h * h / p.tp, tokens * h / p.tp, peak_proj, store
+        )
+    return LayerCompute(fwd, bwd, recompute, score, score_bwd, fwd_attn, bwd_attn, logits, mtp_proj)

@@ -113,6 +113,8 @@ PLAN_FLAGS = (
     "ep_comm_overlap",
     "ep_dispatch",
     "fp8_recipe",
+    "pipeline_layout",
+    "mtp_layers",
 )
 
 
@@ -147,6 +149,11 @@ class Plans:
     # FP8 scaling: delayed (an amax history) | current (each tensor's own amax, a pass of its
     # own before the cast), see gemm.fp8_current_cast_bytes
     fp8_recipe: str = "delayed"
+    # what each pipeline stage holds, as Megatron-Core's pipeline_model_parallel_layout writes
+    # it (None: layers split evenly), and the multi-token-prediction modules trained, see
+    # pipeline_layout
+    pipeline_layout: str | None = None
+    mtp_layers: int = 0
 
     @classmethod
     def of(cls, **kw: object) -> Plans:
@@ -305,4 +312,6 @@ def plans_from_scenario(s: Scenario) -> Plans:
         ep_comm_overlap=p.ep_comm_overlap,
         ep_dispatch=p.ep_dispatch,
         fp8_recipe=w.fp8_recipe,
+        pipeline_layout=p.pipeline_layout,
+        mtp_layers=w.mtp_layers,
     )

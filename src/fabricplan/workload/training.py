@@ -31,6 +31,7 @@ from fabricplan.workload import vec
 from fabricplan.workload.comm import collectives_s, group_nodes, nccl_sm_share, spans_nodes
 from fabricplan.workload.ep_dispatch import FLEX_DISPATCHER_SMS, network_copy_share
 from fabricplan.workload.ep_overlap import hidden_per_step
+from fabricplan.workload.errors import WorkloadError
 from fabricplan.workload.layer_compute import (
     BACKWARD_PER_FORWARD,
     PASSES_FWD_BWD,
@@ -43,6 +44,7 @@ from fabricplan.workload.overlap import (
     ddp_bucket_params,
     sm_tax,
 )
+from fabricplan.workload.pipeline_layout import LayoutError, busiest_stage
 from fabricplan.workload.plan import (
     WEIGHT_BYTES,
     Hardware,
@@ -308,7 +310,25 @@ def _step(
     # unfused accumulation: FP16 autograd skips it on the first micro-batch, see Plans
     accum_share = (m - 1) / m if p.precision == "fp16" else 1.0
     accumulate = accum_share * n * p.grad_accum_bytes / hbm
-    compute_mb = layers_here * (fwd + bwd + recompute) + logits + accumulate
+    # the stage that sets the pipeline's pace: its layers (MTP modules' included) replace the
+    # even split's from here on, with its heads and MTP projections
+    per_layer = fwd + bwd + recompute + tp_layer + ep_f + ep_b + cp_layer
+    try:
+        layers_here, heads_here, mtp_here = busiest_stage(
+            s.layers,
+            p.pp,
+            p.vp,
+            p.pipeline_layout,
+            p.mtp_layers,
+            layers_here,
+            per_layer,
+            logits,
+            c.mtp_proj,
+        )
+    except LayoutError as exc:
+        raise WorkloadError(f"workload.parallel.pipeline_layout: {exc}") from None
+    heads = heads_here * logits + mtp_here * c.mtp_proj
+    compute_mb = layers_here * (fwd + bwd + recompute) + heads + accumulate
     pp_mb = 2 * p.vp * pp_one
     tp_mb = layers_here * tp_layer
     ep_mb = layers_here * (ep_f + ep_b)
