@@ -145,6 +145,7 @@ MODELS = {"llama3-8b": 32, "llama3-70b": 80, "mixtral-8x7b": 32}
     recompute=st.sampled_from(["none", "selective", "full"]),
     cp_comm=st.sampled_from(["p2p", "all_gather"]),
     ep_overlap=st.booleans(),
+    mtp=st.sampled_from([0, 0, 1]),
 )
 def test_a_step_holds_every_stream_that_must_finish_inside_it(
     model,
@@ -161,6 +162,7 @@ def test_a_step_holds_every_stream_that_must_finish_inside_it(
     recompute,
     cp_comm,
     ep_overlap,
+    mtp,
 ):
     s = shape_of(CAT.model(model))
     gpus = 128
@@ -174,6 +176,7 @@ def test_a_step_holds_every_stream_that_must_finish_inside_it(
         "recompute": recompute,
         "cp_comm": cp_comm,
         "ep_comm_overlap": ep_overlap,
+        "mtp_layers": mtp,  # multi-token-prediction modules on the last stage
     }
     p = Plans.of(**layout, seq_len=seq_len, sp=tp > 1, global_batch=dp * micro_batches, **flags)
     hw = _hw(gpus, fabric)
