@@ -170,9 +170,9 @@ def _step(
     expert_n = s.params_expert / (p.tp * p.pp * p.ep)
     dense_n = n - expert_n
     # A pipeline runs at its slowest stage: with layers that pp does not divide, the stages
-    # that hold one layer more (Llama 3 405B's 126 over 16 stages: 8, the first and last 7;
-    # Megatron-Core's layouts count the embedding and loss as layers alike) set every
-    # micro-batch's time. ``layers_avg`` is what a GPU holds on average.
+    # that hold one layer more (Llama 3 405B's 126 over 16 stages: 8, the first and last 7) set
+    # every micro-batch's time; a layout or MTP modules may make another stage the slowest
+    # (busiest_stage, below). ``layers_avg`` is what a GPU holds on average.
     layers_avg = s.layers / p.pp
     layers_here = vec.ceil(layers_avg)
     group = p.dp * p.cp
