@@ -22,7 +22,7 @@ from fabricplan.planning.space import CP_MIN_TOKENS_PER_RANK, MICRO_BATCH_MAX
 from fabricplan.scenario import ScenarioError, load_scenario
 from fabricplan.workload import comm, shape_of, training_step
 from fabricplan.workload.plan import hardware_from_scenario, plans_from_scenario
-from fabricplan.workload.training import STEP_PARTS
+from fabricplan.workload.step import STEP_PARTS
 
 ROOT = Path(__file__).resolve().parent.parent
 CAT = default_catalog()

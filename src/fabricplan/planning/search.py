@@ -18,7 +18,8 @@ from fabricplan.congestion.network_backend import DEFAULT_BACKEND, NetworkBacken
 from fabricplan.planning.space import Flags, Job, SearchSpace, batches
 from fabricplan.workload.plan import Hardware, Plans
 from fabricplan.workload.shapes import Shape
-from fabricplan.workload.training import STEP_PARTS, training_step
+from fabricplan.workload.step import STEP_PARTS
+from fabricplan.workload.training import training_step
 
 # The plan settings each part depends on: an alternative's reason names those that differ.
 PART_SETTINGS: dict[str, tuple[str, ...]] = {

@@ -7,7 +7,8 @@ from fabricplan.workload.evaluate import FabricResult, WorkloadError, evaluate_s
 from fabricplan.workload.plan import Hardware, Plans
 from fabricplan.workload.result import ServingFigures, StepFigures, TrainingFigures
 from fabricplan.workload.shapes import Shape, shape_of
-from fabricplan.workload.training import Step, training_step
+from fabricplan.workload.step import Step
+from fabricplan.workload.training import training_step
 
 __all__ = [
     "FabricResult",
