@@ -137,6 +137,13 @@ def test_the_cli_takes_a_layout_and_refuses_one_that_does_not_fit():
     )
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)[0]["step_time_s"] > 0
+    # the layout sets the stages: no warning that pp leaves them uneven, which an even split gets
+    table = [a for a in base if a != "--json"]
+    laid = [*par, "--set", "workload.parallel.pp=16", "--set", "workload.mtp_layers=1"]
+    laid += ["--set", f"workload.parallel.pipeline_layout={B200}"]
+    assert "uneven" not in run(*table, *laid).stderr
+    even = run(*table, *par, "--set", "workload.parallel.pp=16")
+    assert even.returncode == 0 and "stages will be uneven" in even.stderr
     bad = run(
         *base,
         *par,

@@ -305,7 +305,7 @@ def scenario_warnings(s: Scenario, cat: Catalog) -> list[Problem]:
                     w.seq_len,
                 )
             )
-        if m.layers % w.parallel.pp:
+        if m.layers % w.parallel.pp and w.parallel.pipeline_layout is None:
             out.append(
                 Problem(
                     "workload.parallel.pp",
