@@ -141,7 +141,9 @@ def test_the_cli_takes_a_layout_and_refuses_one_that_does_not_fit():
     table = [a for a in base if a != "--json"]
     laid = [*par, "--set", "workload.parallel.pp=16", "--set", "workload.mtp_layers=1"]
     laid += ["--set", f"workload.parallel.pipeline_layout={B200}"]
-    assert "uneven" not in run(*table, *laid).stderr
+    shown = run(*table, *laid)
+    assert "uneven" not in shown.stderr
+    assert f"tp 1 pp 16 dp 16 cp 1 ep 8, stages {B200}, 1 MTP" in " ".join(shown.stdout.split())
     even = run(*table, *par, "--set", "workload.parallel.pp=16")
     assert even.returncode == 0 and "stages will be uneven" in even.stderr
     bad = run(

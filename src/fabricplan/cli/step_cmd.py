@@ -151,6 +151,10 @@ def step_cmd(
         f"{sc.name}: {w.model} on {sc.cluster.gpus:,} x {sc.cluster.gpu}, "
         f"tp {p.tp} pp {p.pp} dp {p.dp} cp {p.cp} ep {p.ep}"
     )
+    if w.kind == "training" and p.pipeline_layout is not None:
+        title += f", stages {p.pipeline_layout}"
+    if w.kind == "training" and w.mtp_layers:
+        title += f", {w.mtp_layers} MTP"
     table = Table(title=title, title_justify="left", title_style="bold")
     table.add_column("fabric", no_wrap=True)
     if w.kind == "training":
