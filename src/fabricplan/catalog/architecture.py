@@ -63,7 +63,8 @@ def _attention(m: Model) -> int:
     return q_and_o + kv + bias
 
 
-def _ffn(m: Model, inner: int) -> int:
+def ffn_weights(m: Model, inner: int) -> int:
+    """Weights of one FFN of ``inner`` width (gated: three matrices), biases included."""
     mats = 3 if m.gated_mlp else 2
     bias = (inner * (mats - 1) + m.hidden) if m.bias else 0
     return mats * m.hidden * inner + bias
@@ -76,11 +77,11 @@ def count_params(m: Model) -> ParamCount:
         embedding += m.max_seq_len * m.hidden
     norm_width = 2 * m.hidden if m.bias else m.hidden  # LayerNorm has a bias, RMSNorm not
     norms = (2 * m.layers + 1) * norm_width
-    dense_ffn = _ffn(m, m.ffn_hidden)
+    dense_ffn = ffn_weights(m, m.ffn_hidden)
     if m.moe is None:
         return ParamCount(embedding, _attention(m), dense_ffn, 0, 0, norms, m.layers, 0)
     e = m.moe
-    expert = _ffn(m, e.expert_ffn_hidden)
+    expert = ffn_weights(m, e.expert_ffn_hidden)
     router = m.hidden * e.experts
     moe_all = (e.experts + e.shared_experts) * expert + router
     moe_active = (e.top_k + e.shared_experts) * expert + router

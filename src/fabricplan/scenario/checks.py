@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fabricplan.catalog import Catalog, UnknownIdError
+from fabricplan.catalog import Catalog, Model, UnknownIdError
 from fabricplan.catalog.providers import nics_mismatch, rented_nodes
 
 # One plain record from the congestion layer (it imports nothing of its own), so that the
@@ -199,6 +199,25 @@ def no_rdma_dispatch(cat: Catalog, fabrics: list[str]) -> str | None:
     return f"needs an InfiniBand or RoCE fabric (DeepEP and HybridEP send over RDMA); not {names}"
 
 
+def _check_recompute_modules(w: Workload, m: Model, problems: list[Problem]) -> None:
+    """Megatron-Core's rules for recompute_modules (TransformerConfig.__post_init__, v0.14)."""
+    field, mods = "workload.recompute_modules", w.recompute_modules or []
+    needs = {
+        "mla_up_proj": (m.mla is not None, "needs multi-latent attention"),
+        "moe": (m.moe is not None, "needs a MoE model"),
+        "moe_act": (m.moe is not None, "needs a MoE model"),
+        "shared_experts": (m.moe is not None and m.moe.shared_experts > 0, "needs shared experts"),
+    }
+    if w.recompute != "selective":
+        problems.append(Problem(field, "needs recompute: selective", mods))
+    for mod in mods:
+        ok, why = needs.get(mod, (True, ""))
+        if not ok:
+            problems.append(Problem(field, f"{mod} {why}; {m.id} has none", mods))
+    if len(set(mods)) != len(mods):
+        problems.append(Problem(field, "names a module twice", mods))
+
+
 def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Problem]) -> None:
     _check_parallel(s, w, cat, problems)
     if w.model not in cat.ids("model"):
@@ -255,6 +274,8 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
                 p.vp,
             )
         )
+    if w.recompute_modules is not None:
+        _check_recompute_modules(w, m, problems)
     if p.pipeline_layout is not None:
         try:
             check_layout(p.pipeline_layout, m.layers, w.mtp_layers, p.pp, p.vp)

@@ -205,6 +205,22 @@ class Workload(_Strict):
         "recipe: 1), each a layer, a projection and a pass through the output head",
     )
     recompute: Literal["none", "selective", "full"] = "selective"
+    recompute_modules: (
+        list[
+            Literal[
+                "core_attn", "mla_up_proj", "layernorm", "mlp", "moe_act", "shared_experts", "moe"
+            ]
+        ]
+        | None
+    ) = Field(
+        default=None,
+        min_length=1,
+        max_length=7,
+        description="what selective recomputation runs again in the backward pass "
+        "(Megatron-Core's recompute_modules): core_attn, mla_up_proj (MLA models), layernorm, "
+        "mlp (the dense MLPs), moe_act, shared_experts, moe (the whole MoE layer, its "
+        "all-to-alls included); null: core_attn",
+    )
     flash_attention: bool = Field(default=True, description="fused attention: no s x s tensors")
     overlap_dp: bool = Field(default=True, description="overlap gradient reduction with backward")
     grad_accum_fusion: bool = Field(

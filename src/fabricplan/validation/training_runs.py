@@ -127,6 +127,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         fp8_recipe=r.get("fp8_recipe", "delayed"),
         pipeline_layout=r.get("pipeline_layout"),
         mtp_layers=r.get("mtp_layers", 0),
+        recompute_modules=tuple(r.get("recompute_modules", ("core_attn",))),
     )
     st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])

@@ -36,6 +36,7 @@ from fabricplan.workload.plan import (
     matmul_flops,
     runs_fp8,
 )
+from fabricplan.workload.recompute import DEFAULT_RECOMPUTE_MODULES, rerun
 from fabricplan.workload.shapes import (
     ACT_BYTES,
     CAUSAL_FRACTION,
@@ -73,6 +74,9 @@ class LayerCompute:
     # an MTP module's projection of two hidden states to one (2h -> h), all passes; 0 without
     # MTP modules (see pipeline_layout)
     mtp_proj: np.ndarray | float = 0.0
+    # of recompute, the attention part's (full: fwd_attn of it): where expert all-to-alls
+    # overlap the recomputed forward
+    rec_attn: np.ndarray | float = 0.0
 
 
 def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
@@ -115,6 +119,7 @@ def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
     softmax_mem = tokens * ACT_BYTES * softmax_elems / hbm
     fwd = proj + score + mem
     bwd = proj_bwd + BACKWARD_PER_FORWARD * mem + score_bwd
+    perm_fwd: np.ndarray | float = 0.0
     if s.experts:  # the MoE layers' token permutation, averaged over the layers as the rest
         perm_fwd, perm_bwd = permutation_elems(s, p.ep, dispatch_on(hw, p.ep_dispatch))
         perm = tokens / sp_div * ACT_BYTES * s.moe_layers / s.layers / hbm
@@ -141,15 +146,31 @@ def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
         bwd = bwd + tokens * cast_bwd / hbm
     if p.recompute == "full":
         recompute = fwd
+        rec_attn = fwd_attn * fwd
     elif p.recompute == "selective":
         # the core attention (scores, softmax, dropout, AV; Korthikanti et al. 2022, Sec. 5) runs
         # again in the backward pass; fused, that is the attention kernel's forward: Megatron-Core
         # checkpoints it whenever recomputation is selective (core_r0.8.0,
         # megatron/core/transformer/attention.py, Attention.__init__: checkpoint_core_attention =
-        # recompute_granularity == 'selective'; forward: _checkpointed_attention_forward)
-        recompute = score + softmax_mem
+        # recompute_granularity == 'selective'; forward: _checkpointed_attention_forward), or
+        # the modules recompute_modules names (recompute)
+        recompute = rec_attn = score + softmax_mem
+        if p.recompute_modules != DEFAULT_RECOMPUTE_MODULES:
+            again = rerun(
+                s,
+                p.recompute_modules,
+                tokens,
+                p.tp,
+                sp_div,
+                recompute,
+                perm_fwd,
+                peak_proj,
+                store,
+                hbm,
+            )
+            recompute, rec_attn = again.seconds, again.attention
     else:
-        recompute = vec.full(fwd, 0.0)
+        recompute = rec_attn = vec.full(fwd, 0.0)
     # last stage: the output head, then the loss over the vocabulary, memory-bound
     # (forward stores the logits, the input gradient h per token, the weight gradient h x V)
     head_flops = PASSES_FWD_BWD * tokens * s.logits_flops / p.tp
@@ -163,4 +184,6 @@ def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
         mtp_proj = gemm_seconds(
             PASSES_FWD_BWD * tokens * 4 * h * h / p.tp, tokens * h / p.tp, peak_proj, store
         )
-    return LayerCompute(fwd, bwd, recompute, score, score_bwd, fwd_attn, bwd_attn, logits, mtp_proj)
+    return LayerCompute(
+        fwd, bwd, recompute, score, score_bwd, fwd_attn, bwd_attn, logits, mtp_proj, rec_attn
+    )

@@ -115,6 +115,7 @@ PLAN_FLAGS = (
     "fp8_recipe",
     "pipeline_layout",
     "mtp_layers",
+    "recompute_modules",
 )
 
 
@@ -154,6 +155,8 @@ class Plans:
     # pipeline_layout
     pipeline_layout: str | None = None
     mtp_layers: int = 0
+    # what selective recomputation reruns (Megatron-Core's recompute_modules), see recompute
+    recompute_modules: tuple[str, ...] = ("core_attn",)
 
     @classmethod
     def of(cls, **kw: object) -> Plans:
@@ -314,4 +317,5 @@ def plans_from_scenario(s: Scenario) -> Plans:
         fp8_recipe=w.fp8_recipe,
         pipeline_layout=p.pipeline_layout,
         mtp_layers=w.mtp_layers,
+        recompute_modules=tuple(w.recompute_modules or ("core_attn",)),
     )

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fabricplan.catalog import Model, count_params
+from fabricplan.catalog.architecture import ffn_weights
 from fabricplan.workload import vec
 
 # Bytes per activation element in BF16/FP16 training and serving.
@@ -85,6 +86,14 @@ class Shape:
     kv_elems: float  # K and V elements per token per layer (KV cache, context parallel)
     kv_heads: int  # how far TP can split the KV cache (MLA's latent is not split)
     logits_flops: float  # output head per token
+    # Parts that Megatron-Core's recompute_modules can run again (see layer_compute), forward
+    # FLOPs or activation elements per token, averaged over the layers as proj_flops is
+    mla_up_flops: float = 0.0  # MLA's q and k/v up-projections (column-parallel)
+    dense_ffn_flops: float = 0.0  # the dense layers' FFNs
+    shared_ffn_flops: float = 0.0  # the MoE layers' shared experts
+    routed_ffn_flops: float = 0.0  # the MoE layers' routed experts (top_k) and router
+    dense_act_elems: float = 0.0  # of ffn_act_elems: the dense layers'
+    routed_act_elems: float = 0.0  # of ffn_act_elems: the routed experts'
 
     @property
     def attn_in_flops(self) -> float:
@@ -129,9 +138,29 @@ def shape_of(m: Model) -> Shape:
         v_width = m.heads * m.head_dim
         head_dim = m.head_dim
     expert = 0.0
+    per_act = 3 if m.gated_mlp else 2  # activation elements per FFN inner element
+    split: dict[str, float] = {
+        "dense_ffn_flops": 2.0 * pc.dense_layers * pc.dense_ffn_per_layer / layers,
+        "dense_act_elems": per_act * pc.dense_layers * m.ffn_hidden / layers,
+    }
     if m.moe is not None:
         expert_one = (3 if m.gated_mlp else 2) * m.hidden * m.moe.expert_ffn_hidden
         expert = pc.moe_layers * m.moe.experts * expert_one
+        shared = m.moe.shared_experts * ffn_weights(m, m.moe.expert_ffn_hidden)
+        moe_share = pc.moe_layers / layers
+        split["shared_ffn_flops"] = 2.0 * moe_share * shared
+        split["routed_ffn_flops"] = 2.0 * moe_share * (pc.moe_active_ffn_per_layer - shared)
+        split["routed_act_elems"] = per_act * moe_share * m.moe.top_k * m.moe.expert_ffn_hidden
+    if m.mla is not None:
+        a = m.mla
+        split["mla_up_flops"] = (
+            2.0
+            * m.heads
+            * (
+                a.q_lora_rank * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+                + a.kv_lora_rank * (a.qk_nope_head_dim + a.v_head_dim)
+            )
+        )
     return Shape(
         name=m.id,
         layers=layers,
@@ -158,6 +187,7 @@ def shape_of(m: Model) -> Shape:
         kv_elems=float(kv),
         kv_heads=1 if m.mla is not None else m.kv_heads,
         logits_flops=2.0 * m.hidden * m.vocab,
+        **split,
     )
 
 

@@ -210,7 +210,10 @@ def _step(
         tp_f, tp_b = vec.where(on, ov_fwd, tp_f), vec.where(on, ov_bwd + rec_passes * ov_fwd, tp_b)
     tp_layer = tp_f + tp_b
     ep_f = TP_COLLECTIVES_PER_LAYER * ep_one * s.moe_layers / s.layers  # dispatch + combine
-    ep_b = ep_f * (1 + rec_passes)
+    # selective recomputation of the MoE layer (recompute_modules: moe) runs its dispatch and
+    # combine again in the backward pass
+    moe_rerun = 1.0 if p.recompute == "selective" and "moe" in p.recompute_modules else 0.0
+    ep_b = ep_f * (1 + rec_passes + moe_rerun)
     # context parallel, p2p (Transformer Engine's ring, load-balanced causal split): one K/V
     # block moves per step while the attention of the block already there runs, so each
     # transfer hides only behind one block's attention (1 / cp of it); in the backward K/V and
@@ -228,7 +231,8 @@ def _step(
     # recomputation (full, or selective: the core attention) reruns the attention's forward,
     # and with it the K/V exchange inside it (Transformer Engine's attention holds the CP
     # communication, so Megatron-Core's checkpointed core attention repeats it)
-    rerun = 0.0 if p.recompute == "none" else 1.0
+    core_rerun = p.recompute == "selective" and "core_attn" in p.recompute_modules
+    rerun = 1.0 if p.recompute == "full" or core_rerun else 0.0
     cp_b, cp_traffic_b = cp_b + rerun * cp_f, cp_traffic_b + rerun * cp_traffic_f
     cp_layer = cp_f + cp_b
     cp_hidden = cp_traffic_f + cp_traffic_b - cp_layer
@@ -280,14 +284,14 @@ def _step(
     # the recomputation's are the attention's (selective) or split as the forward (full)
     ep_hidden = 0.0
     if p.ep_comm_overlap:
-        rec_attn = recompute if p.recompute == "selective" else c.fwd_attn * recompute
+        rec_attn = c.rec_attn
         ep_hidden = hidden_per_step(
             ep_f / TP_COLLECTIVES_PER_LAYER,  # one dispatch or combine
             c.fwd_attn * fwd,
             (1 - c.fwd_attn) * fwd,
             c.bwd_attn * bwd + rec_attn,
             (1 - c.bwd_attn) * bwd + recompute - rec_attn,
-            ep_f * rec_passes,
+            ep_f * (rec_passes + moe_rerun),
             layers_here,
             m,
             p.pp,
