@@ -36,6 +36,7 @@ from fabricplan.validation.runs import (
     gpt_model as gpt_model,  # re-exported: tests build the papers' GPT from here
 )
 from fabricplan.workload import Hardware, Plans, shape_of, training_step
+from fabricplan.workload.recompute import DEFAULT_RECOMPUTE_MODULES
 
 # the issue's acceptance bound for every row
 TFLOPS_TOLERANCE = 0.10
@@ -127,7 +128,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         fp8_recipe=r.get("fp8_recipe", "delayed"),
         pipeline_layout=r.get("pipeline_layout"),
         mtp_layers=r.get("mtp_layers", 0),
-        recompute_modules=tuple(r.get("recompute_modules", ("core_attn",))),
+        recompute_modules=tuple(r.get("recompute_modules", DEFAULT_RECOMPUTE_MODULES)),
     )
     st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])

@@ -18,6 +18,7 @@ from fabricplan.congestion.settings import FlowSettings
 from fabricplan.scenario import Scenario
 from fabricplan.scenario.checks import no_rdma_dispatch
 from fabricplan.workload import vec
+from fabricplan.workload.recompute import DEFAULT_RECOMPUTE_MODULES
 
 # Bytes per gradient element in the data-parallel reduction. Megatron-LM requires
 # --accumulate-allreduce-grads-in-fp32 with BF16 (megatron/training/arguments.py), so BF16 and
@@ -156,7 +157,7 @@ class Plans:
     pipeline_layout: str | None = None
     mtp_layers: int = 0
     # what selective recomputation reruns (Megatron-Core's recompute_modules), see recompute
-    recompute_modules: tuple[str, ...] = ("core_attn",)
+    recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
 
     @classmethod
     def of(cls, **kw: object) -> Plans:
@@ -317,5 +318,5 @@ def plans_from_scenario(s: Scenario) -> Plans:
         fp8_recipe=w.fp8_recipe,
         pipeline_layout=p.pipeline_layout,
         mtp_layers=w.mtp_layers,
-        recompute_modules=tuple(w.recompute_modules or ("core_attn",)),
+        recompute_modules=tuple(w.recompute_modules or DEFAULT_RECOMPUTE_MODULES),
     )
