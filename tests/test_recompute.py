@@ -49,7 +49,7 @@ def test_deepseek_v3_s_mla_up_projections():
 
 
 def _rerun(s, modules, core=1e-3, permute=0.0):
-    return rerun(s, modules, 4096.0, 2.0, 2.0, core, permute, PEAK, STORE, HBM)
+    return rerun(s, modules, 4096.0, 2.0, 2.0, core, permute, PEAK, HBM)
 
 
 def test_each_module_is_priced_as_the_forward_prices_it():

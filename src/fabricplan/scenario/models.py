@@ -114,6 +114,13 @@ class Cluster(_Strict):
         return self.topology.switch if fabric in self.fabrics else None
 
 
+# What Megatron-Core's selective recomputation can rerun (TransformerConfig.recompute_modules,
+# core_v0.14.0); the step model prices each (workload.recompute).
+RecomputeModule = Literal[
+    "core_attn", "mla_up_proj", "layernorm", "mlp", "moe_act", "shared_experts", "moe"
+]
+
+
 class Parallel(_Strict):
     tp: int = Field(default=1, gt=0, le=1024)
     pp: int = Field(default=1, gt=0, le=1024)
@@ -205,14 +212,7 @@ class Workload(_Strict):
         "recipe: 1), each a layer, a projection and a pass through the output head",
     )
     recompute: Literal["none", "selective", "full"] = "selective"
-    recompute_modules: (
-        list[
-            Literal[
-                "core_attn", "mla_up_proj", "layernorm", "mlp", "moe_act", "shared_experts", "moe"
-            ]
-        ]
-        | None
-    ) = Field(
+    recompute_modules: list[RecomputeModule] | None = Field(
         default=None,
         min_length=1,
         max_length=7,

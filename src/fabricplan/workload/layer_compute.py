@@ -165,7 +165,6 @@ def layer_compute(s: Shape, p: Plans, hw: Hardware) -> LayerCompute:
                 recompute,
                 perm_fwd,
                 peak_proj,
-                store,
                 hbm,
             )
             recompute, rec_attn = again.seconds, again.attention

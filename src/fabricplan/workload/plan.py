@@ -122,7 +122,8 @@ PLAN_FLAGS = (
 
 @dataclass(frozen=True)
 class Plans:
-    """N training plans as parallel integer arrays (shape (N,))."""
+    """N training plans as parallel integer arrays (shape (N,)); ``scalars`` gives one plan's
+    as NumPy scalars, which the step model also takes (see vec)."""
 
     tp: np.ndarray
     pp: np.ndarray

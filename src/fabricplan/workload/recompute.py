@@ -22,23 +22,18 @@ work at HBM bandwidth. The TP collectives inside a recomputed MLP are not run ag
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 
-from fabricplan.workload.gemm import gemm_seconds
+from fabricplan.scenario.models import RecomputeModule
 from fabricplan.workload.shapes import ACT_BYTES, Shape
 
-RECOMPUTE_MODULES = (
-    "core_attn",
-    "mla_up_proj",
-    "layernorm",
-    "mlp",
-    "moe_act",
-    "shared_experts",
-    "moe",
-)
-DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
-# A layer's two norms, each reading and writing the hidden state (elements per h per token).
+RECOMPUTE_MODULES: tuple[str, ...] = get_args(RecomputeModule)
+DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # TransformerConfig's default
+# Hidden-state elements per h per token the "layernorm" module reruns: a layer's two norms
+# (Megatron-Core's input_layernorm and pre_mlp_layernorm), each reading the hidden state and
+# writing its output.
 LAYERNORM_ELEMS_PER_H = 4.0
 
 
@@ -61,7 +56,6 @@ def rerun(
     core_attn: np.ndarray,
     permute_fwd_elems: np.ndarray | float,
     peak_proj: float,
-    store: float,
     hbm: float,
 ) -> Rerun:
     """What ``modules`` cost the backward pass; ``core_attn`` is the core attention's forward
@@ -73,17 +67,17 @@ def rerun(
     if "core_attn" in modules:
         attention = attention + core_attn
     if "mla_up_proj" in modules:
-        attention = attention + gemm_seconds(tokens * s.mla_up_flops / tp, 0.0, peak_proj, store)
+        attention = attention + tokens * s.mla_up_flops / tp / peak_proj
     if "layernorm" in modules:
         norms = per_token_bytes * LAYERNORM_ELEMS_PER_H * s.hidden / sp_div
         attention, other = attention + norms / 2, other + norms / 2
     if "mlp" in modules:
-        gemms = gemm_seconds(tokens * s.dense_ffn_flops / tp, 0.0, peak_proj, store)
+        gemms = tokens * s.dense_ffn_flops / tp / peak_proj
         other = other + gemms + per_token_bytes * s.dense_act_elems / tp
     shared_act = s.ffn_act_elems - s.dense_act_elems - s.routed_act_elems
     if "moe" in modules:
         experts = s.routed_ffn_flops + s.shared_ffn_flops
-        gemms = gemm_seconds(tokens * experts / tp, 0.0, peak_proj, store)
+        gemms = tokens * experts / tp / peak_proj
         acts = (s.routed_act_elems + shared_act) / tp
         moe_share = s.moe_layers / s.layers
         other = other + gemms + per_token_bytes * (acts + permute_fwd_elems * moe_share / sp_div)
@@ -91,6 +85,6 @@ def rerun(
         if "moe_act" in modules:
             other = other + per_token_bytes * s.routed_act_elems / tp
         if "shared_experts" in modules:
-            gemms = gemm_seconds(tokens * s.shared_ffn_flops / tp, 0.0, peak_proj, store)
+            gemms = tokens * s.shared_ffn_flops / tp / peak_proj
             other = other + gemms + per_token_bytes * shared_act / tp
     return Rerun(attention + other, attention)
