@@ -64,6 +64,57 @@ def test_deepseek_v3_runs_its_published_layout_where_it_fits():
     assert _plan("deepseek-v3", 4096).to_dict()["dp"] == 256
 
 
+def test_deepseek_v3_published_plan_trains_its_mtp_module_and_reruns_what_it_reran():
+    ds = CAT.model("deepseek-v3").trained_plan
+    assert ds is not None and ds.mtp_layers == 1
+    assert ds.recompute_modules == ("layernorm", "mla_up_proj")  # Sec. 3.2.3
+    assert ds.pipeline_layout is not None and "pipeline_layout" in ds.assumed
+    w = _plan("deepseek-v3", 2048).scenario.workload
+    assert w is not None
+    assert (w.mtp_layers, w.recompute_modules) == (1, ["layernorm", "mla_up_proj"])
+    assert w.parallel.pipeline_layout == ds.pipeline_layout
+    # adapted plans train the MTP module too (it is the objective), without the layout
+    adapted = _plan("deepseek-v3", 512).scenario.workload
+    assert adapted is not None and adapted.mtp_layers == 1
+    assert adapted.parallel.pipeline_layout is None
+
+
+def _step(s) -> float:
+    st = training_step(
+        shape_of(CAT.model("deepseek-v3")),
+        plans_from_scenario(s),
+        hardware_from_scenario(s, CAT, IB),
+        backend=NO_CONGESTION,
+    )
+    return float(st.time[0])
+
+
+def test_deepseek_v3_layout_keeps_the_head_and_mtp_module_off_a_four_layer_stage():
+    s = _plan("deepseek-v3", 2048).scenario
+    assert s.workload is not None
+    even = s.model_copy(
+        update={
+            "workload": s.workload.model_copy(
+                update={
+                    "parallel": s.workload.parallel.model_copy(update={"pipeline_layout": None})
+                }
+            )
+        }
+    )
+    # split evenly, one stage holds four layers, the head and the MTP module (a layer, its
+    # projection and a second pass through the head); under the layout the busiest stage holds
+    # four layers and nothing else, so the step is shorter
+    assert _step(s) < _step(even)
+
+
+def test_catalog_rejects_recompute_modules_without_selective_recomputation():
+    plan = CAT.model("deepseek-v3").trained_plan.model_dump()  # type: ignore[union-attr]
+    with pytest.raises(ValidationError, match="recompute = 'selective'"):
+        TrainedPlan.model_validate({**plan, "recompute": "full"})
+    with pytest.raises(ValidationError, match="recompute_modules"):
+        TrainedPlan.model_validate({**plan, "recompute_modules": ["attention"]})
+
+
 def test_deepseek_v3_keeps_ep_64_where_the_published_layout_cannot_run():
     # 512 GPUs: 1 x 16 leaves dp 32, which 64-way EP cannot divide; EP 64 still fits otherwise
     got = _plan("deepseek-v3", 512)

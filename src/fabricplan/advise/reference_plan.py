@@ -124,6 +124,7 @@ def _model_data(
     parallel: dict[str, Any],
     recompute: str,
     fabrics: list[str],
+    mtp_layers: int = 0,
 ) -> dict[str, Any]:
     data = sc.model_dump(mode="json", exclude_none=True)
     data["cluster"] = {**data["cluster"], "gpus": gpus, "fabric": fabrics}
@@ -136,7 +137,16 @@ def _model_data(
         "recompute": recompute,
         "parallel": {"cp": 1, "vp": 1, "zero": SEARCH_ZERO, **parallel, "dp": "auto"},
     }
+    if mtp_layers:
+        data["workload"]["mtp_layers"] = mtp_layers
     return data
+
+
+def _mtp_layers(cat: Catalog, model: str) -> int:
+    """The multi-token-prediction modules ``model`` was trained with: a part of its training
+    objective, so every plan of it runs them, published or searched."""
+    t = cat.model(model).trained_plan
+    return 0 if t is None else t.mtp_layers
 
 
 def _batch_seqs(cat: Catalog, model: str) -> int:
@@ -162,6 +172,7 @@ def _job(sc: Scenario, cat: Catalog, model: str, gpus: int) -> Job:
         global_batch=_batch_seqs(cat, model),
         precision="bf16" if w is None else w.precision,
         fp8_recipe="delayed" if w is None else w.fp8_recipe,
+        mtp_layers=_mtp_layers(cat, model),
     )
 
 
@@ -179,7 +190,7 @@ def _scenario(
     par["cp_comm"] = c.cp_comm
     if c.ep > 1:
         par["ep_dispatch"] = c.ep_dispatch
-    data = _model_data(sc, model, gpus, par, c.recompute, fabrics)
+    data = _model_data(sc, model, gpus, par, c.recompute, fabrics, _mtp_layers(cat, model))
     data["workload"] |= {"micro_batch": c.micro_batch, "overlap_dp": c.overlap_dp}
     return scenario_from_data(data, catalog=cat)
 
@@ -235,8 +246,12 @@ def _published(
         return f"published {lay} (cp {t.cp}) does not divide {gpus:,} GPUs"
     par: dict[str, int | str] = {"tp": t.tp, "pp": t.pp, "ep": t.ep, "cp": t.cp, "vp": t.vp}
     par |= {"zero": t.zero} | ({"ep_dispatch": t.ep_dispatch} if t.ep > 1 else {})
+    if t.pipeline_layout is not None:
+        par["pipeline_layout"] = t.pipeline_layout
     try:
-        data = _model_data(sc, model, gpus, par, t.recompute, [ib, roce])
+        data = _model_data(sc, model, gpus, par, t.recompute, [ib, roce], t.mtp_layers)
+        if t.recompute_modules is not None:
+            data["workload"]["recompute_modules"] = list(t.recompute_modules)
         s = scenario_from_data(data, catalog=cat)
     except ScenarioError as exc:
         p = exc.problems[0]  # e.g. ep does not divide the data-parallel group

@@ -50,6 +50,13 @@ class Mla(_Frozen):
     v_head_dim: int = Field(gt=0)
 
 
+# What Megatron-Core's selective recomputation can rerun (TransformerConfig.recompute_modules,
+# core_v0.14.0); the step model prices each (workload.recompute).
+RecomputeModule = Literal[
+    "core_attn", "mla_up_proj", "layernorm", "mlp", "moe_act", "shared_experts", "moe"
+]
+
+
 class TrainedPlan(_Frozen):
     """The parallel layout a model was trained with, as its authors published it.
 
@@ -64,6 +71,19 @@ class TrainedPlan(_Frozen):
     vp: int = Field(default=1, gt=0, description="interleaved 1F1B: model chunks per stage")
     zero: int = Field(ge=0, le=3, description="ZeRO stage (3 = FSDP that re-gathers weights)")
     recompute: Literal["none", "selective", "full"]
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="what selective recomputation ran again; None: the core attention "
+        "(Megatron-Core's default)",
+    )
+    mtp_layers: int = Field(default=0, ge=0, le=16, description="multi-token-prediction modules")
+    pipeline_layout: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the stages' layers as Megatron-Core's pipeline_model_parallel_layout "
+        "string; None: layers split evenly, the output head and MTP modules on the last stage",
+    )
     ep_dispatch: Literal["alltoall", "hierarchical"] = Field(
         default="alltoall",
         description="how the expert all-to-alls crossed nodes: hierarchical, one copy of a token "
@@ -71,7 +91,7 @@ class TrainedPlan(_Frozen):
     )
     gpus: int | None = Field(default=None, gt=0, description="GPUs trained on; None: unpublished")
     source: str = Field(min_length=1, description="paper and section, or repository and file")
-    assumed: tuple[Literal["vp", "zero", "recompute"], ...] = ()
+    assumed: tuple[Literal["vp", "zero", "recompute", "pipeline_layout"], ...] = ()
     note: str = ""
 
     @model_validator(mode="after")
@@ -81,6 +101,8 @@ class TrainedPlan(_Frozen):
                 raise ValueError(f"tp x pp x cp does not divide the published gpus ({self.gpus})")
             if (self.gpus // (self.tp * self.pp)) % self.ep:  # experts spread over dp x cp
                 raise ValueError(f"ep ({self.ep}) does not divide dp x cp at {self.gpus} GPUs")
+        if self.recompute_modules is not None and self.recompute != "selective":
+            raise ValueError("recompute_modules needs recompute = 'selective'")
         if self.assumed and not self.note:
             raise ValueError("say in 'note' why the assumed fields take their values")
         return self

@@ -12,6 +12,8 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fabricplan.catalog.transformer import RecomputeModule
+
 Design = Literal["fat-tree", "rail-optimized", "rail-only", "dragonfly"]
 RoceQuality = Literal["tuned", "default", "misconfigured"]
 # Where the job's nodes sit: side by side (a dedicated cluster), or scattered over a fabric twice
@@ -112,13 +114,6 @@ class Cluster(_Strict):
         """The scenario's switch on one of its own fabrics (checked to carry them all); None,
         the fabric's default switch, on any other fabric a command is asked about."""
         return self.topology.switch if fabric in self.fabrics else None
-
-
-# What Megatron-Core's selective recomputation can rerun (TransformerConfig.recompute_modules,
-# core_v0.14.0); the step model prices each (workload.recompute).
-RecomputeModule = Literal[
-    "core_attn", "mla_up_proj", "layernorm", "mlp", "moe_act", "shared_experts", "moe"
-]
 
 
 class Parallel(_Strict):

@@ -26,7 +26,7 @@ from typing import get_args
 
 import numpy as np
 
-from fabricplan.scenario.models import RecomputeModule
+from fabricplan.catalog.transformer import RecomputeModule
 from fabricplan.workload.shapes import ACT_BYTES, Shape
 
 RECOMPUTE_MODULES: tuple[str, ...] = get_args(RecomputeModule)
