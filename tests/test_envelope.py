@@ -82,15 +82,18 @@ def test_acceptance_row_is_inside_with_its_errors():
     assert [r.label for r in v.nearest] == ["76.1B", "145.6B", "39.1B", "176B 384 GPUs", "310.1B"]
     errors = recorded_errors()
     own = errors[("Narayanan et al. SC'21, Table 1", "76.1B")]
-    assert v.nearest[0].error == own and 0 < own < 0.10  # the docs' +8.8 %
+    assert v.nearest[0].error == own and 0 < own < 0.10  # the docs' +8.4 %
     near = [abs(r.error) for r in v.nearest]
     assert v.nearest_errors is not None
     assert v.nearest_errors.median_abs == pytest.approx(median(near))
     assert v.nearest_errors.worst_abs == pytest.approx(max(near)) == pytest.approx(own)
     assert v.suites == (SUITE_TRAINING, SUITE_HELD_BACK)
-    # every A100 run's errors: Table 1, Korthikanti, BLOOM, MT-NLG (the worst, +12.8 %)
-    assert v.envelope_errors is not None and v.envelope_errors.runs == 22
-    assert 0.1 < v.envelope_errors.worst_abs < 0.15
+    # every A100 run's errors: Table 1, Korthikanti, BLOOM, MT-NLG (the worst, +9.5 %)
+    a100 = ("Narayanan", "Korthikanti", "BLOOM", "MT-NLG")
+    every = [abs(e) for (src, _), e in errors.items() if src.startswith(a100)]
+    assert v.envelope_errors is not None and v.envelope_errors.runs == len(every) == 22
+    assert v.envelope_errors.worst_abs == pytest.approx(max(every), abs=1e-4)
+    assert 0.09 < v.envelope_errors.worst_abs < 0.10
     assert v.summary().startswith("inside the validated range: errors seen on the 5 nearest")
 
 

@@ -155,6 +155,8 @@ def step_cmd(
         title += f", stages {p.pipeline_layout}"
     if w.kind == "training" and w.mtp_layers:
         title += f", {w.mtp_layers} MTP"
+    if w.kind == "training" and p.pp > 1 and p.pipeline_engine != "megatron":
+        title += f", {p.pipeline_engine} pipeline"
     table = Table(title=title, title_justify="left", title_style="bold")
     table.add_column("fabric", no_wrap=True)
     if w.kind == "training":

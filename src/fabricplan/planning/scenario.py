@@ -49,6 +49,7 @@ def job_of(sc: Scenario, cat: Catalog) -> Job:
         grad_reduce_bf16=w.grad_reduce == "bf16",
         fp8_recipe=w.fp8_recipe,
         mtp_layers=w.mtp_layers,
+        pipeline_engine=w.parallel.pipeline_engine,
     )
 
 

@@ -83,6 +83,7 @@ class Job:
     grad_reduce_bf16: bool = False
     fp8_recipe: str = "delayed"
     mtp_layers: int = 0  # on the last stage (the search splits the layers evenly)
+    pipeline_engine: str = "megatron"  # megatron | deepspeed (no interleaving), see pipe_boundary
 
 
 def _divisors(n: int) -> list[int]:
@@ -216,6 +217,8 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
             keep &= (ep > 1) & ((pp == 1) | (vp > 1))
         if epd != "alltoall":  # EP groups (ep ranks tp x cp apart) over more than one node
             keep &= (ep > 1) & (ep * tp * cp > job.gpus_per_node)
+        if job.pipeline_engine == "deepspeed":  # its pipeline engine does not interleave
+            keep &= vp == 1
         if not keep.any():
             continue
         c = cols[keep]
@@ -243,6 +246,7 @@ def batches(job: Job, space: SearchSpace) -> Iterator[tuple[Flags, Plans]]:
             ep_dispatch=epd,
             fp8_recipe=job.fp8_recipe,
             mtp_layers=job.mtp_layers,
+            pipeline_engine=job.pipeline_engine,
         )
         yield Flags(rec, ovl, tpo, cpc, epo, epd), plans
 

@@ -274,6 +274,14 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
                 p.vp,
             )
         )
+    if p.pipeline_engine == "deepspeed":
+        field, why = "workload.parallel.pipeline_engine", "DeepSpeed's PipelineEngine has no"
+        if p.vp > 1:
+            problems.append(Problem(field, f"needs vp = 1 ({why} interleaved schedule)", p.vp))
+        if p.pipeline_layout is not None:
+            problems.append(
+                Problem(field, f"takes no pipeline_layout ({why} Megatron-Core layouts)", "set")
+            )
     if w.recompute_modules is not None:
         _check_recompute_modules(w, m, problems)
     if p.pipeline_layout is not None:

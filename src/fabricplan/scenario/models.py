@@ -154,6 +154,14 @@ class Parallel(_Strict):
         "(...)*n and x*n repeat (DeepSeek-V3 on 8 x 4 chunks: 'Et|(tt|)*30mL'). None: the "
         "layers split evenly, the head and the MTP modules on the last stage",
     )
+    pipeline_engine: Literal["megatron", "deepspeed"] = Field(
+        default="megatron",
+        description="what runs the pipeline schedule: megatron (Megatron-LM / Megatron-Core: a "
+        "stage sends and receives at once; without sequence parallelism the receiver "
+        "all-gathers the TP ranks' slices); deepspeed (DeepSpeed's PipelineEngine, as "
+        "Megatron-DeepSpeed runs it: one blocking transfer at a time, four a micro-batch, and "
+        "three rebuilds of the TP-split tensors; no interleaving)",
+    )
     cp_comm: Literal["p2p", "all_gather"] = Field(
         default="p2p",
         description="how context parallelism exchanges K/V (Transformer Engine cp_comm_type): "

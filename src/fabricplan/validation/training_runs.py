@@ -129,6 +129,7 @@ def _check(r: dict[str, Any], cat: Catalog, backend: NetworkBackend) -> Training
         pipeline_layout=r.get("pipeline_layout"),
         mtp_layers=r.get("mtp_layers", 0),
         recompute_modules=tuple(r.get("recompute_modules", DEFAULT_RECOMPUTE_MODULES)),
+        pipeline_engine=r.get("pipeline_engine", "megatron"),
     )
     st = training_step(shape, plan, hw, backend=backend)
     t = float(st.time[0])

@@ -117,6 +117,7 @@ PLAN_FLAGS = (
     "pipeline_layout",
     "mtp_layers",
     "recompute_modules",
+    "pipeline_engine",
 )
 
 
@@ -159,6 +160,8 @@ class Plans:
     mtp_layers: int = 0
     # what selective recomputation reruns (Megatron-Core's recompute_modules), see recompute
     recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
+    # the engine that runs the pipeline schedule: megatron | deepspeed, see pipe_boundary
+    pipeline_engine: str = "megatron"
 
     @classmethod
     def of(cls, **kw: object) -> Plans:
@@ -320,4 +323,5 @@ def plans_from_scenario(s: Scenario) -> Plans:
         pipeline_layout=p.pipeline_layout,
         mtp_layers=w.mtp_layers,
         recompute_modules=tuple(w.recompute_modules or DEFAULT_RECOMPUTE_MODULES),
+        pipeline_engine=p.pipeline_engine,
     )

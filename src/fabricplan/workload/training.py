@@ -40,6 +40,7 @@ from fabricplan.workload.overlap import (
     ddp_bucket_params,
     sm_tax,
 )
+from fabricplan.workload.pipe_boundary import boundary_seconds, gather_ranks
 from fabricplan.workload.pipeline_layout import LayoutError, busiest_stage
 from fabricplan.workload.plan import (
     WEIGHT_BYTES,
@@ -141,6 +142,7 @@ def _step(
     expert_units, expert_bucket = bucket_units(step_expert, group, p.overlap_dp)
     wb, gb = WEIGHT_BYTES, p.grad_bytes
     ring, a2a, pipe = "ring-allreduce", "alltoall", "pipeline"
+    gather_tp = gather_ranks(p.pipeline_engine, p.tp, p.pp, p.sp)
     (
         tp_ar_t,
         tp_rs_t,
@@ -150,6 +152,7 @@ def _step(
         cp_ag,
         cp_rs,
         pp_one,
+        pp_gather,
         dp_ar,
         dp_rs,
         dp_ag,
@@ -174,6 +177,8 @@ def _step(
             ("reduce_scatter", p.cp, p.tp, p.cp * kv_bytes, ring),
             # scatter/gather: each TP rank sends its slice of the activations on its own NIC
             ("sendrecv", vec.where(p.pp > 1, 2, 1), p.tp * p.cp * p.dp, act_bytes / p.tp, pipe),
+            # ... and what the receiver does with the slices, by engine (pipe_boundary)
+            ("all_gather", gather_tp, one, act_bytes / sp_div, None),
             ("all_reduce", dp0, p.tp, dense_bucket * gb, ring),
             ("reduce_scatter", dpz, p.tp, dense_bucket * gb, ring),
             ("all_gather", dpz, p.tp, dense_bucket * wb, ring),
@@ -274,7 +279,9 @@ def _step(
         raise WorkloadError(f"workload.parallel.pipeline_layout: {exc}") from None
     heads = heads_here * logits + mtp_here * c.mtp_proj
     compute_mb = layers_here * (fwd + bwd + recompute) + heads + accumulate
-    pp_mb = 2 * p.vp * pp_one
+    pp_mb = p.vp * boundary_seconds(
+        p.pipeline_engine, pp_one, pp_gather, gather_tp, act_bytes / sp_div, hbm
+    )
     tp_mb = layers_here * tp_layer
     ep_mb = layers_here * (ep_f + ep_b)
     cp_mb = layers_here * cp_layer

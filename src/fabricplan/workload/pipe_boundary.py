@@ -1,0 +1,89 @@
+"""What a pipeline stage spends a micro-batch on at its boundaries, by the engine that runs the
+pipeline schedule: its sends and receives, and what it does with what it receives.
+
+A stage's output is split over its tensor-parallel ranks for the send (each rank sends its slice
+on its own NIC: the step model prices one such transfer). How many transfers hold up a stage,
+and what the receiver does with the slices, differ by engine:
+
+- ``megatron``: a stage's two exchanges a micro-batch each send and receive at once
+  (``send_forward_recv_backward``, ``send_backward_recv_forward``: batched isend/irecv), two
+  transfers' time. With sequence parallelism the slices are what each rank works on, so nothing
+  more happens (Megatron-Core). Without it, Megatron-LM's scatter/gather optimisation
+  (Narayanan et al. SC'21, Sec. 4.1; ``--scatter-gather-tensors-in-pipeline``, on by default in
+  Megatron-LM's 2021-2022 releases) all-gathers the full tensor over the TP group after each
+  receive: the activations in the forward pass and their gradient in the backward pass, two a
+  micro-batch (megatron/p2p_communication.py, ``_communicate``: ``gather_split_1d_tensor``).
+- ``deepspeed``: DeepSpeed's PipelineEngine (as Megatron-DeepSpeed, BLOOM's and MT-NLG's
+  trainer, runs it) splits every tensor it sends over the TP group whenever TP > 1
+  (deepspeed/runtime/pipe/engine.py v0.5.4, ``is_pipe_partitioned = is_model_parallel``, the
+  same for gradients). It sends and receives one tensor at a time, each a blocking broadcast in
+  a two-rank group (runtime/pipe/p2p.py), and a stage's micro-batch has four of them in turn
+  (runtime/pipe/schedule.py, ``TrainSchedule.steps``: receive the activations and send a
+  gradient before a forward pass, send the activations and receive a gradient before a backward
+  pass): four transfers' time. (A simulation of that schedule's rendezvous, pp 35 and 80-120
+  micro-batches, shows about 3.5 of the four exposed: four errs slow by a fraction of a
+  transfer.) It rebuilds what it split with ``PartitionedTensor.full`` (runtime/utils.py): a
+  zero-filled buffer of the whole tensor, the rank's own slice copied in, an all-gather over
+  TP, and a clone of the result. It rebuilds three times a micro-batch: the received input
+  before the forward pass, the stage's own output before the backward pass (it was freed after
+  the send) and the received gradient (``_exec_forward_pass``, ``_exec_backward_pass``). The
+  engine has no interleaved schedule.
+
+Each rebuild or gather waits for its receive and the pass waits for it: on the critical path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from fabricplan.workload import vec
+
+PIPELINE_ENGINES = ("megatron", "deepspeed")
+# Transfers that hold up a stage per micro-batch (and model chunk), see the docstring.
+TRANSFERS_PER_MICRO_BATCH = {"megatron": 2, "deepspeed": 4}
+# Megatron-LM's scatter/gather: one all-gather per receive, the forward's and the backward's.
+MEGATRON_GATHERS_PER_MICRO_BATCH = 2
+# DeepSpeed's PartitionedTensor.full calls per micro-batch on a stage (see the docstring).
+DEEPSPEED_REBUILDS_PER_MICRO_BATCH = 3
+# HBM bytes one rebuild moves per byte of the whole tensor, besides the all-gather: the zero
+# fill writes it (1), the clone reads and writes it (2); the rank's own slice, copied in, adds
+# 2 / tp of it (``rebuild_hbm_share``).
+DEEPSPEED_REBUILD_HBM_PER_BYTE = 3.0
+
+
+def gather_ranks(engine: str, tp: ArrayLike, pp: ArrayLike, sp: ArrayLike) -> np.ndarray:
+    """The TP group size a receiving stage all-gathers a stage's output over, per plan: TP
+    where the engine gathers (Megatron without sequence parallelism; DeepSpeed always), 1 (no
+    gather) otherwise or without a pipeline."""
+    tp, pp = vec.floats(tp), vec.floats(pp)
+    split = (tp > 1) & (pp > 1)
+    if engine == "megatron":
+        split = split & ~np.asarray(sp, dtype=bool)
+    return vec.where(split, tp, 1.0)
+
+
+def rebuild_hbm_share(tp: ArrayLike) -> np.ndarray:
+    """HBM bytes of one DeepSpeed rebuild per byte of the whole tensor."""
+    return DEEPSPEED_REBUILD_HBM_PER_BYTE + 2.0 / vec.floats(tp)
+
+
+def boundary_seconds(
+    engine: str,
+    transfer_s: ArrayLike,
+    gather_s: ArrayLike,
+    ranks: ArrayLike,
+    tensor_bytes: ArrayLike,
+    hbm_bytes_per_s: float,
+) -> np.ndarray:
+    """Seconds per micro-batch (and model chunk) a stage spends at its boundaries: its transfers
+    (``transfer_s`` each) and what it does with what it receives; ``gather_s`` is one
+    all-gather of the whole ``tensor_bytes`` over ``ranks`` TP ranks (0 where ``ranks`` is
+    1)."""
+    sends = TRANSFERS_PER_MICRO_BATCH[engine] * vec.floats(transfer_s)
+    gather_s = vec.floats(gather_s)
+    if engine == "deepspeed":
+        ranks = vec.floats(ranks)
+        copies = vec.where(ranks > 1, rebuild_hbm_share(ranks) * tensor_bytes, 0.0)
+        return sends + DEEPSPEED_REBUILDS_PER_MICRO_BATCH * (gather_s + copies / hbm_bytes_per_s)
+    return sends + MEGATRON_GATHERS_PER_MICRO_BATCH * gather_s

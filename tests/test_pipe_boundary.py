@@ -1,0 +1,147 @@
+"""A pipeline stage's boundaries by engine: Megatron's paired exchanges and scatter/gather,
+DeepSpeed's one-at-a-time transfers and its rebuilds of TP-split tensors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabricplan.catalog import default_catalog
+from fabricplan.congestion.network_backend import NO_CONGESTION
+from fabricplan.workload import shape_of, training_step
+from fabricplan.workload.pipe_boundary import (
+    DEEPSPEED_REBUILDS_PER_MICRO_BATCH,
+    MEGATRON_GATHERS_PER_MICRO_BATCH,
+    TRANSFERS_PER_MICRO_BATCH,
+    boundary_seconds,
+    gather_ranks,
+    rebuild_hbm_share,
+)
+from fabricplan.workload.plan import Hardware, Plans
+from test_cli import run
+
+CAT = default_catalog()
+A100 = Hardware(CAT.gpu("a100"), 256, 8, 8, "ib-hdr", "fat-tree", catalog=CAT)
+LLAMA = shape_of(CAT.model("llama3-70b"))
+
+
+def test_who_gathers_what_it_receives():
+    tp, pp = np.array([1, 8, 8, 8]), np.array([4, 4, 1, 4])
+    sp = np.array([False, False, False, True])
+    # Megatron gathers the TP ranks' slices without sequence parallelism only, and only
+    # between stages; DeepSpeed rebuilds whenever TP > 1 splits a pipeline's tensors
+    assert gather_ranks("megatron", tp, pp, sp).tolist() == [1, 8, 1, 1]
+    assert gather_ranks("deepspeed", tp, pp, sp).tolist() == [1, 8, 1, 8]
+
+
+def test_boundary_seconds_analytically():
+    t, g, nbytes, hbm = 1e-3, 2e-4, 1e8, 2e12
+    # Megatron: two paired exchanges, two gathers after the receives
+    assert float(boundary_seconds("megatron", t, g, 8, nbytes, hbm)) == pytest.approx(2 * t + 2 * g)
+    assert TRANSFERS_PER_MICRO_BATCH == {"megatron": 2, "deepspeed": 4}
+    assert (MEGATRON_GATHERS_PER_MICRO_BATCH, DEEPSPEED_REBUILDS_PER_MICRO_BATCH) == (2, 3)
+    # DeepSpeed: four blocking transfers; three rebuilds, each the gather plus a zero fill and
+    # a clone of the whole tensor and the rank's slice copied in (3 + 2/8 of its bytes)
+    assert float(rebuild_hbm_share(8)) == 3.25
+    want = 4 * t + 3 * (g + 3.25 * nbytes / hbm)
+    assert float(boundary_seconds("deepspeed", t, g, 8, nbytes, hbm)) == pytest.approx(want)
+    # without TP nothing is split: no gather, no rebuild
+    assert float(boundary_seconds("deepspeed", t, 0.0, 1, nbytes, hbm)) == pytest.approx(4 * t)
+
+
+def _plans(engine: str, **kw: object) -> Plans:
+    base: dict[str, object] = {
+        "tp": 8,
+        "pp": 4,
+        "dp": 8,
+        "micro_batch": 1,
+        "global_batch": 512,
+        "seq_len": 4096,
+        "sp": False,
+        "recompute": "full",
+        "pipeline_engine": engine,
+    }
+    return Plans.of(**(base | kw))
+
+
+def test_deepspeed_costs_its_extra_boundary_work_in_every_slot_of_the_pipeline():
+    mega = training_step(LLAMA, _plans("megatron"), A100, backend=NO_CONGESTION)
+    deep = training_step(LLAMA, _plans("deepspeed"), A100, backend=NO_CONGESTION)
+    m, pp = 512 / 8, 4
+    extra = (float(deep.pp_comm[0]) - float(mega.pp_comm[0])) / m  # per micro-batch
+    assert extra > 0
+    # the boundary is on the critical path: every slot of the 1F1B pipeline (m + pp - 1) pays it
+    assert float(deep.time[0] - mega.time[0]) == pytest.approx((m + pp - 1) * extra, rel=1e-9)
+    # and the rest of the step is the same
+    assert float(deep.compute[0]) == float(mega.compute[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.sampled_from([1, 2, 4, 8]),
+    sp=st.booleans(),
+    mb=st.sampled_from([1, 2]),
+)
+def test_deepspeed_is_never_faster_and_equal_without_a_pipeline(tp, pp, sp, mb):
+    kw = {"tp": tp, "pp": pp, "sp": sp and tp > 1, "micro_batch": mb, "dp": 256 // (tp * pp)}
+    kw["global_batch"] = kw["dp"] * mb * 8
+    mega = training_step(LLAMA, _plans("megatron", **kw), A100, backend=NO_CONGESTION)
+    deep = training_step(LLAMA, _plans("deepspeed", **kw), A100, backend=NO_CONGESTION)
+    assert float(deep.time[0]) >= float(mega.time[0])
+    if pp == 1:
+        assert float(deep.time[0]) == float(mega.time[0])
+    # a step is never shorter than the stage boundaries it must wait for
+    assert float(deep.time[0]) >= float(deep.pp_comm[0])
+
+
+def test_megatron_gathers_only_without_sequence_parallelism():
+    with_sp = training_step(LLAMA, _plans("megatron", sp=True), A100, backend=NO_CONGESTION)
+    without = training_step(LLAMA, _plans("megatron"), A100, backend=NO_CONGESTION)
+    # the same sends either way; the gathers are the difference
+    assert float(without.pp_comm[0]) > float(with_sp.pp_comm[0]) > 0
+
+
+def _scenario(tmp_path: Path, parallel: str) -> Path:
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "name: ds\ncluster: {gpu: a100, gpus: 256, fabric: [ib-hdr]}\n"
+        "workload:\n  model: llama3-70b\n  global_batch: 512\n  recompute: full\n"
+        f"  parallel: {{{parallel}}}\n"
+    )
+    return f
+
+
+def test_cli_prices_the_deepspeed_pipeline_and_refuses_what_it_cannot_run(tmp_path: Path):
+    base = "tp: 8, pp: 4, sequence_parallel: false"
+    steps = {}
+    for engine in ("megatron", "deepspeed"):
+        f = _scenario(tmp_path, f"{base}, pipeline_engine: {engine}")
+        out = json.loads(run("step", str(f), "--json").stdout)
+        steps[engine] = out[0]["step_time_s"]
+    assert steps["deepspeed"] > steps["megatron"]
+    assert "deepspeed pipeline" in run("step", str(f)).stdout
+    bad = _scenario(tmp_path, f"{base}, pipeline_engine: deepspeed, vp: 2")
+    r = run("step", str(bad))
+    assert r.returncode == 2
+    assert "workload.parallel.pipeline_engine" in r.stderr and "vp = 1" in r.stderr
+
+
+def test_the_search_keeps_deepspeed_plans_uninterleaved():
+    from fabricplan.planning.space import Job, SearchSpace, batches
+
+    def vps(engine: str) -> set[float]:
+        job = Job(CAT.model("llama3-70b"), 256, 8, 4096, 512, pipeline_engine=engine)
+        out: set[float] = set()
+        for _, plans in batches(job, SearchSpace()):
+            assert plans.pipeline_engine == engine
+            out |= set(plans.vp.tolist())
+        return out
+
+    assert max(vps("megatron")) > 1  # the space interleaves where Megatron can
+    assert vps("deepspeed") == {1.0}
