@@ -13,6 +13,9 @@ and what the receiver does with the slices, differ by engine:
   Megatron-LM's 2021-2022 releases) all-gathers the full tensor over the TP group after each
   receive: the activations in the forward pass and their gradient in the backward pass, two a
   micro-batch (megatron/p2p_communication.py, ``_communicate``: ``gather_split_1d_tensor``).
+  Megatron-Core dropped that optimisation: without sequence parallelism each TP rank sends its
+  whole copy, tp times the bytes on the NICs and no gather. Not modelled (its runs use
+  sequence parallelism wherever TP > 1).
 - ``deepspeed``: DeepSpeed's PipelineEngine (as Megatron-DeepSpeed, BLOOM's and MT-NLG's
   trainer, runs it) splits every tensor it sends over the TP group whenever TP > 1
   (deepspeed/runtime/pipe/engine.py v0.5.4, ``is_pipe_partitioned = is_model_parallel``, the
@@ -20,9 +23,9 @@ and what the receiver does with the slices, differ by engine:
   a two-rank group (runtime/pipe/p2p.py), and a stage's micro-batch has four of them in turn
   (runtime/pipe/schedule.py, ``TrainSchedule.steps``: receive the activations and send a
   gradient before a forward pass, send the activations and receive a gradient before a backward
-  pass): four transfers' time. (A simulation of that schedule's rendezvous, pp 35 and 80-120
-  micro-batches, shows about 3.5 of the four exposed: four errs slow by a fraction of a
-  transfer.) It rebuilds what it split with ``PartitionedTensor.full`` (runtime/utils.py): a
+  pass): four transfers' time. Where a stage would wait for its neighbour anyway, part of a
+  transfer hides in that wait, so four errs slow by a fraction of a transfer. It rebuilds what
+  it split with ``PartitionedTensor.full`` (runtime/utils.py): a
   zero-filled buffer of the whole tensor, the rank's own slice copied in, an all-gather over
   TP, and a clone of the result. It rebuilds three times a micro-batch: the received input
   before the forward pass, the stage's own output before the backward pass (it was freed after
