@@ -145,3 +145,16 @@ def test_the_search_keeps_deepspeed_plans_uninterleaved():
 
     assert max(vps("megatron")) > 1  # the space interleaves where Megatron can
     assert vps("deepspeed") == {1.0}
+
+
+@pytest.mark.parametrize("engine", ["megatron", "deepspeed"])
+def test_one_plan_is_its_row_of_the_batch(engine: str):
+    tp, pp = np.array([1, 2, 4, 8, 8, 2]), np.array([2, 4, 8, 1, 4, 8])
+    dp = 256 // (tp * pp)
+    batch = _plans(engine, tp=tp, pp=pp, dp=dp, global_batch=dp * 16, sp=tp == 2)
+    whole = training_step(LLAMA, batch, A100)
+    for i in range(len(batch)):
+        one = training_step(LLAMA, batch.take(i), A100)
+        # the scalar path prices the same boundaries bit for bit
+        assert float(one.time[0]) == float(whole.time[i])
+        assert float(one.pp_comm[0]) == float(whole.pp_comm[i])

@@ -267,7 +267,15 @@ def _batched(hw: Hardware, requests: list[Request], backend: NetworkBackend) -> 
         by_op.setdefault(alike.get(op, op), []).append(i)
     patterns: list[str | None] = [None]
     out: list[np.ndarray] = [np.zeros(0)] * len(requests)
-    for op, which in by_op.items():
+    for op, asked in by_op.items():
+        # a request of one-rank groups only (a dimension the plans do not use) is all zeros:
+        # left out before the concatenation, which would otherwise copy it
+        which = [i for i in asked if requests[i][1].max() > 1]
+        for i in asked:
+            if i not in which:
+                out[i] = np.zeros(len(requests[i][1]))
+        if not which:
+            continue
         # the op's requests one after another, then the rows with something to price
         lengths, pats = [], []
         for i in which:
