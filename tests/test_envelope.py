@@ -123,6 +123,22 @@ def test_b200_fp8_is_compared_with_its_own_runs():
     assert bf16.outside[0].reason == "precision bf16 never validated on B200 (fp8 only)"
 
 
+def test_a_pipeline_engine_is_inside_only_on_a_gpu_whose_runs_used_it():
+    """DeepSpeed's pipeline engine ran MT-NLG and BLOOM on A100; every H100 run is Megatron's."""
+    mt = by_label("530B 2,240 GPUs")
+    assert mt.config.pipeline_engine == "deepspeed" and check(mt.config).inside
+    h100 = by_label("70B 768 GPUs").config
+    assert h100.pipeline_engine == "megatron" and check(h100).inside
+    v = check(replace(h100, pipeline_engine="deepspeed"))
+    assert [o.dimension for o in v.outside] == ["pipeline_engine"]
+    assert v.outside[0].reason == (
+        "pipeline engine deepspeed never validated on H100 (megatron, none only)"
+    )
+    # without a pipeline the engine runs nothing: "none", as every pipeline-free run
+    flat = by_label("1.7B 48 GPUs").config
+    assert flat.pp == 1 and flat.pipeline_engine == "none" and check(flat).inside
+
+
 def test_expert_parallel_beyond_the_runs_fp16_zero3_and_tcp_are_outside():
     c = replace(
         by_label("70B 768 GPUs").config,

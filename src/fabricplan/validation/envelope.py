@@ -8,8 +8,9 @@ a training configuration is *inside* when
 - its parameter count, GPU count, tp, pp, dp, cp, ep, vp and sequence length each lie within
   the min-max of the runs on that GPU (no extrapolation, not even a factor: the errors are only
   known where runs were measured);
-- its fabric family, precision, ZeRO stage, attention kind and dense-or-MoE are each among
-  those of the runs on that GPU.
+- its fabric family, precision, ZeRO stage, attention kind, dense-or-MoE and pipeline engine
+  (Megatron's or DeepSpeed's, none without a pipeline) are each among those of the runs on
+  that GPU.
 
 What no run has (expert parallelism, FP8, ZeRO-3, TCP fabrics, MoE or MLA models) is therefore
 outside by the same rule, not by a list. Serving has no published measurement in the suites:
@@ -29,7 +30,7 @@ from typing import Any
 from fabricplan.catalog import Catalog
 from fabricplan.catalog.architecture import count_params
 from fabricplan.scenario import Scenario
-from fabricplan.validation.runs import Configuration, ValidatedRun, validated_runs
+from fabricplan.validation.runs import Configuration, ValidatedRun, engine_of, validated_runs
 
 # Numeric dimensions: (field, how it is named). Nearness is measured on the log2 of those in
 # NEAR_DIMENSIONS, so that doubling any of them counts the same.
@@ -50,6 +51,7 @@ CHOICES = (
     ("zero", "ZeRO stage"),
     ("attention", "attention"),
     ("moe", "architecture"),
+    ("pipeline_engine", "pipeline engine"),
 )
 NEAR_DIMENSIONS = ("params", "gpus", "tp", "pp", "cp", "seq_len")
 # Nearest runs whose errors are reported: a median over five is not one run's luck, and on
@@ -306,6 +308,7 @@ def configuration_of(sc: Scenario, cat: Catalog, fabric: str) -> Configuration:
         zero=p.zero,
         precision=w.precision,
         seq_len=w.seq_len,
+        pipeline_engine=engine_of(p.pipeline_engine, p.pp),
     )
 
 

@@ -104,6 +104,15 @@ class Configuration:
     zero: int
     precision: str
     seq_len: int
+    # what runs the pipeline schedule (pipe_boundary): megatron | deepspeed; "none" without a
+    # pipeline, where the engine does nothing
+    pipeline_engine: str = "none"
+
+
+def engine_of(engine: str, pp: int) -> str:
+    """A configuration's pipeline engine as the envelope compares it: none without a
+    pipeline."""
+    return engine if pp > 1 else "none"
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,7 @@ def _run(suite: str, r: dict[str, Any], cat: Catalog, error: float) -> Validated
         zero=int(r.get("zero", 0)),
         precision=r["precision"],
         seq_len=int(r["seq_len"]),
+        pipeline_engine=engine_of(r.get("pipeline_engine", "megatron"), int(r["pp"])),
     )
     return ValidatedRun(suite, r["source"], row_label(r), r["fabric"], config, error)
 
