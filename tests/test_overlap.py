@@ -146,6 +146,8 @@ MODELS = {"llama3-8b": 32, "llama3-70b": 80, "mixtral-8x7b": 32}
     cp_comm=st.sampled_from(["p2p", "all_gather"]),
     ep_overlap=st.booleans(),
     mtp=st.sampled_from([0, 0, 1]),
+    engine=st.sampled_from(["megatron", "deepspeed"]),
+    sp=st.booleans(),
 )
 def test_a_step_holds_every_stream_that_must_finish_inside_it(
     model,
@@ -163,6 +165,8 @@ def test_a_step_holds_every_stream_that_must_finish_inside_it(
     cp_comm,
     ep_overlap,
     mtp,
+    engine,
+    sp,
 ):
     s = shape_of(CAT.model(model))
     gpus = 128
@@ -177,8 +181,10 @@ def test_a_step_holds_every_stream_that_must_finish_inside_it(
         "cp_comm": cp_comm,
         "ep_comm_overlap": ep_overlap,
         "mtp_layers": mtp,  # multi-token-prediction modules on the last stage
+        "pipeline_engine": engine,  # what a stage does at its boundaries (pipe_boundary)
     }
-    p = Plans.of(**layout, seq_len=seq_len, sp=tp > 1, global_batch=dp * micro_batches, **flags)
+    sp = sp and tp > 1
+    p = Plans.of(**layout, seq_len=seq_len, sp=sp, global_batch=dp * micro_batches, **flags)
     hw = _hw(gpus, fabric)
     r = training_step(s, p, hw, backend=NO_CONGESTION)
     t = r.time[0] * (1 + 1e-9)
@@ -187,7 +193,7 @@ def test_a_step_holds_every_stream_that_must_finish_inside_it(
     # the data-parallel stream (ZeRO-3's per-layer gathers and reductions included) must end
     # before the optimizer step; TP, EP and the CP ring run inside every layer
     assert t >= r.dp_comm_total[0] + r.optimizer[0]
-    for total in (r.tp_comm_total, r.ep_comm_total, r.cp_comm_total):
+    for total in (r.tp_comm_total, r.ep_comm_total, r.cp_comm_total, r.pp_comm):
         assert t >= total[0]
     # streams that cross the network from the same GPU share its NIC: their times add up
     crossing = [
