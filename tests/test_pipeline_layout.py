@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabricplan.catalog import default_catalog
+from fabricplan.catalog.architecture import count_params
 from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.scenario.layout import LayoutError, check_layout, chunks
 from fabricplan.workload import Hardware, Plans, WorkloadError, training_step
@@ -97,6 +98,26 @@ def test_an_mtp_module_costs_a_layer_a_head_and_its_projection():
     per_mb = c.fwd[0] + c.bwd[0] + c.recompute[0] + c.logits[0] + c.mtp_proj[0]
     m = PLAN.microbatches[0]
     assert with_mtp.compute[0] - even.compute[0] == pytest.approx(m * per_mb, rel=1e-9)
+
+
+def test_an_mtp_module_counts_in_the_model_flops_as_megatron_counts_it():
+    """megatron/training/training.py, num_floating_point_operations (core_v0.14.0): one more
+    layer of the last layer's kind (DeepSeek-V3's is a MoE layer), 3h + 2h^2 for its norms and
+    projection, and one more pass through the output head; 6 FLOPs a weight a token."""
+    m = CAT.model("deepseek-v3")
+    pc, h, v, seq = count_params(m), m.hidden, m.vocab, 4096
+    a = m.mla
+    assert a is not None
+    core = 6 * m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) * seq
+    module = 6 * (pc.attention_per_layer + pc.moe_active_ffn_per_layer + 3 * h + 2 * h * h)
+    module += core + 6 * h * v
+    even = training_step(DSV3, PLAN, IB, backend=NO_CONGESTION)
+    mtp = training_step(DSV3, replace(PLAN, mtp_layers=1), IB, backend=NO_CONGESTION)
+    tokens = 8192 * seq
+    assert mtp.model_flops[0] - even.model_flops[0] == pytest.approx(tokens * module, rel=1e-12)
+    # a dense model's last layer is its average one
+    dense = shape_of(CAT.model("llama3-70b"))
+    assert dense.last_layer_proj_flops == dense.proj_flops
 
 
 def test_a_layout_charges_its_busiest_stage():

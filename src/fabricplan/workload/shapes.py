@@ -46,6 +46,13 @@ CROSS_ENTROPY_BYTES_PER_LOGIT = 52.0
 # as the softmax for the backward pass (same source).
 LOGITS_BYTES_PER_LOGIT = 6.0
 
+# A multi-token-prediction module in Megatron-Core's FLOP count (megatron/training/training.py,
+# num_floating_point_operations, core_v0.14.0): one more layer of the last layer's kind, a
+# 2h -> h projection, one more pass through the output head, and its norms: 3h elements a token
+# (the embedding's and the hidden state's norms and its final one), which that count charges as
+# weights.
+MTP_NORM_ELEMS_PER_H = 3.0
+
 # Activation bytes stored per token per layer, Korthikanti et al. (2022), "Reducing Activation
 # Recomputation in Large Transformer Models", Sec. 4: s*b*h*(10 + 24/t + 5*a*s/(h*t)) with tensor
 # parallelism t. The 10h (norm inputs, dropout masks, the inputs of QKV and of the FFN) is
@@ -99,6 +106,15 @@ class Shape:
     def attn_in_flops(self) -> float:
         """Q, K and V projections (column-parallel)."""
         return self.attn_proj_flops - self.attn_out_flops
+
+    @property
+    def last_layer_proj_flops(self) -> float:
+        """Forward projection FLOPs per token of the model's last layer: a MoE layer's where
+        the model has any (its dense layers come first), else the average layer's."""
+        if not self.moe_layers:
+            return self.proj_flops
+        moe_share = self.moe_layers / self.layers
+        return self.attn_proj_flops + (self.shared_ffn_flops + self.routed_ffn_flops) / moe_share
 
     @property
     def ffn_in_flops(self) -> float:
@@ -242,7 +258,7 @@ def weight_flops_per_token(s: Shape) -> float:
     return s.layers * s.proj_flops + s.logits_flops
 
 
-def model_flops_per_token(s: Shape, seq_len: ArrayLike) -> np.ndarray:
+def model_flops_per_token(s: Shape, seq_len: ArrayLike, mtp_layers: int = 0) -> np.ndarray:
     """Training FLOPs per token, no recomputation: 3 passes (forward, two backward) over every
     matmul weight, plus attention over the full context (not halved for causal masking).
 
@@ -250,9 +266,20 @@ def model_flops_per_token(s: Shape, seq_len: ArrayLike) -> np.ndarray:
     learned position table is a lookup and costs no FLOPs. This is Megatron's count
     (``num_floating_point_operations``, megatron/training/training.py, 2024, whose logit term
     covers the output layer once) and PaLM's 6N + 12 L H Q T (Chowdhery et al. 2022, App. B)
-    when input and output embeddings are tied."""
-    attention = s.layers * s.score_flops_per_ctx * np.asarray(seq_len)
-    return 3.0 * (weight_flops_per_token(s) + attention)
+    when input and output embeddings are tied. Each of ``mtp_layers`` multi-token-prediction
+    modules adds what Megatron-Core's count adds for it (``MTP_NORM_ELEMS_PER_H``)."""
+    ctx = np.asarray(seq_len)
+    total = weight_flops_per_token(s) + s.layers * s.score_flops_per_ctx * ctx
+    if mtp_layers:
+        h = float(s.hidden)
+        module = (
+            s.last_layer_proj_flops
+            + s.score_flops_per_ctx * ctx
+            + 2.0 * (2.0 * h * h + MTP_NORM_ELEMS_PER_H * h)
+            + s.logits_flops
+        )
+        total = total + mtp_layers * module
+    return 3.0 * total
 
 
 def activation_bytes_per_token_layer(

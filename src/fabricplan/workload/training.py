@@ -357,9 +357,10 @@ def _step(
         ep_shown, time = ep_shown + lack, time + lack
 
     tok = p.global_batch * p.seq_len
-    model_flops = tok * model_flops_per_token(s, p.seq_len)
+    model_flops = tok * model_flops_per_token(s, p.seq_len, p.mtp_layers)
     layer_fwd = s.proj_flops + s.score_flops_per_ctx * p.seq_len  # full scores, as Megatron
-    hw_flops = model_flops + tok * rec_passes * s.layers * layer_fwd  # + the recomputed forward
+    # + the recomputed forward (the MTP modules' layers too)
+    hw_flops = model_flops + tok * rec_passes * (s.layers + p.mtp_layers) * layer_fwd
     return Step(
         time=time,
         compute=m * compute_mb,
