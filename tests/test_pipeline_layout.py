@@ -19,8 +19,14 @@ from fabricplan.congestion.network_backend import NO_CONGESTION
 from fabricplan.scenario.layout import LayoutError, check_layout, chunks
 from fabricplan.workload import Hardware, Plans, WorkloadError, training_step
 from fabricplan.workload.layer_compute import layer_compute
+from fabricplan.workload.memory import memory
 from fabricplan.workload.pipeline_layout import StageLoad, busiest_stage, stage_loads
-from fabricplan.workload.shapes import shape_of
+from fabricplan.workload.plan import OPTIMIZER_BYTES, WEIGHT_BYTES
+from fabricplan.workload.shapes import (
+    LOGITS_BYTES_PER_LOGIT,
+    activation_bytes_per_token_layer,
+    shape_of,
+)
 from test_cli import run
 
 CAT = default_catalog()
@@ -179,3 +185,21 @@ def test_the_cli_takes_a_layout_and_refuses_one_that_does_not_fit():
     said = bad.stdout + bad.stderr
     assert "workload.parallel.pipeline_layout" in said
     assert "1 MTP modules m; workload.mtp_layers is 0" in said
+
+
+def test_an_mtp_module_is_held_in_memory_on_the_last_stage():
+    # one stage: the module's layer, projection, activations and logits all add
+    flat = Plans.of(tp=8, pp=1, dp=128, ep=64, zero=1, global_batch=1024, seq_len=4096)
+    base, with_mtp = memory(DSV3, flat, IB), memory(DSV3, replace(flat, mtp_layers=1), IB)
+    h = DSV3.hidden
+    dense = (DSV3.last_layer_params + 2 * h * h) / 8
+    expert = DSV3.last_layer_expert_params / (8 * 64)
+    states = (WEIGHT_BYTES + flat.grad_bytes) * (dense + expert)
+    states += OPTIMIZER_BYTES * (dense / 128 + expert / 2)  # ZeRO-1 over dp, experts over dp/ep
+    per_token = float(activation_bytes_per_token_layer(DSV3, 4096, 8, True, "selective", True))
+    acts = per_token * 4096 + 4096 * DSV3.vocab / 8 * LOGITS_BYTES_PER_LOGIT
+    assert with_mtp.total[0] - base.total[0] == pytest.approx(states + acts, rel=1e-9)
+    # sixteen stages: the first holds sixteen micro-batches in flight, the last one: the
+    # module does not make the last stage the busier, and the memory stays the first stage's
+    deep = Plans.of(tp=1, pp=16, dp=128, ep=64, zero=1, global_batch=1024, seq_len=4096)
+    assert memory(DSV3, replace(deep, mtp_layers=1), IB).total[0] == memory(DSV3, deep, IB).total[0]

@@ -6,7 +6,11 @@ so the first stage holds pp micro-batches and the last one; interleaved over vp 
 2 (pp - rank - 1) + (vp - 1) pp chunk passes, so the first stage holds pp + (pp - 1) / vp
 micro-batches' worth (Narayanan et al. SC'21, Sec. 2.2) and the last pp - (pp - 1) / vp. The
 last stage also holds one micro-batch's logits. Both hold a vocabulary-sized table (input
-embedding, output head), so the busier of the two sets the activation memory.
+embedding, output head). The last stage also holds the multi-token-prediction modules, as
+Megatron-Core places them (a layout puts them in the loss's chunk, on the last stage too): each
+a layer of the last layer's kind and a 2h -> h projection, their weights with their gradients
+and optimizer state, their activations for the micro-batches in flight there, and a
+micro-batch of logits of their own. The busier of the two stages sets the memory.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fabricplan.catalog import Gpu
 from fabricplan.workload import vec
 from fabricplan.workload.plan import OPTIMIZER_BYTES, WEIGHT_BYTES, Hardware, Plans
 from fabricplan.workload.shapes import (
     LOGITS_BYTES_PER_LOGIT,
+    MTP_PROJ_PARAMS_PER_H2,
     Shape,
     activation_bytes_per_token_layer,
 )
@@ -72,15 +78,23 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     shard = p.dp * p.cp
     expert_shard = vec.maximum(shard / p.ep, 1)
 
-    def sharded(bytes_per_param: float | np.ndarray, stage: int) -> np.ndarray:
+    def sharded(
+        bytes_per_param: float | np.ndarray, stage: int, dense: ArrayLike, expert: ArrayLike
+    ) -> np.ndarray:
         on = p.zero >= stage
         return bytes_per_param * (
-            (n - expert_n) / vec.where(on, shard, 1) + expert_n / vec.where(on, expert_shard, 1)
+            dense / vec.where(on, shard, 1) + expert / vec.where(on, expert_shard, 1)
         )
 
-    weights = sharded(WEIGHT_BYTES, 3)
-    grads = sharded(p.grad_bytes, 2)
-    optim = sharded(OPTIMIZER_BYTES, 1)
+    def states(dense: ArrayLike, expert: ArrayLike) -> tuple[np.ndarray, ...]:
+        """Weights, gradients and optimizer state of ``dense`` and ``expert`` parameters."""
+        return (
+            sharded(WEIGHT_BYTES, 3, dense, expert),
+            sharded(p.grad_bytes, 2, dense, expert),
+            sharded(OPTIMIZER_BYTES, 1, dense, expert),
+        )
+
+    weights, grads, optim = states(n - expert_n, expert_n)
     per_token = activation_bytes_per_token_layer(s, p.seq_len, p.tp, p.sp, p.recompute, p.flash)
     tokens = p.tokens_per_micro_batch
     interleaved = p.vp > 1
@@ -88,12 +102,26 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     last = vec.where(interleaved, p.pp - (p.pp - 1) / p.vp, 1.0)
     one_mb = per_token * tokens * s.layers / p.pp
     logits = tokens * s.vocab / p.tp * LOGITS_BYTES_PER_LOGIT
-    acts = vec.maximum(
-        one_mb * vec.minimum(first, p.microbatches),
-        one_mb * vec.minimum(last, p.microbatches) + logits,
-    )
+    first_acts = one_mb * vec.minimum(first, p.microbatches)
+    last_acts = one_mb * vec.minimum(last, p.microbatches) + logits
     cap = usable_bytes(hw.gpu)
-    return Memory(weights, grads, optim, acts, cap)
+    if not p.mtp_layers:
+        return Memory(weights, grads, optim, vec.maximum(first_acts, last_acts), cap)
+    mtp = float(p.mtp_layers)
+    h = float(s.hidden)
+    mtp_dense = mtp * (s.last_layer_params + MTP_PROJ_PARAMS_PER_H2 * h * h) / p.tp
+    mtp_expert = mtp * s.last_layer_expert_params / (p.tp * p.ep)
+    w_last, g_last, o_last = states(n - expert_n + mtp_dense, expert_n + mtp_expert)
+    mtp_acts = mtp * (per_token * tokens * vec.minimum(last, p.microbatches) + logits)
+    last_acts = last_acts + mtp_acts
+    busier = w_last + g_last + o_last + last_acts > weights + grads + optim + first_acts
+    return Memory(
+        vec.where(busier, w_last, weights),
+        vec.where(busier, g_last, grads),
+        vec.where(busier, o_last, optim),
+        vec.where(busier, last_acts, first_acts),
+        cap,
+    )
 
 
 def describe(m: Memory, i: int = 0) -> str:

@@ -52,6 +52,9 @@ LOGITS_BYTES_PER_LOGIT = 6.0
 # (the embedding's and the hidden state's norms and its final one), which that count charges as
 # weights.
 MTP_NORM_ELEMS_PER_H = 3.0
+# Its projection of the embedding's and the hidden state's concatenation (2h) back to h: 2h^2
+# weights (DeepSeek-V3 Technical Report, Sec. 2.2; Megatron-Core's eh_proj).
+MTP_PROJ_PARAMS_PER_H2 = 2.0
 
 # Activation bytes stored per token per layer, Korthikanti et al. (2022), "Reducing Activation
 # Recomputation in Large Transformer Models", Sec. 4: s*b*h*(10 + 24/t + 5*a*s/(h*t)) with tensor
@@ -101,6 +104,10 @@ class Shape:
     routed_ffn_flops: float = 0.0  # the MoE layers' routed experts (top_k) and router
     dense_act_elems: float = 0.0  # of ffn_act_elems: the dense layers'
     routed_act_elems: float = 0.0  # of ffn_act_elems: the routed experts'
+    # the weights of one layer of the last layer's kind (a MoE layer's where the model has any),
+    # the routed experts apart: what a multi-token-prediction module's layer holds
+    last_layer_params: float = 0.0
+    last_layer_expert_params: float = 0.0
 
     @property
     def attn_in_flops(self) -> float:
@@ -154,6 +161,8 @@ def shape_of(m: Model) -> Shape:
         v_width = m.heads * m.head_dim
         head_dim = m.head_dim
     expert = 0.0
+    last_dense = float(pc.attention_per_layer + pc.dense_ffn_per_layer)
+    last_expert = 0.0
     per_act = 3 if m.gated_mlp else 2  # activation elements per FFN inner element
     split: dict[str, float] = {
         "dense_ffn_flops": 2.0 * pc.dense_layers * pc.dense_ffn_per_layer / layers,
@@ -162,6 +171,8 @@ def shape_of(m: Model) -> Shape:
     if m.moe is not None:
         expert_one = (3 if m.gated_mlp else 2) * m.hidden * m.moe.expert_ffn_hidden
         expert = pc.moe_layers * m.moe.experts * expert_one
+        last_expert = float(m.moe.experts * expert_one)
+        last_dense = float(pc.attention_per_layer + pc.moe_ffn_per_layer) - last_expert
         shared = m.moe.shared_experts * ffn_weights(m, m.moe.expert_ffn_hidden)
         moe_share = pc.moe_layers / layers
         split["shared_ffn_flops"] = 2.0 * moe_share * shared
@@ -203,6 +214,8 @@ def shape_of(m: Model) -> Shape:
         kv_elems=float(kv),
         kv_heads=1 if m.mla is not None else m.kv_heads,
         logits_flops=2.0 * m.hidden * m.vocab,
+        last_layer_params=last_dense,
+        last_layer_expert_params=last_expert,
         **split,
     )
 
@@ -275,7 +288,7 @@ def model_flops_per_token(s: Shape, seq_len: ArrayLike, mtp_layers: int = 0) -> 
         module = (
             s.last_layer_proj_flops
             + s.score_flops_per_ctx * ctx
-            + 2.0 * (2.0 * h * h + MTP_NORM_ELEMS_PER_H * h)
+            + 2.0 * (MTP_PROJ_PARAMS_PER_H2 * h * h + MTP_NORM_ELEMS_PER_H * h)
             + s.logits_flops
         )
         total = total + mtp_layers * module
