@@ -4,6 +4,7 @@ DeepSpeed's one-at-a-time transfers and its rebuilds of TP-split tensors."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +159,10 @@ def test_one_plan_is_its_row_of_the_batch(engine: str):
         # the scalar path prices the same boundaries bit for bit
         assert float(one.time[0]) == float(whole.time[i])
         assert float(one.pp_comm[0]) == float(whole.pp_comm[i])
+
+
+def test_cli_plan_search_says_it_keeps_the_deepspeed_pipeline_uninterleaved(tmp_path: Path):
+    f = _scenario(tmp_path, "tp: 8, pp: 4, sequence_parallel: false, pipeline_engine: deepspeed")
+    out = run("plan", str(f), "--top", "10").stdout
+    assert "every plan runs DeepSpeed's pipeline engine" in out
+    assert not re.search(r"\bvp [2-9]", out)  # no interleaved layout among the plans shown

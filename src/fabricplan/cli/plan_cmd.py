@@ -129,6 +129,13 @@ def plan_cmd(
                 "tokens/s)",
                 highlight=False,
             )
+    assert sc.workload is not None
+    if sc.workload.parallel.pipeline_engine == "deepspeed":
+        console.print(
+            "every plan runs DeepSpeed's pipeline engine (the scenario's pipeline_engine): "
+            "no interleaved plans (vp 1)",
+            highlight=False,
+        )
     note = backend_note(backend)
     if note:
         console.print(note, highlight=False)
