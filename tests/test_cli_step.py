@@ -114,6 +114,7 @@ def test_serving_fabric_matters_only_when_tp_leaves_the_node():
 def test_validate_training_suite():
     out = json.loads(run("validate", "--suite", "training", "--json").stdout)
     assert out["count"] == 10 and len(out["rows"]) == 10
+    assert all(abs(r["error"]) <= 0.10 for r in out["rows"])  # Table 1: 10 of 10 within 10 %
     for r in out["rows"]:
         assert r["metric"] == "hw_tflops_per_gpu" and 130 <= r["measured"] <= 165
         assert r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1)
@@ -149,6 +150,13 @@ def test_validate_held_back_suite():
         if r["metric"] == "step_s":
             assert r["error"] == pytest.approx(r["measured"] / r["predicted"] - 1)
         assert 0 < r["mfu"] < 1
+    # the acceptance target: at least 20 of the 24 within 10 %, with Table 1 all 10 (above)
+    within = sum(abs(r["error"]) <= 0.10 for r in out["rows"])
+    assert out["within_10pct"] == within >= 20 and out["count"] == 24
+    # MT-NLG, BF16 on DeepSpeed's pipeline engine, is inside; the three it leaves out are the
+    # 2024 H100 table's pipeline-free small rows, whose micro-batch the source does not give
+    out_of_line = sorted(r["label"] for r in out["rows"] if abs(r["error"]) > 0.10)
+    assert out_of_line == ["1.7B 48 GPUs", "32B 384 GPUs", "7.1B 96 GPUs"]
     # the human table prints GPU counts with thousands separators: the 2024 table's 119B row
     # (labelled "1536 GPUs") in its GPUs column
     assert "1,536" in run("validate", "--suite", "held-back").stdout
