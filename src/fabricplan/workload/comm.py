@@ -270,9 +270,11 @@ def _batched(hw: Hardware, requests: list[Request], backend: NetworkBackend) -> 
     for op, asked in by_op.items():
         # a request of one-rank groups only (a dimension the plans do not use) is all zeros:
         # left out before the concatenation, which would otherwise copy it
-        which = [i for i in asked if requests[i][1].max() > 1]
+        which: list[int] = []
         for i in asked:
-            if i not in which:
+            if requests[i][1].max() > 1:
+                which.append(i)
+            else:
                 out[i] = np.zeros(len(requests[i][1]))
         if not which:
             continue
