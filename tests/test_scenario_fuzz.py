@@ -44,6 +44,12 @@ FIELDS = [
     ("workload", "parallel", "ep"),
     ("workload", "parallel", "cp"),
     ("workload", "parallel", "zero"),
+    ("workload", "parallel", "vp"),
+    ("workload", "parallel", "pipeline_engine"),
+    ("workload", "parallel", "pipeline_layout"),
+    ("workload", "parallel", "ep_dispatch"),
+    ("workload", "mtp_layers"),
+    ("workload", "recompute_modules"),
     ("workload", "precision"),
     ("workload", "serving", "concurrency"),
     ("organization", "network_maturity"),
@@ -77,6 +83,11 @@ scalars = st.one_of(
             "inference",
             "spray",
             "dcqcn",
+            "deepspeed",
+            "megatron",
+            "mla_up_proj",
+            "hierarchical",
+            "Et|(tt|)*30mL",
         ]
     ),
 )
@@ -108,6 +119,8 @@ def check_invariants(s: Scenario) -> None:
         p = w.parallel
         assert isinstance(p.dp, int) and p.tp * p.pp * p.cp * p.dp == c.gpus
         assert w.seq_len and w.global_batch and w.global_batch % (p.dp * w.micro_batch) == 0
+        if p.pipeline_engine == "deepspeed":  # its engine neither interleaves nor takes layouts
+            assert p.vp == 1 and p.pipeline_layout is None
 
 
 def outcome(data, overrides=()) -> None:

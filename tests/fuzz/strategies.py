@@ -83,7 +83,9 @@ SCALARS = st.one_of(
     st.integers(-(2**66), 2**66),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=30),
-    st.sampled_from(["h100", "a100", "ib-ndr", "roce-400g", "auto", "llama3-8b", "llama3-70b"]),
+    st.sampled_from(
+        ["h100", "a100", "ib-ndr", "roce-400g", "auto", "llama3-8b", "llama3-70b", "deepspeed"]
+    ),
 )
 VALUES = st.recursive(
     SCALARS,
@@ -122,6 +124,11 @@ FIELDS = [
     "workload.parallel.cp",
     "workload.parallel.zero",
     "workload.parallel.vp",
+    "workload.parallel.pipeline_engine",
+    "workload.parallel.pipeline_layout",
+    "workload.parallel.ep_dispatch",
+    "workload.mtp_layers",
+    "workload.recompute_modules",
     "workload.precision",
     "workload.recompute",
     "workload.serving.prompt_tokens",
