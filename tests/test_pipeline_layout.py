@@ -203,3 +203,23 @@ def test_an_mtp_module_is_held_in_memory_on_the_last_stage():
     # module does not make the last stage the busier, and the memory stays the first stage's
     deep = Plans.of(tp=1, pp=16, dp=128, ep=64, zero=1, global_batch=1024, seq_len=4096)
     assert memory(DSV3, replace(deep, mtp_layers=1), IB).total[0] == memory(DSV3, deep, IB).total[0]
+
+
+def test_a_layout_sets_each_stage_s_memory():
+    """Under a layout each stage holds its own layers and tables: B200's map puts the embedding
+    and four layers on stage 0, which holds pp micro-batches in flight; the last stage holds one
+    layer, the MTP module and two heads' logits for one."""
+    plan = Plans.of(tp=1, pp=16, dp=128, ep=64, zero=1, global_batch=4096, seq_len=4096)
+    laid = replace(plan, mtp_layers=1, pipeline_layout=B200)
+    got = memory(DSV3, laid, IB)
+    layer = (DSV3.params_total - DSV3.params_embedding - DSV3.params_expert) / DSV3.layers
+    expert = DSV3.params_expert / DSV3.layers
+    dense = 4 * layer + DSV3.vocab * DSV3.hidden  # four layers and the input embedding
+    states = (WEIGHT_BYTES + plan.grad_bytes) * (dense + 4 * expert / 64)
+    states += OPTIMIZER_BYTES * (dense / 128 + 4 * expert / 64 / 2)
+    per_token = float(activation_bytes_per_token_layer(DSV3, 4096, 1, False, "selective", True))
+    acts = 16 * 4 * per_token * 4096  # sixteen micro-batches of four layers in flight
+    assert got.total[0] == pytest.approx(states + acts, rel=1e-9)
+    assert got.activations[0] == pytest.approx(acts, rel=1e-12)
+    # the even split's estimate holds 61 / 16 layers a stage: the layout's first stage more
+    assert got.total[0] > memory(DSV3, replace(plan, mtp_layers=1), IB).total[0]

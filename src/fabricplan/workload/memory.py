@@ -11,10 +11,17 @@ Megatron-Core places them (a layout puts them in the loss's chunk, on the last s
 a layer of the last layer's kind and a 2h -> h projection, their weights with their gradients
 and optimizer state, their activations for the micro-batches in flight there, and a
 micro-batch of logits of their own. The busier of the two stages sets the memory.
+
+Under a pipeline layout every stage is priced as the layout fills it (its layers, the input
+embedding and the output head where it holds them, its MTP modules and heads), each with the
+micro-batches in flight at its rank: pp - r under 1F1B, (2 (pp - r - 1) + (vp - 1) pp + 1) / vp
+chunk passes' worth when interleaved; the busiest sets the memory. A layer is the model's
+average layer, in weights and in activations.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +29,7 @@ from numpy.typing import ArrayLike
 
 from fabricplan.catalog import Gpu
 from fabricplan.workload import vec
+from fabricplan.workload.pipeline_layout import stages_in_order
 from fabricplan.workload.plan import OPTIMIZER_BYTES, WEIGHT_BYTES, Hardware, Plans
 from fabricplan.workload.shapes import (
     LOGITS_BYTES_PER_LOGIT,
@@ -68,6 +76,49 @@ def params_per_gpu(s: Shape, p: Plans) -> np.ndarray:
     return layer_dense / (p.tp * p.pp) + s.params_expert / (p.tp * p.pp * p.ep) + emb / p.tp
 
 
+def _stage_params(s: Shape, layers: int, embedding: bool, head: bool) -> tuple[float, float]:
+    """(dense, routed-expert) weights of a stage holding ``layers`` layers (the model's average
+    layer each), the input embedding and the output head where it holds them; before TP, EP
+    and ZeRO split them. One stage holding both holds the model's tables (one, if tied)."""
+    per_layer = (s.params_total - s.params_embedding - s.params_expert) / s.layers
+    table = float(s.vocab * s.hidden)
+    tables = s.params_embedding if embedding and head else table * (embedding + head)
+    return per_layer * layers + tables, s.params_expert / s.layers * layers
+
+
+def _busiest_laid_out(
+    s: Shape,
+    p: Plans,
+    states: Callable[[ArrayLike, ArrayLike], tuple[np.ndarray, ...]],
+    one_layer: np.ndarray,
+    logits: np.ndarray,
+    mtp_one: tuple[ArrayLike, ArrayLike],
+) -> tuple[np.ndarray, ...]:
+    """(weights, gradients, optimizer, activations) of the busiest stage under the plans'
+    pipeline layout (one pp and vp for all of them): each stage its own layers, tables, MTP
+    modules (``mtp_one``: one module's dense and routed weights per GPU) and heads, with the
+    micro-batches in flight at its rank (Megatron's warm-up, see the module's docstring);
+    ``states`` prices weights as ``memory`` does."""
+    assert p.pipeline_layout is not None
+    best: tuple[np.ndarray, ...] | None = None
+    pp, vp = int(np.ravel(p.pp)[0]), int(np.ravel(p.vp)[0])
+    for r, (load, embedding) in enumerate(stages_in_order(p.pipeline_layout, pp)):
+        dense, expert = _stage_params(s, load.layers, embedding, load.heads > load.mtp)
+        w, g, o = states(
+            dense / p.tp + load.mtp * mtp_one[0],
+            expert / (p.tp * p.ep) + load.mtp * mtp_one[1],
+        )
+        held = (2 * (pp - r - 1) + (vp - 1) * pp + 1) / vp if vp > 1 else pp - r
+        acts = vec.minimum(held, p.microbatches) * load.units * one_layer + load.heads * logits
+        here = (w, g, o, acts, w + g + o + acts)
+        if best is not None:
+            more = here[4] > best[4]
+            here = tuple(vec.where(more, a, b) for a, b in zip(here, best, strict=True))
+        best = here
+    assert best is not None
+    return best[:4]
+
+
 def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     n = params_per_gpu(s, p)
     expert_n = s.params_expert / (p.tp * p.pp * p.ep)
@@ -105,12 +156,18 @@ def memory(s: Shape, p: Plans, hw: Hardware) -> Memory:
     first_acts = one_mb * vec.minimum(first, p.microbatches)
     last_acts = one_mb * vec.minimum(last, p.microbatches) + logits
     cap = usable_bytes(hw.gpu)
+    h = float(s.hidden)
+    mtp_dense_one = (s.last_layer_params + MTP_PROJ_PARAMS_PER_H2 * h * h) / p.tp
+    mtp_expert_one = s.last_layer_expert_params / (p.tp * p.ep)
+    if p.pipeline_layout is not None:
+        mtp_one = (mtp_dense_one, mtp_expert_one)
+        busiest = _busiest_laid_out(s, p, states, per_token * tokens, logits, mtp_one)
+        return Memory(*busiest, cap)
     if not p.mtp_layers:
         return Memory(weights, grads, optim, vec.maximum(first_acts, last_acts), cap)
     mtp = float(p.mtp_layers)
-    h = float(s.hidden)
-    mtp_dense = mtp * (s.last_layer_params + MTP_PROJ_PARAMS_PER_H2 * h * h) / p.tp
-    mtp_expert = mtp * s.last_layer_expert_params / (p.tp * p.ep)
+    mtp_dense = mtp * mtp_dense_one
+    mtp_expert = mtp * mtp_expert_one
     w_last, g_last, o_last = states(n - expert_n + mtp_dense, expert_n + mtp_expert)
     mtp_acts = mtp * (per_token * tokens * vec.minimum(last, p.microbatches) + logits)
     last_acts = last_acts + mtp_acts

@@ -45,15 +45,21 @@ class StageLoad:
 
 
 @lru_cache(maxsize=256)
-def stage_loads(text: str, pp: int) -> tuple[StageLoad, ...]:
-    """The distinct loads of the layout's stages (chunk c on stage c % pp)."""
+def stages_in_order(text: str, pp: int) -> tuple[tuple[StageLoad, bool], ...]:
+    """Each stage's load, first to last, and whether it holds the input embedding (chunk c on
+    stage c % pp)."""
     parts = chunks(text)
-    loads = []
+    out = []
     for stage in range(pp):
         held = "".join(parts[stage::pp])
         mtp = held.count("m")
-        loads.append(StageLoad(held.count("t"), mtp, held.count("L") + mtp))
-    return tuple(dict.fromkeys(loads))
+        out.append((StageLoad(held.count("t"), mtp, held.count("L") + mtp), "E" in held))
+    return tuple(out)
+
+
+def stage_loads(text: str, pp: int) -> tuple[StageLoad, ...]:
+    """The distinct loads of the layout's stages."""
+    return tuple(dict.fromkeys(load for load, _ in stages_in_order(text, pp)))
 
 
 def busiest_stage(
