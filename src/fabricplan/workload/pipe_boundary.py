@@ -19,8 +19,9 @@ and what the receiver does with the slices, differ by engine:
 - ``deepspeed``: DeepSpeed's PipelineEngine (as Megatron-DeepSpeed, BLOOM's and MT-NLG's
   trainer, runs it) splits every tensor it sends over the TP group whenever TP > 1
   (deepspeed/runtime/pipe/engine.py v0.5.4, ``is_pipe_partitioned = is_model_parallel``, the
-  same for gradients). It sends and receives one tensor at a time, each a blocking broadcast in
-  a two-rank group (runtime/pipe/p2p.py), and a stage's micro-batch has four of them in turn
+  same for gradients). It sends and receives one tensor at a time, each a blocking call
+  (runtime/pipe/p2p.py: ``dist.send`` / ``dist.recv``, a broadcast in a two-rank group before
+  PyTorch 1.8), and a stage's micro-batch has four of them in turn
   (runtime/pipe/schedule.py, ``TrainSchedule.steps``: receive the activations and send a
   gradient before a forward pass, send the activations and receive a gradient before a backward
   pass): four transfers' time. Where a stage would wait for its neighbour anyway, part of a
