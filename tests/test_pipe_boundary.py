@@ -131,6 +131,12 @@ def test_cli_prices_the_deepspeed_pipeline_and_refuses_what_it_cannot_run(tmp_pa
     r = run("step", str(bad))
     assert r.returncode == 2
     assert "workload.parallel.pipeline_engine" in r.stderr and "vp = 1" in r.stderr
+    laid = _scenario(
+        tmp_path, f"{base}, pipeline_engine: deepspeed, pipeline_layout: 'E(t*20|)*3t*20L'"
+    )
+    r = run("step", str(laid))
+    assert r.returncode == 2 and "takes no pipeline_layout" in r.stderr
+    assert "(got 'E(t*20|)*3t*20L')" in r.stderr
 
 
 def test_the_search_keeps_deepspeed_plans_uninterleaved():

@@ -280,7 +280,11 @@ def _check_workload(s: Scenario, w: Workload, cat: Catalog, problems: list[Probl
             problems.append(Problem(field, f"needs vp = 1 ({why} interleaved schedule)", p.vp))
         if p.pipeline_layout is not None:
             problems.append(
-                Problem(field, f"takes no pipeline_layout ({why} Megatron-Core layouts)", "set")
+                Problem(
+                    field,
+                    f"takes no pipeline_layout ({why} Megatron-Core layouts)",
+                    p.pipeline_layout,
+                )
             )
     if w.recompute_modules is not None:
         _check_recompute_modules(w, m, problems)
