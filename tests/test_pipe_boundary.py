@@ -42,17 +42,26 @@ def test_who_gathers_what_it_receives():
 
 def test_boundary_seconds_analytically():
     t, g, nbytes, hbm = 1e-3, 2e-4, 1e8, 2e12
-    # Megatron: two paired exchanges, two gathers after the receives
-    assert float(boundary_seconds("megatron", t, g, 8, nbytes, hbm)) == pytest.approx(2 * t + 2 * g)
+
+    def seconds(engine: str, pp: int, ranks: int = 8, gather: float = g, vp: int = 1) -> float:
+        return float(boundary_seconds(engine, pp, vp, t, gather, ranks, nbytes, hbm))
+
+    # Megatron, a middle stage: two paired exchanges, two gathers after the receives
+    assert seconds("megatron", 4) == pytest.approx(2 * t + 2 * g)
     assert TRANSFERS_PER_MICRO_BATCH == {"megatron": 2, "deepspeed": 4}
     assert (MEGATRON_GATHERS_PER_MICRO_BATCH, DEEPSPEED_REBUILDS_PER_MICRO_BATCH) == (2, 3)
-    # DeepSpeed: four blocking transfers; three rebuilds, each the gather plus a zero fill and
-    # a clone of the whole tensor and the rank's slice copied in (3 + 2/8 of its bytes)
+    # DeepSpeed, a middle stage: four blocking transfers; three rebuilds, each the gather plus a
+    # zero fill and a clone of the whole tensor and the rank's slice copied in (3 + 2/8)
     assert float(rebuild_hbm_share(8)) == 3.25
-    want = 4 * t + 3 * (g + 3.25 * nbytes / hbm)
-    assert float(boundary_seconds("deepspeed", t, g, 8, nbytes, hbm)) == pytest.approx(want)
+    rebuild = g + 3.25 * nbytes / hbm
+    assert seconds("deepspeed", 4) == pytest.approx(4 * t + 3 * rebuild)
     # without TP nothing is split: no gather, no rebuild
-    assert float(boundary_seconds("deepspeed", t, 0.0, 1, nbytes, hbm)) == pytest.approx(4 * t)
+    assert seconds("deepspeed", 4, ranks=1, gather=0.0) == pytest.approx(4 * t)
+    # a chain of two stages: each receives one way only
+    assert seconds("deepspeed", 2) == pytest.approx(2 * t + 2 * rebuild)
+    assert seconds("megatron", 2) == pytest.approx(2 * t + g)
+    # interleaved over two stages the chain is longer: middle-stage counts again
+    assert seconds("megatron", 2, vp=2) == pytest.approx(2 * t + 2 * g)
 
 
 def _plans(engine: str, **kw: object) -> Plans:

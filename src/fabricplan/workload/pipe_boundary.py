@@ -34,6 +34,12 @@ and what the receiver does with the slices, differ by engine:
   engine has no interleaved schedule.
 
 Each rebuild or gather waits for its receive and the pass waits for it: on the critical path.
+The counts are a middle stage's, which sets the pace from three stages on. A stage at either end
+of the chain receives one way only (the first no activations, the last no gradients), so in a
+two-stage pipeline (pp x vp = 2) each stage gathers once, and DeepSpeed's stages make two
+transfers and at most two rebuilds (the first stage rebuilds its output and the gradient it
+receives). Megatron's transfers stay two there too, which errs slow by one: the model's count
+before the engines came in.
 """
 
 from __future__ import annotations
@@ -44,12 +50,17 @@ from numpy.typing import ArrayLike
 from fabricplan.workload import vec
 
 PIPELINE_ENGINES = ("megatron", "deepspeed")
-# Transfers that hold up a stage per micro-batch (and model chunk), see the docstring.
+# Transfers that hold up a middle stage per micro-batch (and model chunk), see the docstring;
+# DeepSpeed's in a two-stage pipeline.
 TRANSFERS_PER_MICRO_BATCH = {"megatron": 2, "deepspeed": 4}
-# Megatron-LM's scatter/gather: one all-gather per receive, the forward's and the backward's.
+DEEPSPEED_TWO_STAGE_TRANSFERS = 2
+# Megatron-LM's scatter/gather: one all-gather per receive, the forward's and the backward's
+# (one in a two-stage chain).
 MEGATRON_GATHERS_PER_MICRO_BATCH = 2
-# DeepSpeed's PartitionedTensor.full calls per micro-batch on a stage (see the docstring).
+# DeepSpeed's PartitionedTensor.full calls per micro-batch on a middle stage (see the
+# docstring), and on the busier of two stages.
 DEEPSPEED_REBUILDS_PER_MICRO_BATCH = 3
+DEEPSPEED_TWO_STAGE_REBUILDS = 2
 # HBM bytes one rebuild moves per byte of the whole tensor, besides the all-gather: the zero
 # fill writes it (1), the clone reads and writes it (2); the rank's own slice, copied in, adds
 # 2 / tp of it (``rebuild_hbm_share``).
@@ -74,20 +85,27 @@ def rebuild_hbm_share(tp: ArrayLike) -> np.ndarray:
 
 def boundary_seconds(
     engine: str,
+    pp: ArrayLike,
+    vp: ArrayLike,
     transfer_s: ArrayLike,
     gather_s: ArrayLike,
     ranks: ArrayLike,
     tensor_bytes: ArrayLike,
     hbm_bytes_per_s: float,
 ) -> np.ndarray:
-    """Seconds per micro-batch (and model chunk) a stage spends at its boundaries: its transfers
-    (``transfer_s`` each) and what it does with what it receives; ``gather_s`` is one
-    all-gather of the whole ``tensor_bytes`` over ``ranks`` TP ranks (0 where ``ranks`` is
-    1)."""
-    sends = TRANSFERS_PER_MICRO_BATCH[engine] * vec.floats(transfer_s)
+    """Seconds per micro-batch (and model chunk) the stage that sets the pace spends at its
+    boundaries (``pp`` stages of ``vp`` chunks): its transfers (``transfer_s`` each) and what
+    it does with what it receives; ``gather_s`` is one all-gather of the whole
+    ``tensor_bytes`` over ``ranks`` TP ranks (0 where ``ranks`` is 1)."""
+    two = vec.floats(pp) * vec.floats(vp) == 2  # a chain of two: each end receives one way
     gather_s = vec.floats(gather_s)
     if engine == "deepspeed":
         ranks = vec.floats(ranks)
         copies = vec.where(ranks > 1, rebuild_hbm_share(ranks) * tensor_bytes, 0.0)
-        return sends + DEEPSPEED_REBUILDS_PER_MICRO_BATCH * (gather_s + copies / hbm_bytes_per_s)
-    return sends + MEGATRON_GATHERS_PER_MICRO_BATCH * gather_s
+        middle = TRANSFERS_PER_MICRO_BATCH[engine], DEEPSPEED_REBUILDS_PER_MICRO_BATCH
+        transfers = vec.where(two, DEEPSPEED_TWO_STAGE_TRANSFERS, middle[0])
+        rebuilds = vec.where(two, DEEPSPEED_TWO_STAGE_REBUILDS, middle[1])
+        rebuild_s = gather_s + copies / hbm_bytes_per_s
+        return transfers * vec.floats(transfer_s) + rebuilds * rebuild_s
+    gathers = vec.where(two, 1.0, MEGATRON_GATHERS_PER_MICRO_BATCH)
+    return TRANSFERS_PER_MICRO_BATCH[engine] * vec.floats(transfer_s) + gathers * gather_s

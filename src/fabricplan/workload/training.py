@@ -280,7 +280,7 @@ def _step(
     heads = heads_here * logits + mtp_here * c.mtp_proj
     compute_mb = layers_here * (fwd + bwd + recompute) + heads + accumulate
     pp_mb = p.vp * boundary_seconds(
-        p.pipeline_engine, pp_one, pp_gather, gather_tp, act_bytes / sp_div, hbm
+        p.pipeline_engine, p.pp, p.vp, pp_one, pp_gather, gather_tp, act_bytes / sp_div, hbm
     )
     tp_mb = layers_here * tp_layer
     ep_mb = layers_here * (ep_f + ep_b)
