@@ -181,3 +181,10 @@ def test_cli_plan_search_says_it_keeps_the_deepspeed_pipeline_uninterleaved(tmp_
     out = run("plan", str(f), "--top", "10").stdout
     assert "every plan runs DeepSpeed's pipeline engine" in out
     assert not re.search(r"\bvp [2-9]", out)  # no interleaved layout among the plans shown
+
+
+def test_scenario_show_names_the_deepspeed_pipeline(tmp_path: Path):
+    deep = _scenario(tmp_path, "tp: 8, pp: 4, sequence_parallel: false, pipeline_engine: deepspeed")
+    assert "DeepSpeed's pipeline engine" in run("scenario", "show", str(deep)).stdout
+    flat = _scenario(tmp_path, "tp: 8, pp: 1, pipeline_engine: deepspeed")  # no pipeline to run
+    assert "DeepSpeed" not in run("scenario", "show", str(flat)).stdout

@@ -123,6 +123,11 @@ def _fabric_cell(f: dict[str, Any], key: str) -> str:
     return fmt(f[key])
 
 
+def _deepspeed_pipeline(p: dict[str, Any]) -> bool:
+    """Whether the summary's parallel layout runs a pipeline on DeepSpeed's engine."""
+    return p.get("pipeline_engine") == "deepspeed" and p["pp"] > 1
+
+
 @app.command("show")
 def show_cmd(
     file: Path = FILE_ARG,
@@ -172,7 +177,8 @@ def show_cmd(
             (
                 "parallelism",
                 f"tp {p['tp']} x pp {p['pp']} x dp {p['dp']} x cp {p['cp']}"
-                f" (ep {p['ep']}, ZeRO-{p['zero']}), {w['precision']}",
+                f" (ep {p['ep']}, ZeRO-{p['zero']}), {w['precision']}"
+                + (", DeepSpeed's pipeline engine" if _deepspeed_pipeline(p) else ""),
             ),
             (
                 "batch",
