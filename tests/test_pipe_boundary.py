@@ -44,7 +44,7 @@ def test_boundary_seconds_analytically():
     t, g, nbytes, hbm = 1e-3, 2e-4, 1e8, 2e12
 
     def seconds(engine: str, pp: int, ranks: int = 8, gather: float = g, vp: int = 1) -> float:
-        return float(boundary_seconds(engine, pp, vp, t, gather, ranks, nbytes, hbm))
+        return float(boundary_seconds(engine, pp, vp, t, gather, ranks, nbytes, hbm).total)
 
     # Megatron, a middle stage: two paired exchanges, two gathers after the receives
     assert seconds("megatron", 4) == pytest.approx(2 * t + 2 * g)
@@ -62,6 +62,13 @@ def test_boundary_seconds_analytically():
     assert seconds("megatron", 2) == pytest.approx(2 * t + g)
     # interleaved over two stages the chain is longer: middle-stage counts again
     assert seconds("megatron", 2, vp=2) == pytest.approx(2 * t + 2 * g)
+    # only the transfers cross between stages: the gathers are TP-group collectives and the
+    # rebuilds' fills and copies memory-bound kernels
+    deep = boundary_seconds("deepspeed", 4, 1, t, g, 8, nbytes, hbm)
+    assert float(deep.sends) == pytest.approx(4 * t)
+    assert float(deep.gathers) == pytest.approx(3 * g)
+    assert float(deep.copies) == pytest.approx(3 * 3.25 * nbytes / hbm)
+    assert float(boundary_seconds("megatron", 4, 1, t, g, 8, nbytes, hbm).copies) == 0.0
 
 
 def _plans(engine: str, **kw: object) -> Plans:
@@ -83,12 +90,13 @@ def test_deepspeed_costs_its_extra_boundary_work_in_every_slot_of_the_pipeline()
     mega = training_step(LLAMA, _plans("megatron"), A100, backend=NO_CONGESTION)
     deep = training_step(LLAMA, _plans("deepspeed"), A100, backend=NO_CONGESTION)
     m, pp = 512 / 8, 4
-    extra = (float(deep.pp_comm[0]) - float(mega.pp_comm[0])) / m  # per micro-batch
-    assert extra > 0
+    # more sends between stages, a third gather in the TP group, the rebuilds' copies
+    parts = ("pp_comm", "tp_comm", "compute")
+    more = [float(getattr(deep, k)[0]) - float(getattr(mega, k)[0]) for k in parts]
+    assert all(d > 0 for d in more)
+    extra = sum(more) / m  # per micro-batch
     # the boundary is on the critical path: every slot of the 1F1B pipeline (m + pp - 1) pays it
     assert float(deep.time[0] - mega.time[0]) == pytest.approx((m + pp - 1) * extra, rel=1e-9)
-    # and the rest of the step is the same
-    assert float(deep.compute[0]) == float(mega.compute[0])
 
 
 @settings(max_examples=40, deadline=None)
@@ -113,8 +121,12 @@ def test_deepspeed_is_never_faster_and_equal_without_a_pipeline(tp, pp, sp, mb):
 def test_megatron_gathers_only_without_sequence_parallelism():
     with_sp = training_step(LLAMA, _plans("megatron", sp=True), A100, backend=NO_CONGESTION)
     without = training_step(LLAMA, _plans("megatron"), A100, backend=NO_CONGESTION)
-    # the same sends either way; the gathers are the difference
-    assert float(without.pp_comm[0]) > float(with_sp.pp_comm[0]) > 0
+    # the same sends either way: a gather is TP-group work, not a pipeline send
+    assert float(without.pp_comm[0]) == float(with_sp.pp_comm[0]) > 0
+    # with sequence parallelism Megatron gathers nothing, DeepSpeed still rebuilds
+    deep = training_step(LLAMA, _plans("deepspeed", sp=True), A100, backend=NO_CONGESTION)
+    assert float(deep.tp_comm[0]) > float(with_sp.tp_comm[0])
+    assert float(deep.compute[0]) > float(with_sp.compute[0])  # the rebuilds' copies
 
 
 def _scenario(tmp_path: Path, parallel: str) -> Path:

@@ -34,6 +34,10 @@ and what the receiver does with the slices, differ by engine:
   engine has no interleaved schedule.
 
 Each rebuild or gather waits for its receive and the pass waits for it: on the critical path.
+Only the transfers cross between stages (the fabric, where the stages are on different nodes):
+a gather is an all-gather in the TP group (NVLink, unless TP spans nodes), and a rebuild's
+zero fill and copies are memory-bound kernels, so the step model counts them as tensor-parallel
+communication and as compute.
 The counts are a middle stage's, which sets the pace from three stages on. A stage at either end
 of the chain receives one way only (the first no activations, the last no gradients), so in a
 two-stage pipeline (pp x vp = 2) each stage gathers once, and DeepSpeed's stages make two
@@ -43,6 +47,8 @@ before the engines came in.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -83,6 +89,19 @@ def rebuild_hbm_share(tp: ArrayLike) -> np.ndarray:
     return DEEPSPEED_REBUILD_HBM_PER_BYTE + 2.0 / vec.floats(tp)
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """Seconds per micro-batch (and model chunk) a stage spends at its boundaries, by where."""
+
+    sends: np.ndarray  # transfers between stages
+    gathers: np.ndarray  # all-gathers in the TP group
+    copies: np.ndarray  # memory-bound kernels (DeepSpeed's zero fills and copies)
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.sends + self.gathers + self.copies
+
+
 def boundary_seconds(
     engine: str,
     pp: ArrayLike,
@@ -92,11 +111,11 @@ def boundary_seconds(
     ranks: ArrayLike,
     tensor_bytes: ArrayLike,
     hbm_bytes_per_s: float,
-) -> np.ndarray:
-    """Seconds per micro-batch (and model chunk) the stage that sets the pace spends at its
-    boundaries (``pp`` stages of ``vp`` chunks): its transfers (``transfer_s`` each) and what
-    it does with what it receives; ``gather_s`` is one all-gather of the whole
-    ``tensor_bytes`` over ``ranks`` TP ranks (0 where ``ranks`` is 1)."""
+) -> Boundary:
+    """What the stage that sets the pace spends at its boundaries (``pp`` stages of ``vp``
+    chunks): its transfers (``transfer_s`` each) and what it does with what it receives;
+    ``gather_s`` is one all-gather of the whole ``tensor_bytes`` over ``ranks`` TP ranks (0
+    where ``ranks`` is 1)."""
     two = vec.floats(pp) * vec.floats(vp) == 2  # a chain of two: each end receives one way
     gather_s = vec.floats(gather_s)
     if engine == "deepspeed":
@@ -105,7 +124,11 @@ def boundary_seconds(
         middle = TRANSFERS_PER_MICRO_BATCH[engine], DEEPSPEED_REBUILDS_PER_MICRO_BATCH
         transfers = vec.where(two, DEEPSPEED_TWO_STAGE_TRANSFERS, middle[0])
         rebuilds = vec.where(two, DEEPSPEED_TWO_STAGE_REBUILDS, middle[1])
-        rebuild_s = gather_s + copies / hbm_bytes_per_s
-        return transfers * vec.floats(transfer_s) + rebuilds * rebuild_s
+        return Boundary(
+            transfers * vec.floats(transfer_s),
+            rebuilds * gather_s,
+            rebuilds * copies / hbm_bytes_per_s,
+        )
     gathers = vec.where(two, 1.0, MEGATRON_GATHERS_PER_MICRO_BATCH)
-    return TRANSFERS_PER_MICRO_BATCH[engine] * vec.floats(transfer_s) + gathers * gather_s
+    sends = TRANSFERS_PER_MICRO_BATCH[engine] * vec.floats(transfer_s)
+    return Boundary(sends, gathers * gather_s, vec.full(sends, 0.0))

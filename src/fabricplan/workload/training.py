@@ -278,11 +278,14 @@ def _step(
     except LayoutError as exc:
         raise WorkloadError(f"workload.parallel.pipeline_layout: {exc}") from None
     heads = heads_here * logits + mtp_here * c.mtp_proj
-    compute_mb = layers_here * (fwd + bwd + recompute) + heads + accumulate
-    pp_mb = p.vp * boundary_seconds(
+    # a stage's boundaries (pipe_boundary): the sends cross between stages; the gathers are
+    # TP-group collectives and a rebuild's copies memory-bound kernels, counted as such
+    edge = boundary_seconds(
         p.pipeline_engine, p.pp, p.vp, pp_one, pp_gather, gather_tp, act_bytes / sp_div, hbm
     )
-    tp_mb = layers_here * tp_layer
+    compute_mb = layers_here * (fwd + bwd + recompute) + heads + accumulate + p.vp * edge.copies
+    pp_mb = p.vp * edge.sends
+    tp_mb = layers_here * tp_layer + p.vp * edge.gathers
     ep_mb = layers_here * (ep_f + ep_b)
     cp_mb = layers_here * cp_layer
     per_mb = compute_mb + tp_mb + ep_mb + cp_mb + pp_mb
