@@ -70,7 +70,7 @@ class Memory:
 def params_per_gpu(s: Shape, p: Plans) -> np.ndarray:
     """Weights one GPU holds before ZeRO sharding: dense layers split by tp x pp, routed experts
     also by ep, and the input embedding (first stage) split by tp."""
-    layer_dense = s.params_total - s.params_embedding - s.params_expert
+    layer_dense = s.params_layer_dense
     # a one-stage pipeline holds both the input embedding and the output head
     emb = vec.where(p.pp == 1, s.params_embedding, float(s.vocab * s.hidden))
     return layer_dense / (p.tp * p.pp) + s.params_expert / (p.tp * p.pp * p.ep) + emb / p.tp
@@ -80,7 +80,7 @@ def _stage_params(s: Shape, layers: int, embedding: bool, head: bool) -> tuple[f
     """(dense, routed-expert) weights of a stage holding ``layers`` layers (the model's average
     layer each), the input embedding and the output head where it holds them; before TP, EP
     and ZeRO split them. One stage holding both holds the model's tables (one, if tied)."""
-    per_layer = (s.params_total - s.params_embedding - s.params_expert) / s.layers
+    per_layer = s.params_layer_dense / s.layers
     table = float(s.vocab * s.hidden)
     tables = s.params_embedding if embedding and head else table * (embedding + head)
     return per_layer * layers + tables, s.params_expert / s.layers * layers

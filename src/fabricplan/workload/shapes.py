@@ -115,6 +115,12 @@ class Shape:
         return self.attn_proj_flops - self.attn_out_flops
 
     @property
+    def params_layer_dense(self) -> float:
+        """The layers' weights but the routed experts' (no embedding or output head): what
+        TP x PP split and expert parallelism does not."""
+        return self.params_total - self.params_embedding - self.params_expert
+
+    @property
     def last_layer_proj_flops(self) -> float:
         """Forward projection FLOPs per token of the model's last layer: a MoE layer's where
         the model has any (its dense layers come first), else the average layer's."""

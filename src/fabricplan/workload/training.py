@@ -128,7 +128,7 @@ def _step(
     # ZeRO-3 reduces and gathers layer by layer in every micro-batch (FSDP units: one per
     # layer, and the root with the embedding and output head), not once per step
     z3 = p.zero >= 3
-    layer_dense = (s.params_total - s.params_embedding - s.params_expert) / (p.tp * p.pp)
+    layer_dense = s.params_layer_dense / (p.tp * p.pp)
     z3_dense = vec.where(z3, layer_dense / layers_avg, 0.0)
     z3_expert = vec.where(z3, expert_n / layers_avg, 0.0)
     z3_root = vec.where(z3, dense_n - layer_dense, 0.0)
